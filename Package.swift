@@ -1,0 +1,96 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+]
+
+let package = Package(
+    name: "synchealth",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "synchealth", targets: ["synchealth"]),
+        .library(name: "SyncHealthCore", targets: ["SyncHealthCore"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
+        .package(url: "https://github.com/adam-fowler/compress-nio", from: "1.5.0"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+    ],
+    targets: [
+        // Pure domain: the per-device monitor, error classes, alert rules, fleet counters. No I/O, no clock.
+        .target(
+            name: "SyncHealthCore",
+            swiftSettings: swiftSettings
+        ),
+        // Storage: the `SyncStore` protocol, an in-memory store for tests, the SQLite store (GRDB).
+        .target(
+            name: "SyncHealthStore",
+            dependencies: [
+                "SyncHealthCore",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // Typed C wrappers around libcurl's variadic API.
+        .target(
+            name: "CCurl",
+            linkerSettings: [.linkedLibrary("curl")]
+        ),
+        // Outbound webhooks: signing, the transport protocol, the libcurl transport.
+        .target(
+            name: "SyncHealthWebhooks",
+            dependencies: [
+                "SyncHealthCore",
+                "CCurl",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The running service: ingest pipeline, timers, HTTP API, composition root.
+        .target(
+            name: "SyncHealthServer",
+            dependencies: [
+                "SyncHealthCore",
+                "SyncHealthStore",
+                "SyncHealthWebhooks",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "CompressNIO", package: "compress-nio"),
+                .product(name: "HeapModule", package: "swift-collections"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "synchealth",
+            dependencies: [
+                "SyncHealthServer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(name: "SyncHealthCoreTests", dependencies: ["SyncHealthCore"]),
+        .testTarget(name: "SyncHealthStoreTests", dependencies: ["SyncHealthStore", "SyncHealthCore"]),
+        .testTarget(name: "SyncHealthWebhooksTests", dependencies: ["SyncHealthWebhooks", "SyncHealthCore"]),
+        .testTarget(
+            name: "SyncHealthServerTests",
+            dependencies: [
+                "SyncHealthServer",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+            ]
+        ),
+    ]
+)

@@ -1,0 +1,34 @@
+/// Deterministic alert ids: the same incident gets the same id on every replica and after every restart.
+public enum AlertIdentity {
+    /// The id of the incident of `kind` that started at `startsAt` on the device (or container) `subject`.
+    public static func id(subject: String, kind: AlertKind, startsAt: Timestamp) -> String {
+        var bytes = Array(subject.utf8)
+        bytes.append(0)
+        bytes.append(contentsOf: kind.rawValue.utf8)
+        bytes.append(0)
+        withUnsafeBytes(of: startsAt.microseconds.littleEndian) { bytes.append(contentsOf: $0) }
+        let high = fnv1a(bytes, basis: 0xcbf2_9ce4_8422_2325)
+        let low = fnv1a(bytes.reversed(), basis: 0x84222325_cbf29ce4)
+        return "al_" + hex(high) + hex(low)
+    }
+
+    /// The subject string of a device.
+    public static func subject(_ key: DeviceKey) -> String { "d\u{1}\(key.appId)\u{1}\(key.deviceId)" }
+
+    /// The subject string of a container, for fleet alerts.
+    public static func subject(containerId: String) -> String { "c\u{1}\(containerId)" }
+
+    static func fnv1a(_ bytes: some Sequence<UInt8>, basis: UInt64) -> UInt64 {
+        var hash = basis
+        for byte in bytes {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x0000_0100_0000_01B3
+        }
+        return hash
+    }
+
+    static func hex(_ value: UInt64) -> String {
+        let s = String(value, radix: 16)
+        return String(repeating: "0", count: 16 - s.count) + s
+    }
+}

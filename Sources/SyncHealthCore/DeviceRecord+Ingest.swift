@@ -1,0 +1,59 @@
+/// How far in the future a device's timestamp may be before it is clamped to the time of receipt.
+public struct SkewPolicy: Hashable, Sendable {
+    /// Timestamps later than receipt plus this are clamped to the time of receipt.
+    public var futureTolerance: Duration = .seconds(300)
+
+    /// The default policy: five minutes.
+    public init(futureTolerance: Duration = .seconds(300)) {
+        self.futureTolerance = futureTolerance
+    }
+}
+
+extension DeviceRecord {
+    /// What one batch did to a device.
+    public struct IngestResult: Sendable, Equatable {
+        /// Events that changed a slot.
+        public var applied = 0
+        /// Events older than their slot, ignored.
+        public var stale = 0
+        /// Events whose time was clamped for clock skew.
+        public var clamped = 0
+        /// The alert transitions the batch caused.
+        public var transitions: [AlertTransition] = []
+        /// When the device next needs an evaluation, if ever.
+        public var nextDeadline: Timestamp?
+    }
+
+    /// Folds a batch of new (already de-duplicated) events into the device, in `occurredAt` order, then
+    /// evaluates the alert rules at `now`.
+    public mutating func ingest(
+        _ events: [DeviceEvent],
+        info: DeviceInfo,
+        now: Timestamp,
+        skew: SkewPolicy = SkewPolicy(),
+        configuration: AlertConfiguration = AlertConfiguration()
+    ) -> IngestResult {
+        var result = IngestResult()
+        self.info.merge(info)
+        if now > lastSeenAt { lastSeenAt = now }
+        let limit = now + skew.futureTolerance
+        var ordered = events
+        for i in ordered.indices where ordered[i].occurredAt > limit {
+            ordered[i].occurredAt = now
+            result.clamped += 1
+        }
+        if result.clamped > 0 { clockSkewDetected = true }
+        // A stable sort keeps batch order for events with equal times.
+        ordered = ordered.enumerated().sorted { ($0.element.occurredAt, $0.offset) < ($1.element.occurredAt, $1.offset) }.map(\.element)
+        for event in ordered {
+            switch monitor.apply(event, receivedAt: now) {
+            case .applied: result.applied += 1
+            case .stale: result.stale += 1
+            }
+        }
+        let evaluation = evaluateAlerts(now: now, configuration: configuration)
+        result.transitions = evaluation.transitions
+        result.nextDeadline = evaluation.nextDeadline
+        return result
+    }
+}

@@ -1,0 +1,97 @@
+import Testing
+@testable import SyncHealthCore
+
+@Suite("Real-world input: order, staleness, duplicates, clock skew")
+struct OrderingAndDuplicateTests {
+    @Test("an older event arriving later does not overwrite a slot")
+    func staleEventIgnored() {
+        var f = EventFactory()
+        let newer = f.succeeded(.import, at: t(10))
+        let older = f.failed(.import, at: t(5), error: ckQuota)
+        var m = MonitorState()
+        #expect(m.apply(newer, receivedAt: t(20)) == .applied)
+        #expect(m.apply(older, receivedAt: t(21)) == .stale)
+        #expect(m.importPhase.state == .succeeded(startedAt: t(10), endedAt: t(10)))
+        #expect(m.lastSyncError == nil, "a stale failure does not set lastSyncError either")
+    }
+
+    @Test("network and account values are last-writer-wins on occurredAt")
+    func networkAndAccountStale() {
+        var f = EventFactory()
+        let m = fold([f.network(false, at: t(10)), f.network(true, at: t(5)), f.account(.noAccount, at: t(10)), f.account(.available, at: t(1))])
+        #expect(m.network == false)
+        #expect(m.account == .noAccount)
+    }
+
+    @Test("any arrival order of a batch gives the state of occurredAt order")
+    func orderIndependence() {
+        var f = EventFactory()
+        let events = healthy(&f) + [f.started(.export, at: t(20)), f.failed(.export, at: t(21), error: ckQuota),
+                                     f.network(false, at: t(22)), f.network(true, at: t(23)), f.started(.import, at: t(24))]
+        let reference = fold(events)
+        var rng = SplitMix64(seed: 7)
+        for _ in 0..<50 {
+            var shuffled = events
+            shuffled.shuffle(using: &rng)
+            #expect(fold(shuffled) == reference)
+        }
+    }
+
+    @Test("ingest applies a batch in occurredAt order, and in batch order for equal times")
+    func ingestSortsBatch() {
+        var f = EventFactory()
+        var record = DeviceRecord(key: DeviceKey(appId: "a", deviceId: "d"), firstSeenAt: t(3))
+        let result = record.ingest([f.network(true, at: t(2)), f.network(false, at: t(1))], info: DeviceInfo(), now: t(3))
+        #expect(result.applied == 2 && result.stale == 0, "sorted first, so neither is stale")
+        #expect(record.monitor.network == true)
+        _ = record.ingest([f.network(false, at: t(5)), f.network(true, at: t(5))], info: DeviceInfo(), now: t(6))
+        #expect(record.monitor.network == true)
+        _ = record.ingest([f.network(true, at: t(7)), f.network(false, at: t(7))], info: DeviceInfo(), now: t(8))
+        #expect(record.monitor.network == false)
+    }
+
+    @Test("a repeated eventId is a duplicate, within a batch and against ids already seen")
+    func duplicates() {
+        let a = DeviceEvent(eventId: "x", occurredAt: t(1), body: .network(available: true))
+        let b = DeviceEvent(eventId: "y", occurredAt: t(2), body: .network(available: false))
+        let c = DeviceEvent(eventId: "x", occurredAt: t(3), body: .network(available: false))
+        let split = [a, b, c].removingDuplicates(alreadySeen: { $0 == "y" })
+        #expect(split.fresh == [a])
+        #expect(split.duplicates == 2)
+    }
+
+    @Test("a timestamp far in the future is clamped to receipt and cannot block later real events")
+    func futureTimestampClamped() {
+        var f = EventFactory()
+        var record = DeviceRecord(key: DeviceKey(appId: "a", deviceId: "d"), firstSeenAt: t(0))
+        let bogus = f.make(Timestamp(rfc3339: "2099-01-01T00:00:00Z") ?? t(0), .network(available: false))
+        let first = record.ingest([bogus], info: DeviceInfo(), now: t(100))
+        #expect(first.clamped == 1)
+        #expect(record.clockSkewDetected)
+        #expect(record.monitor.networkSetAt == t(100))
+        _ = record.ingest([f.network(true, at: t(101))], info: DeviceInfo(), now: t(102))
+        #expect(record.monitor.network == true)
+    }
+
+    @Test("a timestamp within the tolerance is kept as sent")
+    func smallSkewKept() {
+        var f = EventFactory()
+        var record = DeviceRecord(key: DeviceKey(appId: "a", deviceId: "d"), firstSeenAt: t(0))
+        let result = record.ingest([f.network(true, at: t(200))], info: DeviceInfo(), now: t(100))
+        #expect(result.clamped == 0)
+        #expect(record.monitor.networkSetAt == t(200))
+    }
+}
+
+/// A small seeded generator, so that random tests are reproducible.
+struct SplitMix64: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
