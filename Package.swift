@@ -83,7 +83,7 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "SyncHealthCoreTests", dependencies: ["SyncHealthCore"]),
-        .testTarget(name: "SyncHealthStoreTests", dependencies: ["SyncHealthStore", "SyncHealthCore"]),
+        .testTarget(name: "SyncHealthStoreTests", dependencies: ["SyncHealthStore", "SyncHealthCore", .product(name: "GRDB", package: "GRDB.swift")]),
         .testTarget(name: "SyncHealthWebhooksTests", dependencies: ["SyncHealthWebhooks", "SyncHealthCore"]),
         .testTarget(
             name: "SyncHealthServerTests",

@@ -1,0 +1,171 @@
+import SyncHealthCore
+
+/// The durable store behind the service. The store is the truth: the service may cache hot state in memory,
+/// but rebuilds it from `loadState()` at start.
+///
+/// The atomic unit is one `StoreChanges`: "these events were applied to these devices, with these resulting
+/// states, alert transitions and outbox rows". `commit` makes all of it durable, or none of it.
+public protocol SyncStore: Sendable {
+    /// Everything the service needs to rebuild its cache: devices in insertion order, firing fleet alerts.
+    func loadState() async throws -> PersistedState
+
+    /// For each (device, candidate ids) pair, the ids already recorded for that device.
+    func seenEventIds(_ requests: [(key: DeviceKey, eventIds: [String])]) async throws -> [Set<String>]
+
+    /// Durably writes one group of changes in a single transaction.
+    func commit(_ changes: StoreChanges) async throws
+
+    /// A page of alerts, newest first.
+    func alerts(_ query: AlertQuery) async throws -> AlertPage
+
+    /// Forgets event ids recorded before `cutoff` (the dedupe retention window). Returns how many.
+    func pruneEventIds(recordedBefore cutoff: Timestamp) async throws -> Int
+
+    /// Releases the store (closes files, releases the data directory lock).
+    func close() async throws
+}
+
+/// What a store holds at start.
+public struct PersistedState: Sendable {
+    /// Every device, in the order it was first stored.
+    public var devices: [DeviceRecord]
+    /// Containers whose `fleetDegraded` alert is firing, and when it started.
+    public var fleetAlerts: [String: Timestamp]
+
+    /// Creates a state.
+    public init(devices: [DeviceRecord] = [], fleetAlerts: [String: Timestamp] = [:]) {
+        self.devices = devices
+        self.fleetAlerts = fleetAlerts
+    }
+}
+
+/// One group of changes, committed atomically.
+public struct StoreChanges: Sendable {
+    /// New or changed devices (full records; last one per key wins).
+    public var devices: [DeviceRecord] = []
+    /// Event ids to remember for dedupe, with the time they were recorded.
+    public var eventIds: [(key: DeviceKey, eventId: String)] = []
+    /// Alerts that fired (inserted) or resolved (updated by id).
+    public var alerts: [AlertRecord] = []
+    /// Fleet alerts that started (`Timestamp`) or ended (`nil`), by container.
+    public var fleetAlerts: [(containerId: String, startsAt: Timestamp?)] = []
+    /// When the changes were made (service clock), stored with the event ids.
+    public var recordedAt: Timestamp
+
+    /// Empty changes made at `recordedAt`.
+    public init(recordedAt: Timestamp) {
+        self.recordedAt = recordedAt
+    }
+
+    /// Whether there is nothing to write.
+    public var isEmpty: Bool { devices.isEmpty && eventIds.isEmpty && alerts.isEmpty && fleetAlerts.isEmpty }
+}
+
+/// Firing or resolved.
+public enum AlertState: String, Sendable, Codable, CaseIterable {
+    case firing
+    case resolved
+}
+
+/// One alert: one incident on one device, or on one container for fleet rules.
+public struct AlertRecord: Sendable, Hashable {
+    /// Deterministic id (`AlertIdentity`).
+    public var id: String
+    /// The rule.
+    public var kind: AlertKind
+    /// Firing or resolved.
+    public var state: AlertState
+    /// The device, for per-device alerts.
+    public var deviceId: String?
+    /// The app, for per-device alerts.
+    public var appId: String?
+    /// The container, if known.
+    public var containerId: String?
+    /// When it fired.
+    public var startsAt: Timestamp
+    /// When it resolved.
+    public var endsAt: Timestamp?
+    /// One line for humans.
+    public var summary: String
+    /// More detail for humans.
+    public var detail: String
+
+    /// Creates an alert.
+    public init(id: String, kind: AlertKind, state: AlertState, deviceId: String?, appId: String?, containerId: String?,
+                startsAt: Timestamp, endsAt: Timestamp?, summary: String, detail: String) {
+        self.id = id
+        self.kind = kind
+        self.state = state
+        self.deviceId = deviceId
+        self.appId = appId
+        self.containerId = containerId
+        self.startsAt = startsAt
+        self.endsAt = endsAt
+        self.summary = summary
+        self.detail = detail
+    }
+}
+
+/// A filter and page position for listing alerts.
+public struct AlertQuery: Sendable, Hashable {
+    /// Only alerts in this state.
+    public var state: AlertState?
+    /// Only alerts of this kind.
+    public var kind: AlertKind?
+    /// Only alerts of this app.
+    public var appId: String?
+    /// Only alerts of this device.
+    public var deviceId: String?
+    /// Page size.
+    public var limit: Int = 100
+    /// Opaque position from a previous page's `nextCursor`.
+    public var cursor: Int64?
+
+    /// Creates a query.
+    public init(state: AlertState? = nil, kind: AlertKind? = nil, appId: String? = nil, deviceId: String? = nil, limit: Int = 100, cursor: Int64? = nil) {
+        self.state = state
+        self.kind = kind
+        self.appId = appId
+        self.deviceId = deviceId
+        self.limit = limit
+        self.cursor = cursor
+    }
+}
+
+/// A page of alerts.
+public struct AlertPage: Sendable, Equatable {
+    /// The alerts, newest first.
+    public var alerts: [AlertRecord]
+    /// Where the next page starts, or `nil` at the end.
+    public var nextCursor: Int64?
+
+    /// Creates a page.
+    public init(alerts: [AlertRecord], nextCursor: Int64?) {
+        self.alerts = alerts
+        self.nextCursor = nextCursor
+    }
+}
+
+/// Why a store could not start or write. Each case has a message meant for the operator.
+public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// Another process holds the data directory.
+    case locked(path: String)
+    /// The database file is not a valid database, or fails its integrity check.
+    case corrupt(path: String, reason: String)
+    /// The database was written by a newer version of synchealth.
+    case newerSchema(path: String)
+    /// The data directory cannot be created or opened.
+    case unavailable(path: String, reason: String)
+    /// A stored record could not be decoded.
+    case undecodableRecord(String)
+
+    public var description: String {
+        switch self {
+        case .locked(let path): "the data directory \(path) is in use by another running synchealth server"
+        case .corrupt(let path, let reason): "the database \(path) is corrupt (\(reason)); restore it from a backup or move it away"
+        case .newerSchema(let path): "the database \(path) was written by a newer version of synchealth; upgrade synchealth"
+        case .unavailable(let path, let reason): "the data directory \(path) cannot be used: \(reason)"
+        case .undecodableRecord(let what): "a stored record cannot be decoded: \(what)"
+        }
+    }
+}

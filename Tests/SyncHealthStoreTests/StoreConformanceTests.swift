@@ -1,0 +1,211 @@
+import Foundation
+import Testing
+import SyncHealthCore
+@testable import SyncHealthStore
+
+/// Every store implementation, made fresh for each test.
+enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
+    case memory
+    case sqlite
+
+    var testDescription: String { rawValue }
+
+    func make() throws -> (store: any SyncStore, directory: String?) {
+        switch self {
+        case .memory:
+            return (InMemoryStore(), nil)
+        case .sqlite:
+            let dir = temporaryDirectory()
+            return (try SQLiteStore(directory: dir, synchronous: .normal), dir)
+        }
+    }
+}
+
+func temporaryDirectory() -> String {
+    let dir = NSTemporaryDirectory() + "synchealth-test-" + UUID().uuidString
+    try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+    return dir
+}
+
+let t0 = Timestamp(microseconds: 1_795_000_000_000_000)
+
+/// A record that exercises every field of the binary form.
+func richRecord(_ id: String, app: String = "com.example") -> DeviceRecord {
+    var r = DeviceRecord(key: DeviceKey(appId: app, deviceId: id), info: DeviceInfo(containerId: "iCloud.x", platform: "iOS", osVersion: "18.2", appVersion: "3.4"), firstSeenAt: t0)
+    let error = SyncErrorReport(domain: "CKErrorDomain", code: 2, message: "partial ✓", retryAfterSeconds: 1.5, partialErrors: [14: 2, 25: 1])
+    let events: [DeviceEvent] = [
+        DeviceEvent(eventId: "1", occurredAt: t0, body: .account(.available)),
+        DeviceEvent(eventId: "2", occurredAt: t0, body: .network(available: true)),
+        DeviceEvent(eventId: "3", occurredAt: t0 + .seconds(1), body: .activity(.init(phase: .setup, state: .succeeded))),
+        DeviceEvent(eventId: "4", occurredAt: t0 + .seconds(2), body: .activity(.init(phase: .import, state: .started))),
+        DeviceEvent(eventId: "5", occurredAt: t0 + .seconds(3), body: .activity(.init(phase: .export, state: .failed, error: error))),
+        DeviceEvent(eventId: "6", occurredAt: t0 + .seconds(4), body: .pending(count: 3, oldestPendingAt: t0)),
+        DeviceEvent(eventId: "7", occurredAt: t0 + .seconds(5), body: .heartbeat(clientSummary: .error)),
+    ]
+    _ = r.ingest(events, info: DeviceInfo(), now: t0 + .seconds(10))
+    _ = r.evaluateAlerts(now: t0 + .seconds(1000), configuration: AlertConfiguration())
+    return r
+}
+
+func alert(_ id: String, _ kind: AlertKind, _ state: AlertState, device: String = "d1", at: Int64 = 0) -> AlertRecord {
+    AlertRecord(id: id, kind: kind, state: state, deviceId: device, appId: "com.example", containerId: "iCloud.x",
+                startsAt: t0 + .seconds(at), endsAt: state == .resolved ? t0 + .seconds(at + 5) : nil, summary: "s", detail: "d")
+}
+
+@Suite("Store conformance: every SyncStore behaves the same")
+struct StoreConformanceTests {
+    @Test("committed devices load back equal, in insertion order", arguments: StoreKind.allCases)
+    func devicesRoundTrip(kind: StoreKind) async throws {
+        let (store, _) = try kind.make()
+        let a = richRecord("a"), b = richRecord("b"), c = DeviceRecord(key: DeviceKey(appId: "x", deviceId: "c"), firstSeenAt: t0)
+        var changes = StoreChanges(recordedAt: t0)
+        changes.devices = [b, a]
+        try await store.commit(changes)
+        var second = StoreChanges(recordedAt: t0)
+        var a2 = a
+        a2.monitor.network = false
+        second.devices = [c, a2]
+        try await store.commit(second)
+        let state = try await store.loadState()
+        #expect(state.devices.map(\.key.deviceId) == ["b", "a", "c"])
+        #expect(state.devices[0] == b)
+        #expect(state.devices[1] == a2)
+        #expect(state.devices[1].syncError.firingSince != nil, "timers survive")
+        #expect(state.devices[2] == c)
+        try await store.close()
+    }
+
+    @Test("event ids are remembered per device, and pruned by age", arguments: StoreKind.allCases)
+    func eventIds(kind: StoreKind) async throws {
+        let (store, _) = try kind.make()
+        let k1 = DeviceKey(appId: "app", deviceId: "1"), k2 = DeviceKey(appId: "app", deviceId: "2")
+        var changes = StoreChanges(recordedAt: t0)
+        changes.eventIds = [(k1, "e1"), (k1, "e2"), (k2, "e3")]
+        try await store.commit(changes)
+        var later = StoreChanges(recordedAt: t0 + .seconds(100))
+        later.eventIds = [(k1, "e4")]
+        try await store.commit(later)
+        let seen = try await store.seenEventIds([(k1, ["e1", "e3", "e4", "zz"]), (k2, ["e1", "e3"]), (k1, [])])
+        #expect(seen == [["e1", "e4"], ["e3"], []])
+        let pruned = try await store.pruneEventIds(recordedBefore: t0 + .seconds(50))
+        #expect(pruned == 3)
+        let after = try await store.seenEventIds([(k1, ["e1", "e2", "e4"])])
+        #expect(after == [["e4"]])
+        try await store.close()
+    }
+
+    @Test("alerts insert, resolve in place, filter, and page newest first", arguments: StoreKind.allCases)
+    func alerts(kind: StoreKind) async throws {
+        let (store, _) = try kind.make()
+        var changes = StoreChanges(recordedAt: t0)
+        changes.alerts = (0..<7).map { alert("al\($0)", $0 % 2 == 0 ? .syncError : .notSyncing, .firing, at: Int64($0)) }
+        try await store.commit(changes)
+        var resolve = StoreChanges(recordedAt: t0)
+        resolve.alerts = [alert("al2", .syncError, .resolved, at: 2)]
+        try await store.commit(resolve)
+
+        let all = try await store.alerts(AlertQuery(limit: 100))
+        #expect(all.alerts.map(\.id) == ["al6", "al5", "al4", "al3", "al2", "al1", "al0"])
+        #expect(all.nextCursor == nil)
+        #expect(all.alerts[4].state == .resolved)
+        #expect(all.alerts[4].endsAt == t0 + .seconds(7))
+
+        let firingErrors = try await store.alerts(AlertQuery(state: .firing, kind: .syncError))
+        #expect(firingErrors.alerts.map(\.id) == ["al6", "al4", "al0"])
+
+        var pages: [[String]] = []
+        var cursor: Int64?
+        repeat {
+            let page = try await store.alerts(AlertQuery(state: .firing, limit: 2, cursor: cursor))
+            pages.append(page.alerts.map(\.id))
+            cursor = page.nextCursor
+        } while cursor != nil && pages.count < 10
+        #expect(pages == [["al6", "al5"], ["al4", "al3"], ["al1", "al0"]])
+        try await store.close()
+    }
+
+    @Test("fleet alerts start and end", arguments: StoreKind.allCases)
+    func fleetAlerts(kind: StoreKind) async throws {
+        let (store, _) = try kind.make()
+        var changes = StoreChanges(recordedAt: t0)
+        changes.fleetAlerts = [("c1", t0), ("c2", t0 + .seconds(1))]
+        try await store.commit(changes)
+        var end = StoreChanges(recordedAt: t0)
+        end.fleetAlerts = [("c1", nil)]
+        try await store.commit(end)
+        #expect(try await store.loadState().fleetAlerts == ["c2": t0 + .seconds(1)])
+        try await store.close()
+    }
+}
+
+@Suite("SQLite store: durability and bad data directories")
+struct SQLiteStoreTests {
+    @Test("state survives closing and reopening the data directory")
+    func reopen() async throws {
+        let dir = temporaryDirectory()
+        let store = try SQLiteStore(directory: dir)
+        var changes = StoreChanges(recordedAt: t0)
+        changes.devices = [richRecord("a")]
+        changes.eventIds = [(DeviceKey(appId: "com.example", deviceId: "a"), "e1")]
+        try await store.commit(changes)
+        try await store.close()
+        let reopened = try SQLiteStore(directory: dir)
+        #expect(try await reopened.loadState().devices == [richRecord("a")])
+        #expect(try await reopened.seenEventIds([(DeviceKey(appId: "com.example", deviceId: "a"), ["e1"])]) == [["e1"]])
+        try await reopened.close()
+    }
+
+    @Test("a data directory held by another server is refused")
+    func locked() async throws {
+        let dir = temporaryDirectory()
+        let first = try SQLiteStore(directory: dir)
+        #expect(throws: StoreError.locked(path: dir)) { try SQLiteStore(directory: dir) }
+        try await first.close()
+        let again = try SQLiteStore(directory: dir)
+        try await again.close()
+    }
+
+    @Test("a corrupt database file is refused with a clear error, and left untouched")
+    func corrupt() throws {
+        let dir = temporaryDirectory()
+        let path = dir + "/synchealth.sqlite"
+        let garbage = Data((0..<8192).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+        FileManager.default.createFile(atPath: path, contents: garbage)
+        do {
+            _ = try SQLiteStore(directory: dir)
+            Issue.record("opened a corrupt file")
+        } catch let error as StoreError {
+            guard case .corrupt = error else { Issue.record("wrong error \(error)"); return }
+            #expect(error.description.contains("corrupt"))
+        }
+        #expect(FileManager.default.contents(atPath: path) == garbage, "no silent reset")
+    }
+
+    @Test("a database damaged inside its pages fails its integrity check")
+    func damagedPages() async throws {
+        let dir = temporaryDirectory()
+        let store = try SQLiteStore(directory: dir)
+        var changes = StoreChanges(recordedAt: t0)
+        changes.devices = (0..<2000).map { richRecord("d\($0)") }
+        try await store.commit(changes)
+        try await store.close()
+        // Overwrite a stretch in the middle of the file, keeping the header intact.
+        let path = dir + "/synchealth.sqlite"
+        let handle = try #require(FileHandle(forWritingAtPath: path))
+        try handle.seek(toOffset: 8192)
+        handle.write(Data(repeating: 0xA5, count: 16384))
+        try handle.close()
+        #expect(throws: StoreError.self) { try SQLiteStore(directory: dir) }
+    }
+
+    @Test("a database written by a newer schema is refused")
+    func newerSchema() async throws {
+        let dir = temporaryDirectory()
+        let store = try SQLiteStore(directory: dir)
+        try await store.close()
+        // A future version registered a migration this version does not know.
+        let raw = try GRDBTestHelper.open(dir + "/synchealth.sqlite")
+        try raw.execute("INSERT INTO grdb_migrations (identifier) VALUES ('v99: from the future')")
+        #expect(throws: StoreError.newerSchema(path: dir + "/synchealth.sqlite")) { try SQLiteStore(directory: dir) }
+    }
+}
