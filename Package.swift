@@ -63,6 +63,7 @@ let package = Package(
                 "SyncHealthStore",
                 "SyncHealthWebhooks",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -70,6 +71,7 @@ let package = Package(
                 .product(name: "CompressNIO", package: "compress-nio"),
                 .product(name: "HeapModule", package: "swift-collections"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -77,8 +79,12 @@ let package = Package(
             name: "synchealth",
             dependencies: [
                 "SyncHealthServer",
+                "SyncHealthCore",
+                "SyncHealthStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             swiftSettings: swiftSettings
         ),

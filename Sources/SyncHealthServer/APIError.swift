@@ -1,0 +1,116 @@
+import Foundation
+import Hummingbird
+import SyncHealthCore
+
+/// Every error the API answers with, mapped to its status and problem details in one place.
+public enum APIError: Error, Sendable {
+    case invalidBody([BatchValidationError.Item])
+    case invalidQuery(name: String, detail: String)
+    case bodyTooLarge(limit: Int)
+    case unsupportedEncoding(String)
+    case unsupportedMediaType(String)
+    case unauthorized
+    case forbidden(required: KeyScope)
+    case notFound(String)
+    case ambiguousDevice(String)
+    case rateLimited(retryAfterSeconds: Int)
+    case overloaded(retryAfterSeconds: Int)
+    case unavailable(String)
+    case routeNotFound
+    case methodNotAllowed
+
+    var status: HTTPResponse.Status {
+        switch self {
+        case .invalidBody, .invalidQuery: .badRequest
+        case .bodyTooLarge: .contentTooLarge
+        case .unsupportedEncoding, .unsupportedMediaType: .unsupportedMediaType
+        case .unauthorized: .unauthorized
+        case .forbidden: .forbidden
+        case .notFound, .routeNotFound: .notFound
+        case .ambiguousDevice: .conflict
+        case .rateLimited: .tooManyRequests
+        case .overloaded, .unavailable: .serviceUnavailable
+        case .methodNotAllowed: .methodNotAllowed
+        }
+    }
+
+    var problem: Problem {
+        switch self {
+        case .invalidBody(let items):
+            Problem(slug: "validation", title: "The request body is invalid", status: status,
+                    detail: items.first.map { "\($0.pointer.isEmpty ? "body" : $0.pointer): \($0.detail)" } ?? "invalid body", errors: items)
+        case .invalidQuery(let name, let detail):
+            Problem(slug: "validation", title: "A query parameter is invalid", status: status, detail: "\(name): \(detail)",
+                    errors: [.init(pointer: "/query/\(name)", detail: detail)])
+        case .bodyTooLarge(let limit):
+            Problem(slug: "body-too-large", title: "The request body is too large", status: status,
+                    detail: "The body must be at most \(limit) bytes after decompression.")
+        case .unsupportedEncoding(let encoding):
+            Problem(slug: "unsupported-encoding", title: "Unsupported content encoding", status: status,
+                    detail: "Content-Encoding \(encoding) is not supported; use gzip or none.")
+        case .unsupportedMediaType(let type):
+            Problem(slug: "unsupported-media-type", title: "Unsupported media type", status: status,
+                    detail: "Content-Type \(type) is not supported; send application/json.")
+        case .unauthorized:
+            Problem(slug: "unauthorized", title: "Missing or unknown API key", status: status,
+                    detail: "Send a valid key as Authorization: Bearer <key>.")
+        case .forbidden(let required):
+            Problem(slug: "forbidden", title: "The key's scope does not allow this", status: status,
+                    detail: "This operation needs a key of scope \(required.rawValue)\(required == .read ? " or admin" : "").")
+        case .notFound(let what):
+            Problem(slug: "not-found", title: "Not found", status: status, detail: what)
+        case .ambiguousDevice(let id):
+            Problem(slug: "ambiguous-device", title: "The device id is not unique", status: status,
+                    detail: "Several apps have a device \(id); pass appId.")
+        case .rateLimited(let seconds):
+            Problem(slug: "rate-limited", title: "Too many requests", status: status, detail: "Retry after \(seconds) s.")
+        case .overloaded(let seconds):
+            Problem(slug: "overloaded", title: "The service is overloaded", status: status, detail: "Retry after \(seconds) s.")
+        case .unavailable(let why):
+            Problem(slug: "unavailable", title: "The service cannot answer now", status: status, detail: why)
+        case .routeNotFound:
+            Problem(slug: "not-found", title: "Not found", status: status, detail: "No such endpoint.")
+        case .methodNotAllowed:
+            Problem(slug: "method-not-allowed", title: "Method not allowed", status: status, detail: "This endpoint does not take this method.")
+        }
+    }
+
+    /// Extra headers the status calls for.
+    var headers: HTTPFields {
+        var fields = HTTPFields()
+        switch self {
+        case .unauthorized: fields[.wwwAuthenticate] = "Bearer"
+        case .rateLimited(let s), .overloaded(let s): fields[.retryAfter] = String(s)
+        case .unavailable: fields[.retryAfter] = "1"
+        default: break
+        }
+        return fields
+    }
+}
+
+/// RFC 9457 problem details.
+struct Problem: Encodable {
+    var type: String
+    var title: String
+    var status: Int
+    var detail: String
+    var errors: [BatchValidationError.Item]?
+
+    init(slug: String, title: String, status: HTTPResponse.Status, detail: String, errors: [BatchValidationError.Item]? = nil) {
+        self.type = "urn:synchealth:problem:\(slug)"
+        self.title = title
+        self.status = status.code
+        self.detail = detail
+        self.errors = errors
+    }
+
+    /// A bare 500: nothing about the cause leaks to the client.
+    static let internalError = Problem(slug: "internal", title: "Internal server error", status: .internalServerError, detail: "The error was logged.")
+
+    func response(extraHeaders: HTTPFields = [:]) -> Response {
+        let data = (try? JSONResponse.encoder.encode(self)) ?? Data()
+        var headers = extraHeaders
+        headers[.contentType] = "application/problem+json"
+        return Response(status: .init(code: status), headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+}

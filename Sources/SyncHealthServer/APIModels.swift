@@ -1,0 +1,175 @@
+import SyncHealthCore
+import SyncHealthStore
+
+/// `GET /v1/devices/{deviceId}`: a device's status, with explicit `null` for unknown values.
+struct DeviceStatusDTO: Encodable {
+    let snapshot: DeviceSnapshot
+
+    enum Key: String, CodingKey {
+        case deviceId, appId, containerId, platform, osVersion, appVersion, firstSeenAt, lastSeenAt
+        case setupState, importState, exportState, isNetworkAvailable, accountStatus
+        case setupError, importError, exportError, lastSyncError, hasSyncError, shouldBeSyncing, isNotSyncing
+        case syncStateSummary, isBroken, isInProgress, symbolName, symbolColor, description
+        case pendingChanges, oldestPendingAt, silent, alerts, clientSummary, clockSkewDetected, errorClass
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        let r = snapshot.record
+        let m = r.monitor
+        let summary = m.summary
+        var c = encoder.container(keyedBy: Key.self)
+        try c.encode(r.key.deviceId, forKey: .deviceId)
+        try c.encode(r.key.appId, forKey: .appId)
+        try c.encode(r.info.containerId, forKey: .containerId)
+        try c.encode(r.info.platform, forKey: .platform)
+        try c.encode(r.info.osVersion, forKey: .osVersion)
+        try c.encode(r.info.appVersion, forKey: .appVersion)
+        try c.encode(r.firstSeenAt.rfc3339, forKey: .firstSeenAt)
+        try c.encode(r.lastSeenAt.rfc3339, forKey: .lastSeenAt)
+        try c.encode(PhaseStateDTO(m.setup.state), forKey: .setupState)
+        try c.encode(PhaseStateDTO(m.importPhase.state), forKey: .importState)
+        try c.encode(PhaseStateDTO(m.export.state), forKey: .exportState)
+        try c.encode(m.network, forKey: .isNetworkAvailable)
+        try c.encode(m.account?.rawValue, forKey: .accountStatus)
+        try c.encode(m.setupError.map(ErrorDTO.init), forKey: .setupError)
+        try c.encode(m.importError.map(ErrorDTO.init), forKey: .importError)
+        try c.encode(m.exportError.map(ErrorDTO.init), forKey: .exportError)
+        try c.encode(m.lastSyncError.map(ErrorDTO.init), forKey: .lastSyncError)
+        try c.encode(m.hasSyncError, forKey: .hasSyncError)
+        try c.encode(m.shouldBeSyncing, forKey: .shouldBeSyncing)
+        try c.encode(m.isNotSyncing, forKey: .isNotSyncing)
+        try c.encode(summary.rawValue, forKey: .syncStateSummary)
+        try c.encode(summary.isBroken, forKey: .isBroken)
+        try c.encode(summary == .inProgress, forKey: .isInProgress)
+        try c.encode(summary.symbolName, forKey: .symbolName)
+        try c.encode(summary.symbolColor, forKey: .symbolColor)
+        try c.encode(summary.description, forKey: .description)
+        try c.encode(m.pendingChanges, forKey: .pendingChanges)
+        try c.encode(m.oldestPendingAt?.rfc3339, forKey: .oldestPendingAt)
+        try c.encode(snapshot.silent, forKey: .silent)
+        try c.encode(snapshot.alerts.map(AlertDTO.init), forKey: .alerts)
+        try c.encode(m.clientSummary?.rawValue, forKey: .clientSummary)
+        try c.encode(r.clockSkewDetected, forKey: .clockSkewDetected)
+        try c.encode(m.syncErrorClass?.rawValue, forKey: .errorClass)
+    }
+}
+
+/// One phase: `{"status", "startedAt", "endedAt", "error"}`.
+struct PhaseStateDTO: Encodable {
+    let state: SyncState
+    init(_ state: SyncState) { self.state = state }
+
+    enum Key: String, CodingKey { case status, startedAt, endedAt, error }
+
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: Key.self)
+        try c.encode(state.status.rawValue, forKey: .status)
+        try c.encode(state.startedAt?.rfc3339, forKey: .startedAt)
+        try c.encode(state.endedAt?.rfc3339, forKey: .endedAt)
+        try c.encode(state.error.map(ErrorDTO.init), forKey: .error)
+    }
+}
+
+/// An error as reported, with its class.
+struct ErrorDTO: Encodable {
+    let domain: String
+    let code: Int
+    let message: String?
+    let retryAfterSeconds: Double?
+    let partialErrors: [String: Int]?
+    let errorClass: String
+
+    init(_ e: SyncErrorReport) {
+        domain = e.domain
+        code = e.code
+        message = e.message
+        retryAfterSeconds = e.retryAfterSeconds
+        partialErrors = e.partialErrors.map { Dictionary(uniqueKeysWithValues: $0.map { (String($0.key), $0.value) }) }
+        errorClass = e.errorClass.rawValue
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case domain, code, message, retryAfterSeconds, partialErrors
+        case errorClass = "class"
+    }
+}
+
+/// An alert: `{"id", "kind", "state", "deviceId", "appId", "containerId", "startsAt", "endsAt", "summary", "detail"}`.
+struct AlertDTO: Encodable {
+    let alert: AlertRecord
+    init(_ alert: AlertRecord) { self.alert = alert }
+
+    enum Key: String, CodingKey { case id, kind, state, deviceId, appId, containerId, startsAt, endsAt, summary, detail }
+
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: Key.self)
+        try c.encode(alert.id, forKey: .id)
+        try c.encode(alert.kind.rawValue, forKey: .kind)
+        try c.encode(alert.state.rawValue, forKey: .state)
+        try c.encode(alert.deviceId, forKey: .deviceId)
+        try c.encode(alert.appId, forKey: .appId)
+        try c.encode(alert.containerId, forKey: .containerId)
+        try c.encode(alert.startsAt.rfc3339, forKey: .startsAt)
+        try c.encode(alert.endsAt?.rfc3339, forKey: .endsAt)
+        try c.encode(alert.summary, forKey: .summary)
+        try c.encode(alert.detail, forKey: .detail)
+    }
+}
+
+/// `GET /v1/summary`.
+struct FleetSummaryDTO: Encodable {
+    let counts: FleetCounts
+    let generatedAt: Timestamp
+
+    enum Key: String, CodingKey { case devices, active, silent, broken, notSyncing, bySummary, byErrorClass, generatedAt }
+
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: Key.self)
+        try c.encode(counts.devices, forKey: .devices)
+        try c.encode(counts.active, forKey: .active)
+        try c.encode(counts.silent, forKey: .silent)
+        try c.encode(counts.broken, forKey: .broken)
+        try c.encode(counts.notSyncing, forKey: .notSyncing)
+        try c.encode(OrderedCounts(pairs: counts.bySummary.map { ($0.0.rawValue, $0.1) }), forKey: .bySummary)
+        try c.encode(OrderedCounts(pairs: counts.byErrorClass.map { ($0.0.rawValue, $0.1) }), forKey: .byErrorClass)
+        try c.encode(generatedAt.rfc3339, forKey: .generatedAt)
+    }
+}
+
+/// A JSON object of counts whose keys keep a fixed order.
+struct OrderedCounts: Encodable {
+    let pairs: [(String, Int)]
+
+    struct Key: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: Key.self)
+        for (name, value) in pairs { try c.encode(value, forKey: Key(stringValue: name)) }
+    }
+}
+
+/// `{"data": [...], "nextCursor": "..." | null}`.
+struct PageDTO<Item: Encodable>: Encodable {
+    let data: [Item]
+    let nextCursor: String?
+
+    enum Key: String, CodingKey { case data, nextCursor }
+
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: Key.self)
+        try c.encode(data, forKey: .data)
+        try c.encode(nextCursor, forKey: .nextCursor)
+    }
+}
+
+/// `202` body of `POST /v1/events`.
+struct IngestResponseDTO: Encodable {
+    let accepted: Int
+    let duplicates: Int
+    let rejected: [EventBatch.Rejection]
+}

@@ -1,0 +1,62 @@
+import SyncHealthCore
+import SyncHealthStore
+
+/// Builds alert records, with their human-readable summary and detail, from domain transitions.
+enum AlertText {
+    static func record(for transition: AlertTransition, device: DeviceRecord) -> AlertRecord {
+        let (summary, detail) = text(transition.kind, device: device)
+        return AlertRecord(
+            id: AlertIdentity.id(subject: AlertIdentity.subject(device.key), kind: transition.kind, startsAt: transition.startsAt),
+            kind: transition.kind,
+            state: transition.change == .fire ? .firing : .resolved,
+            deviceId: device.key.deviceId,
+            appId: device.key.appId,
+            containerId: device.info.containerId,
+            startsAt: transition.startsAt,
+            endsAt: transition.endsAt,
+            summary: summary,
+            detail: detail
+        )
+    }
+
+    static func record(for transition: AlertTransition, containerId: String, counts: FleetCounts) -> AlertRecord {
+        AlertRecord(
+            id: AlertIdentity.id(subject: AlertIdentity.subject(containerId: containerId), kind: .fleetDegraded, startsAt: transition.startsAt),
+            kind: .fleetDegraded,
+            state: transition.change == .fire ? .firing : .resolved,
+            deviceId: nil,
+            appId: nil,
+            containerId: containerId,
+            startsAt: transition.startsAt,
+            endsAt: transition.endsAt,
+            summary: "Sync is broken on \(counts.activeBroken) of \(counts.active) active devices of \(containerId)",
+            detail: "\(counts.activeBroken) of \(counts.active) active devices are broken (error, notSyncing or unknown); \(counts.notSyncing) are not syncing."
+        )
+    }
+
+    /// The firing alerts of a device, as records.
+    static func firing(_ device: DeviceRecord) -> [AlertRecord] {
+        device.firingAlerts.map { record(for: AlertTransition(kind: $0.kind, change: .fire, startsAt: $0.startsAt), device: device) }
+    }
+
+    static func text(_ kind: AlertKind, device: DeviceRecord) -> (String, String) {
+        let m = device.monitor
+        let name = "\(device.key.deviceId) (\(device.key.appId))"
+        switch kind {
+        case .syncError:
+            let errors = [("setup", m.setupError), ("import", m.importError), ("export", m.exportError)].compactMap { phase, error in
+                error.map { "\(phase): \($0.domain) \($0.code) [\($0.errorClass.rawValue)]" + ($0.message.map { " \($0)" } ?? "") }
+            }
+            let cls = m.syncErrorClass?.rawValue ?? "unknown"
+            return ("Sync error (\(cls)) on \(name)", errors.isEmpty ? "The error has cleared." : errors.joined(separator: "; "))
+        case .notSyncing:
+            return ("Not syncing to iCloud on \(name)", "Setup succeeded with account and network available, but import never started.")
+        case .syncStalled:
+            return ("Sync stalled on \(name)", "A sync activity has stayed in progress, or the state has stayed unknown, for longer than the stall delay. Summary: \(m.summary.rawValue).")
+        case .exportAtRisk:
+            return ("Export at risk on \(name)", "\(m.pendingChanges) local changes wait to be exported while network and account are fine, and no export has succeeded.")
+        case .fleetDegraded:
+            return ("Fleet degraded", "")
+        }
+    }
+}

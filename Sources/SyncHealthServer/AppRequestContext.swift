@@ -1,0 +1,16 @@
+import Hummingbird
+import Logging
+
+/// The request context: Hummingbird's core storage plus the scope the caller's key grants.
+public struct AppRequestContext: RequestContext {
+    public var coreContext: CoreRequestContextStorage
+    /// The scope of the presented key, once `AuthMiddleware` has checked it.
+    public var scope: KeyScope?
+
+    public init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+    }
+
+    /// Bodies are read explicitly with their own limits; this caps anything else.
+    public var maxUploadSize: Int { 2 * 1024 * 1024 }
+}

@@ -1,0 +1,40 @@
+import SyncHealthCore
+
+/// Tunables of the monitor engine.
+public struct EngineConfiguration: Sendable {
+    /// Delays and thresholds of the alert rules.
+    public var alerts = AlertConfiguration()
+    /// How device timestamps in the future are treated.
+    public var skew = SkewPolicy()
+    /// How long event ids are remembered for dedupe.
+    public var dedupeRetention: Duration = .seconds(7 * 86_400)
+    /// Most requests committed in one transaction.
+    public var maxGroupRequests = 1024
+    /// Most requests waiting for a commit before new ones are shed with 503.
+    public var maxQueuedRequests = 20_000
+    /// Most due timers served in one transaction.
+    public var maxTimersPerGroup = 10_000
+
+    /// The defaults.
+    public init() {}
+}
+
+/// Why the engine could not take or finish a request.
+public enum EngineError: Error, Sendable, Equatable {
+    /// Too many requests are waiting for a commit.
+    case overloaded
+    /// The store failed to commit; nothing of the request was applied.
+    case storeUnavailable
+    /// The engine is shutting down.
+    case stopping
+    /// The engine is still loading its state.
+    case starting
+}
+
+/// What one accepted batch did.
+public struct IngestReceipt: Sendable, Equatable {
+    /// Valid events applied (including ones older than their slot).
+    public var accepted: Int
+    /// Events whose id the device had sent before.
+    public var duplicates: Int
+}

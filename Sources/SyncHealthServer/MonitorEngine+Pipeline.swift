@@ -1,0 +1,256 @@
+import Logging
+import ServiceLifecycle
+import SyncHealthCore
+import SyncHealthStore
+
+extension MonitorEngine {
+    /// Loads the state from the store, then runs the pipeline until graceful shutdown or cancellation.
+    /// Requests already queued at shutdown are committed before it returns; then the store is closed.
+    public func run() async throws {
+        try await load()
+        phase.store(Phase.ready.rawValue, ordering: .releasing)
+        logger.info("Monitor engine ready", metadata: ["devices.count": "\(deviceCount)"])
+        await withGracefulShutdownHandler {
+            await self.loop()
+        } onGracefulShutdown: {
+            self.phase.store(Phase.stopping.rawValue, ordering: .releasing)
+            self.wake.signal()
+        }
+        // Serve whatever was accepted before the shutdown began.
+        while await step(now: clock.now) {}
+        phase.store(Phase.stopped.rawValue, ordering: .releasing)
+        try await store.close()
+        logger.info("Monitor engine stopped")
+    }
+
+    /// Rebuilds the cache from the store: devices, fleet counters, timers.
+    func load() async throws {
+        let state = try await store.loadState()
+        let now = clock.now
+        let alerts = configuration.alerts
+        cache.withLock { c in
+            c = Cache()
+            c.records.reserveCapacity(state.devices.count)
+            c.contributions.reserveCapacity(state.devices.count)
+            c.deadlineOf.reserveCapacity(state.devices.count)
+            for record in state.devices {
+                let i = c.records.count
+                c.index[record.key] = i
+                c.records.append(record)
+                let contribution = record.fleetContribution(now: now, configuration: alerts)
+                c.contributions.append(contribution)
+                c.counters.replace(nil, with: contribution)
+                c.deadlineOf.append(.max)
+                // Evaluate a copy: anything that came due while the server was down is served at once,
+                // through the pipeline, so that its transitions are committed like any other.
+                var probe = record
+                let evaluation = probe.evaluateAlerts(now: now, configuration: alerts)
+                c.setDeadline(evaluation.transitions.isEmpty ? evaluation.nextDeadline : now, for: i)
+                for (kind, _) in record.firingAlerts { c.firing[kind, default: 0] += 1 }
+            }
+            c.fleetAlerts = FleetAlerts(firing: state.fleetAlerts)
+            c.firing[.fleetDegraded] = state.fleetAlerts.count
+        }
+        metrics.devices.record(state.devices.count)
+        updateFiringGauges()
+    }
+
+    func loop() async {
+        var lastPrune = clock.now
+        while true {
+            let current = phase.load(ordering: .acquiring)
+            if current != Phase.ready.rawValue { return }
+            if Task.isCancelled { return }
+            let now = clock.now
+            if await step(now: now) { continue }
+            if now - lastPrune > .seconds(3600) {
+                lastPrune = now
+                await prune(now: now)
+            }
+            let next = cache.withLock { $0.deadlines.min?.at }
+            await wake.wait(until: next, clock: clock)
+        }
+    }
+
+    /// Forgets event ids older than the dedupe retention window.
+    func prune(now: Timestamp) async {
+        do {
+            let removed = try await store.pruneEventIds(recordedBefore: now - configuration.dedupeRetention)
+            logger.debug("Pruned event ids", metadata: ["events.pruned": "\(removed)"])
+        } catch {
+            logger.error("Pruning event ids failed", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// Serves one group: queued requests and due timers. Returns whether there was anything to do.
+    func step(now: Timestamp) async -> Bool {
+        let jobs = queue.withLock { q -> [IngestJob] in
+            let n = min(q.jobs.count, configuration.maxGroupRequests)
+            let taken = Array(q.jobs.prefix(n))
+            q.jobs.removeFirst(n)
+            return taken
+        }
+        let due = cache.withLock { $0.popDue(now: now, limit: configuration.maxTimersPerGroup) }
+        if jobs.isEmpty && due.isEmpty { return false }
+
+        let seen: [Set<String>]
+        do {
+            seen = try await store.seenEventIds(jobs.map { ($0.batch.key, $0.batch.events.map(\.eventId)) })
+        } catch {
+            fail(jobs, due: due, now: now, error: error)
+            return true
+        }
+        var plan = cache.withLock { c in Plan.make(jobs: jobs, seen: seen, due: due, cache: c, now: now, configuration: configuration) }
+        let started = ContinuousClock.now
+        do {
+            try await store.commit(plan.changes)
+        } catch {
+            fail(jobs, due: due, now: now, error: error)
+            return true
+        }
+        metrics.commitDuration.recordNanoseconds(Int64((ContinuousClock.now - started).microseconds) * 1000)
+        metrics.commits.increment()
+        metrics.groupSize.record(jobs.count)
+        let deviceCount = cache.withLock { c in
+            plan.install(into: &c)
+            return c.records.count
+        }
+        metrics.devices.record(deviceCount)
+        for transition in plan.transitions {
+            guard let counters = metrics.transitions[transition.kind] else { continue }
+            (transition.change == .fire ? counters.fire : counters.resolve).increment()
+            logger.info(transition.change == .fire ? "Alert fired" : "Alert resolved",
+                        metadata: ["alert.kind": "\(transition.kind.rawValue)", "alert.id": "\(transition.id)"])
+        }
+        if !plan.transitions.isEmpty { updateFiringGauges() }
+        for (job, receipt) in zip(jobs, plan.receipts) {
+            metrics.eventsAccepted.increment(by: receipt.accepted)
+            metrics.eventsDuplicate.increment(by: receipt.duplicates)
+            metrics.eventsRejected.increment(by: job.batch.rejected.count)
+            job.continuation.resume(returning: .success(receipt))
+        }
+        return true
+    }
+
+    /// Answers every request of a failed group and puts its timers back, a second later.
+    func fail(_ jobs: [IngestJob], due: [Int], now: Timestamp, error: any Error) {
+        metrics.commitFailures.increment()
+        logger.error("Store commit failed; the group was not applied", metadata: ["error": "\(error)", "group.requests": "\(jobs.count)"])
+        cache.withLock { c in
+            for i in due { c.setDeadline(now + .seconds(1), for: i) }
+        }
+        for job in jobs { job.continuation.resume(returning: .failure(.storeUnavailable)) }
+    }
+
+    func updateFiringGauges() {
+        let firing = cache.withLock { $0.firing }
+        for kind in AlertKind.allCases { metrics.firing[kind]?.record(firing[kind] ?? 0) }
+    }
+}
+
+/// The new states of one group, computed on copies; installed in the cache only after the commit.
+struct Plan {
+    var changes: StoreChanges
+    var receipts: [IngestReceipt] = []
+    /// Touched devices: cache index (or `nil` for new ones) and new record, in first-touch order.
+    var touched: [(index: Int?, record: DeviceRecord, contribution: FleetContribution, deadline: Timestamp?)] = []
+    var counters: FleetCounters
+    var fleetAlerts: FleetAlerts
+    var transitions: [(id: String, kind: AlertKind, change: AlertTransition.Change)] = []
+
+    static func make(jobs: [IngestJob], seen: [Set<String>], due: [Int], cache c: Cache, now: Timestamp, configuration: EngineConfiguration) -> Plan {
+        var plan = Plan(changes: StoreChanges(recordedAt: now), counters: c.counters, fleetAlerts: c.fleetAlerts)
+        var slot: [DeviceKey: Int] = [:]
+        var seenInGroup: [DeviceKey: Set<String>] = [:]
+        let alerts = configuration.alerts
+
+        func touch(_ key: DeviceKey, make: () -> DeviceRecord) -> Int {
+            if let s = slot[key] { return s }
+            let index = c.index[key]
+            let record = index.map { c.records[$0] } ?? make()
+            let contribution = index.map { c.contributions[$0] } ?? record.fleetContribution(now: now, configuration: alerts)
+            plan.touched.append((index, record, contribution, nil))
+            slot[key] = plan.touched.count - 1
+            return plan.touched.count - 1
+        }
+
+        func record(_ transitions: [AlertTransition], of device: DeviceRecord) {
+            for transition in transitions {
+                let alert = AlertText.record(for: transition, device: device)
+                plan.changes.alerts.append(alert)
+                plan.transitions.append((alert.id, alert.kind, transition.change))
+            }
+        }
+
+        for (job, seenIds) in zip(jobs, seen) {
+            let key = job.batch.key
+            let s = touch(key) { DeviceRecord(key: key, info: job.batch.info, firstSeenAt: now) }
+            var inGroup = seenInGroup[key] ?? []
+            let (fresh, duplicates) = job.batch.events.removingDuplicates { seenIds.contains($0) || inGroup.contains($0) }
+            for event in fresh {
+                inGroup.insert(event.eventId)
+                plan.changes.eventIds.append((key, event.eventId))
+            }
+            seenInGroup[key] = inGroup
+            var device = plan.touched[s].record
+            let result = device.ingest(fresh, info: job.batch.info, now: now, skew: configuration.skew, configuration: alerts)
+            record(result.transitions, of: device)
+            plan.touched[s].record = device
+            plan.touched[s].deadline = result.nextDeadline
+            plan.receipts.append(IngestReceipt(accepted: fresh.count, duplicates: duplicates))
+        }
+
+        for i in due {
+            let s = touch(c.records[i].key) { c.records[i] }
+            var device = plan.touched[s].record
+            let evaluation = device.evaluateAlerts(now: now, configuration: alerts)
+            record(evaluation.transitions, of: device)
+            plan.touched[s].record = device
+            plan.touched[s].deadline = evaluation.nextDeadline
+        }
+
+        // Fleet counters and the fleet rule, for every container a touched device left or joined.
+        var containers = Set<String>()
+        for s in plan.touched.indices {
+            let old = plan.touched[s].index.map { _ in plan.touched[s].contribution }
+            let new = plan.touched[s].record.fleetContribution(now: now, configuration: alerts)
+            plan.counters.replace(old, with: new)
+            if let c = old?.containerId { containers.insert(c) }
+            if let c = new.containerId { containers.insert(c) }
+            plan.touched[s].contribution = new
+        }
+        for container in containers.sorted() {
+            let counts = plan.counters[FleetScope(containerId: container)]
+            guard let transition = plan.fleetAlerts.evaluate(containerId: container, counts: counts, now: now, configuration: alerts) else { continue }
+            let alert = AlertText.record(for: transition, containerId: container, counts: counts)
+            plan.changes.alerts.append(alert)
+            plan.changes.fleetAlerts.append((container, transition.change == .fire ? transition.startsAt : nil))
+            plan.transitions.append((alert.id, .fleetDegraded, transition.change))
+        }
+        plan.changes.devices = plan.touched.map(\.record)
+        return plan
+    }
+
+    /// Installs the committed states in the cache.
+    mutating func install(into c: inout Cache) {
+        for item in touched {
+            let i: Int
+            if let index = item.index {
+                i = index
+                c.records[i] = item.record
+                c.contributions[i] = item.contribution
+            } else {
+                i = c.records.count
+                c.index[item.record.key] = i
+                c.records.append(item.record)
+                c.contributions.append(item.contribution)
+                c.deadlineOf.append(.max)
+            }
+            c.setDeadline(item.deadline, for: i)
+        }
+        c.compactDeadlinesIfNeeded()
+        c.counters = counters
+        c.fleetAlerts = fleetAlerts
+        for t in transitions { c.firing[t.kind, default: 0] += t.change == .fire ? 1 : -1 }
+    }
+}

@@ -1,0 +1,240 @@
+import HeapModule
+import Logging
+import ServiceLifecycle
+import Synchronization
+import SyncHealthCore
+import SyncHealthStore
+
+/// The running monitor: an in-memory cache of every device over the durable store, a single serialized
+/// pipeline that applies batches and timers in group commits, and the fleet counters.
+///
+/// Every change goes through `run()`'s pipeline, in order: read dedupe ids, plan the new states on copies,
+/// commit them in one store transaction, and only then install them in the cache and answer the requests.
+/// A failed commit changes nothing, and its requests get `EngineError.storeUnavailable`.
+public final class MonitorEngine: Service, Sendable {
+    /// Tunables.
+    public let configuration: EngineConfiguration
+    let store: any SyncStore
+    let clock: any ServiceClock
+    let logger: Logger
+    let metrics: EngineMetrics
+    let cache = Mutex(Cache())
+    let queue = Mutex(Queue())
+    let wake = WakeSignal()
+    let phase = Atomic<UInt8>(Phase.starting.rawValue)
+
+    enum Phase: UInt8 {
+        case starting, ready, stopping, stopped
+    }
+
+    /// Creates an engine over `store`. Call `run()` (as a service) to load the state and serve.
+    public init(store: any SyncStore, clock: any ServiceClock, configuration: EngineConfiguration = EngineConfiguration(), logger: Logger) {
+        self.store = store
+        self.clock = clock
+        self.configuration = configuration
+        self.logger = logger
+        self.metrics = EngineMetrics()
+    }
+
+    /// Whether the state is loaded and the pipeline runs.
+    public var isReady: Bool { phase.load(ordering: .acquiring) == Phase.ready.rawValue }
+
+    /// The clock's current time.
+    public var now: Timestamp { clock.now }
+
+    // MARK: Writes
+
+    /// Applies a decoded batch and returns once it is durable.
+    ///
+    /// - Throws: `EngineError.overloaded` when too many requests wait, `.stopping` during shutdown,
+    ///   `.storeUnavailable` when the commit failed (nothing was applied).
+    public func ingest(_ batch: EventBatch) async throws(EngineError) -> IngestReceipt {
+        let state = phase.load(ordering: .acquiring)
+        guard state == Phase.ready.rawValue || state == Phase.starting.rawValue else { throw .stopping }
+        if batch.events.isEmpty { return IngestReceipt(accepted: 0, duplicates: 0) }
+        let result: Result<IngestReceipt, EngineError> = await withCheckedContinuation { continuation in
+            let accepted = queue.withLock { q -> Bool in
+                guard q.jobs.count < configuration.maxQueuedRequests else { return false }
+                q.jobs.append(IngestJob(batch: batch, continuation: continuation))
+                return true
+            }
+            if accepted {
+                wake.signal()
+            } else {
+                continuation.resume(returning: .failure(.overloaded))
+            }
+        }
+        return try result.get()
+    }
+
+    // MARK: Reads
+
+    /// A device's state at `now`, or `nil` if unknown.
+    public func device(_ key: DeviceKey) throws(EngineError) -> DeviceSnapshot? {
+        try checkReadable()
+        let now = clock.now
+        return cache.withLock { c in
+            c.index[key].map { DeviceSnapshot(record: c.records[$0], now: now, configuration: configuration.alerts) }
+        }
+    }
+
+    /// Every device with `deviceId`, in any app (for lookups that leave out the app).
+    public func devices(withId deviceId: String) throws(EngineError) -> [DeviceKey] {
+        try checkReadable()
+        return cache.withLock { c in c.records.lazy.filter { $0.key.deviceId == deviceId }.map(\.key) }
+    }
+
+    /// A page of devices matching `filter`, in first-seen order.
+    public func devices(_ filter: DeviceFilter, after cursor: Int, limit: Int) throws(EngineError) -> DevicePage {
+        try checkReadable()
+        let now = clock.now
+        let scanBudget = 200_000
+        return cache.withLock { c in
+            var result: [DeviceSnapshot] = []
+            var index = max(0, cursor)
+            var scanned = 0
+            while index < c.records.count, result.count < limit, scanned < scanBudget {
+                let record = c.records[index]
+                if filter.matches(record, contribution: c.contributions[index]) {
+                    result.append(DeviceSnapshot(record: record, now: now, configuration: configuration.alerts))
+                }
+                index += 1
+                scanned += 1
+            }
+            return DevicePage(devices: result, nextCursor: index < c.records.count ? index : nil)
+        }
+    }
+
+    /// The fleet counters of a scope. O(1) in the fleet's size.
+    public func summary(_ scope: FleetScope) throws(EngineError) -> FleetCounts {
+        try checkReadable()
+        return cache.withLock { $0.counters[scope] }
+    }
+
+    /// A page of alerts from the store.
+    public func alerts(_ query: AlertQuery) async throws -> AlertPage {
+        try checkReadable()
+        return try await store.alerts(query)
+    }
+
+    /// The number of devices tracked.
+    public var deviceCount: Int { cache.withLock { $0.records.count } }
+
+    func checkReadable() throws(EngineError) {
+        if phase.load(ordering: .acquiring) == Phase.starting.rawValue { throw .starting }
+    }
+}
+
+/// A device's state as the API shows it.
+public struct DeviceSnapshot: Sendable {
+    /// The record.
+    public var record: DeviceRecord
+    /// Whether the device is silent now.
+    public var silent: Bool
+    /// Its firing alerts.
+    public var alerts: [AlertRecord]
+
+    init(record: DeviceRecord, now: Timestamp, configuration: AlertConfiguration) {
+        self.record = record
+        self.silent = record.isSilent(now: now, configuration: configuration)
+        self.alerts = AlertText.firing(record)
+    }
+}
+
+/// Filters of `GET /v1/devices`.
+public struct DeviceFilter: Sendable {
+    /// Only this summary value.
+    public var summary: SyncStateSummary?
+    /// Only broken (`true`) or only not broken (`false`) devices.
+    public var broken: Bool?
+    /// Only this app.
+    public var appId: String?
+    /// Only this container.
+    public var containerId: String?
+
+    /// Creates a filter.
+    public init(summary: SyncStateSummary? = nil, broken: Bool? = nil, appId: String? = nil, containerId: String? = nil) {
+        self.summary = summary
+        self.broken = broken
+        self.appId = appId
+        self.containerId = containerId
+    }
+
+    func matches(_ record: DeviceRecord, contribution: FleetContribution) -> Bool {
+        if let appId, record.key.appId != appId { return false }
+        if let containerId, record.info.containerId != containerId { return false }
+        if let summary, contribution.summary != summary { return false }
+        if let broken, contribution.summary.isBroken != broken { return false }
+        return true
+    }
+}
+
+/// A page of devices.
+public struct DevicePage: Sendable {
+    /// The devices.
+    public var devices: [DeviceSnapshot]
+    /// Where the next page starts, or `nil` at the end.
+    public var nextCursor: Int?
+}
+
+/// A due time in the timer heap; `index` is the device's position in the cache.
+struct Deadline: Comparable {
+    var at: Timestamp
+    var index: Int32
+
+    static func < (lhs: Deadline, rhs: Deadline) -> Bool { (lhs.at, lhs.index) < (rhs.at, rhs.index) }
+}
+
+/// The in-memory cache. Only the pipeline mutates it.
+struct Cache {
+    var index: [DeviceKey: Int] = [:]
+    var records: [DeviceRecord] = []
+    var contributions: [FleetContribution] = []
+    /// Each device's current deadline (`Int64.max` for none); heap entries that disagree are stale.
+    var deadlineOf: [Int64] = []
+    var deadlines = Heap<Deadline>()
+    var counters = FleetCounters()
+    var fleetAlerts = FleetAlerts()
+    var firing: [AlertKind: Int] = [:]
+
+    mutating func setDeadline(_ at: Timestamp?, for index: Int) {
+        let value = at?.microseconds ?? .max
+        guard deadlineOf[index] != value else { return }
+        deadlineOf[index] = value
+        if let at { deadlines.insert(Deadline(at: at, index: Int32(index))) }
+    }
+
+    /// Rebuilds the heap from `deadlineOf` once stale entries outnumber live ones, so that a device that
+    /// posts all day does not grow the heap.
+    mutating func compactDeadlinesIfNeeded() {
+        guard deadlines.count > 2 * records.count + 1024 else { return }
+        var live: [Deadline] = []
+        live.reserveCapacity(records.count)
+        for (i, at) in deadlineOf.enumerated() where at != .max {
+            live.append(Deadline(at: Timestamp(microseconds: at), index: Int32(i)))
+        }
+        deadlines = Heap(live)
+    }
+
+    /// Pops up to `limit` devices whose deadline is due at `now`.
+    mutating func popDue(now: Timestamp, limit: Int) -> [Int] {
+        var due: [Int] = []
+        while due.count < limit, let top = deadlines.min, top.at <= now {
+            _ = deadlines.popMin()
+            let i = Int(top.index)
+            guard deadlineOf[i] == top.at.microseconds else { continue }
+            deadlineOf[i] = .max
+            due.append(i)
+        }
+        return due
+    }
+}
+
+struct IngestJob {
+    var batch: EventBatch
+    var continuation: CheckedContinuation<Result<IngestReceipt, EngineError>, Never>
+}
+
+struct Queue {
+    var jobs: [IngestJob] = []
+}

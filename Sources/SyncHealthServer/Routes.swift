@@ -1,0 +1,197 @@
+import Foundation
+import CompressNIO
+import Hummingbird
+import HummingbirdCore
+import NIOCore
+import SyncHealthCore
+import SyncHealthStore
+
+/// JSON responses.
+enum JSONResponse {
+    /// One encoder for every response: keys sorted, so output is stable.
+    static let encoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return encoder
+    }()
+
+    static func make<T: Encodable>(_ value: T, status: HTTPResponse.Status = .ok, contentType: String = "application/json") throws -> Response {
+        let data = try encoder.encode(value)
+        return Response(status: status, headers: [.contentType: contentType], body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+}
+
+/// Typed access to query parameters; every bad value is a 400 naming the parameter.
+struct Query {
+    let parameters: FlatDictionary<Substring, Substring>
+
+    init(_ request: Request) { parameters = request.uri.queryParameters }
+
+    func string(_ name: String) throws(APIError) -> String? {
+        guard let value = parameters[Substring(name)] else { return nil }
+        let text = String(value)
+        guard !text.isEmpty, text.utf8.count <= 256 else { throw .invalidQuery(name: name, detail: "must be 1-256 characters") }
+        return text
+    }
+
+    func enumValue<E: RawRepresentable & CaseIterable>(_ name: String, _: E.Type) throws(APIError) -> E? where E.RawValue == String {
+        guard let text = try string(name) else { return nil }
+        guard let value = E(rawValue: text) else {
+            throw .invalidQuery(name: name, detail: "must be one of " + E.allCases.map(\.rawValue).joined(separator: ", "))
+        }
+        return value
+    }
+
+    func bool(_ name: String) throws(APIError) -> Bool? {
+        switch try string(name) {
+        case nil: return nil
+        case "true": return true
+        case "false": return false
+        default: throw .invalidQuery(name: name, detail: "must be true or false")
+        }
+    }
+
+    func limit(default value: Int = 100, max: Int = 1000) throws(APIError) -> Int {
+        guard let text = try string("limit") else { return value }
+        guard let n = Int(text), n >= 1, n <= max else { throw .invalidQuery(name: "limit", detail: "must be an integer from 1 to \(max)") }
+        return n
+    }
+
+    func cursor() throws(APIError) -> Int64? {
+        guard let text = try string("cursor") else { return nil }
+        guard let n = Int64(text), n >= 0 else { throw .invalidQuery(name: "cursor", detail: "must be a nextCursor from a previous page") }
+        return n
+    }
+}
+
+extension EngineError {
+    /// The API error for an engine error.
+    var apiError: APIError {
+        switch self {
+        case .overloaded: .overloaded(retryAfterSeconds: 1)
+        case .storeUnavailable: .unavailable("The store could not commit; nothing was applied. Retry.")
+        case .stopping: .unavailable("The service is shutting down.")
+        case .starting: .unavailable("The service is loading its state.")
+        }
+    }
+}
+
+/// Runs `body`, turning an `EngineError` into its API error.
+func mapEngine<T>(_ body: () throws(EngineError) -> T) throws(APIError) -> T {
+    do { return try body() } catch { throw error.apiError }
+}
+
+/// `POST /v1/events`.
+struct EventsRoutes {
+    /// Largest body, after decompression.
+    static let maxBodySize = 1 << 20
+    let engine: MonitorEngine
+
+    func ingest(_ request: Request, context: AppRequestContext) async throws -> Response {
+        try context.require(.ingest)
+        if let type = request.headers[.contentType], !type.lowercased().hasPrefix("application/json") {
+            throw APIError.unsupportedMediaType(type)
+        }
+        var body = try await request.body.collect(upTo: Self.maxBodySize)
+        switch request.headers[.contentEncoding]?.lowercased().trimmingCharacters(in: .whitespaces) {
+        case nil, "", "identity":
+            break
+        case "gzip", "x-gzip":
+            body = try Self.gunzip(&body)
+        case let other?:
+            throw APIError.unsupportedEncoding(other)
+        }
+        let batch: EventBatch
+        do {
+            batch = try EventBatch.decode(json: Data(buffer: body, byteTransferStrategy: .noCopy))
+        } catch {
+            throw APIError.invalidBody(error.errors)
+        }
+        let receipt: IngestReceipt
+        do {
+            receipt = try await engine.ingest(batch)
+        } catch {
+            throw error.apiError
+        }
+        context.logger.debug("Events ingested", metadata: ["device.id": "\(batch.key.deviceId)", "events.accepted": "\(receipt.accepted)"])
+        return try JSONResponse.make(IngestResponseDTO(accepted: receipt.accepted, duplicates: receipt.duplicates, rejected: batch.rejected), status: .accepted)
+    }
+
+    /// Decompresses a gzip body, refusing anything that grows past the limit (a zip bomb stops there).
+    static func gunzip(_ body: inout ByteBuffer) throws(APIError) -> ByteBuffer {
+        do {
+            let out = try body.decompress(with: .gzip(), maxSize: maxBodySize + 1)
+            if out.readableBytes > maxBodySize { throw APIError.bodyTooLarge(limit: maxBodySize) }
+            return out
+        } catch let error as APIError {
+            throw error
+        } catch let error as CompressNIOError where error == .bufferOverflow {
+            throw .bodyTooLarge(limit: maxBodySize)
+        } catch {
+            throw .invalidBody([.init(pointer: "", detail: "the body is not valid gzip")])
+        }
+    }
+}
+
+/// `GET /v1/devices`, `GET /v1/devices/{deviceId}`.
+struct DeviceRoutes {
+    let engine: MonitorEngine
+
+    func status(_ request: Request, context: AppRequestContext) async throws -> Response {
+        try context.require(.read)
+        let deviceId = context.parameters.get("deviceId") ?? ""
+        let query = Query(request)
+        let key: DeviceKey
+        if let appId = try query.string("appId") {
+            key = DeviceKey(appId: appId, deviceId: deviceId)
+        } else {
+            let matches = try mapEngine { () throws(EngineError) in try engine.devices(withId: deviceId) }
+            guard let only = matches.first else { throw APIError.notFound("No device \(deviceId).") }
+            guard matches.count == 1 else { throw APIError.ambiguousDevice(deviceId) }
+            key = only
+        }
+        guard let snapshot = try mapEngine({ () throws(EngineError) in try engine.device(key) }) else {
+            throw APIError.notFound("No device \(deviceId) in app \(key.appId).")
+        }
+        return try JSONResponse.make(DeviceStatusDTO(snapshot: snapshot))
+    }
+
+    func list(_ request: Request, context: AppRequestContext) async throws -> Response {
+        try context.require(.read)
+        let query = Query(request)
+        let filter = DeviceFilter(summary: try query.enumValue("summary", SyncStateSummary.self), broken: try query.bool("broken"),
+                                  appId: try query.string("appId"), containerId: try query.string("containerId"))
+        let limit = try query.limit()
+        let cursor = Int(clamping: try query.cursor() ?? 0)
+        let page = try mapEngine { () throws(EngineError) in try engine.devices(filter, after: cursor, limit: limit) }
+        return try JSONResponse.make(PageDTO(data: page.devices.map(DeviceStatusDTO.init), nextCursor: page.nextCursor.map(String.init)))
+    }
+}
+
+/// `GET /v1/summary`, `GET /v1/alerts`.
+struct FleetRoutes {
+    let engine: MonitorEngine
+
+    func summary(_ request: Request, context: AppRequestContext) async throws -> Response {
+        try context.require(.read)
+        let query = Query(request)
+        let scope = FleetScope(appId: try query.string("appId"), containerId: try query.string("containerId"))
+        let counts = try mapEngine { () throws(EngineError) in try engine.summary(scope) }
+        return try JSONResponse.make(FleetSummaryDTO(counts: counts, generatedAt: engine.now))
+    }
+
+    func alerts(_ request: Request, context: AppRequestContext) async throws -> Response {
+        try context.require(.read)
+        let query = Query(request)
+        let alertQuery = AlertQuery(state: try query.enumValue("state", AlertState.self), kind: try query.enumValue("kind", AlertKind.self),
+                                    appId: try query.string("appId"), deviceId: try query.string("deviceId"),
+                                    limit: try query.limit(), cursor: try query.cursor())
+        let page: AlertPage
+        do {
+            page = try await engine.alerts(alertQuery)
+        } catch let error as EngineError {
+            throw error.apiError
+        }
+        return try JSONResponse.make(PageDTO(data: page.alerts.map(AlertDTO.init), nextCursor: page.nextCursor.map(String.init)))
+    }
+}

@@ -1,0 +1,166 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Synchronization
+import SyncHealthCore
+
+/// The service's own clock: the only place the service reads the time. Injected, so tests control time.
+public protocol ServiceClock: Sendable {
+    /// The current wall-clock time.
+    var now: Timestamp { get }
+    /// Suspends until `deadline`, or throws `CancellationError` when the task is cancelled.
+    func sleep(until deadline: Timestamp) async throws
+}
+
+/// The system's real-time clock.
+public struct SystemClock: ServiceClock {
+    /// Creates the clock.
+    public init() {}
+
+    public var now: Timestamp {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return Timestamp(microseconds: Int64(ts.tv_sec) * 1_000_000 + Int64(ts.tv_nsec) / 1000)
+    }
+
+    public func sleep(until deadline: Timestamp) async throws {
+        let wait = deadline - now
+        if wait > .zero { try await Task.sleep(for: wait) }
+    }
+}
+
+/// A clock that moves only when told to: for tests of timers and deadlines.
+public final class ManualClock: ServiceClock {
+    private struct Sleeper {
+        let deadline: Timestamp
+        let continuation: CheckedContinuation<Void, any Error>
+    }
+
+    private struct State {
+        var now: Timestamp
+        var sleepers: [Int: Sleeper] = [:]
+        var nextId = 0
+    }
+
+    private let state: Mutex<State>
+
+    /// A clock standing at `start`.
+    public init(_ start: Timestamp) {
+        state = Mutex(State(now: start))
+    }
+
+    public var now: Timestamp { state.withLock { $0.now } }
+
+    /// The number of tasks sleeping on this clock.
+    public var sleeperCount: Int { state.withLock { $0.sleepers.count } }
+
+    /// Moves the clock forward by `duration`, waking every sleeper whose deadline has come.
+    public func advance(by duration: Duration) {
+        advance(to: now + duration)
+    }
+
+    /// Moves the clock to `time` (never backwards), waking every sleeper whose deadline has come.
+    public func advance(to time: Timestamp) {
+        let due = state.withLock { s -> [Sleeper] in
+            s.now = max(s.now, time)
+            let now = s.now
+            let due = s.sleepers.filter { $0.value.deadline <= now }
+            for id in due.keys { s.sleepers[id] = nil }
+            return Array(due.values)
+        }
+        for sleeper in due { sleeper.continuation.resume() }
+    }
+
+    public func sleep(until deadline: Timestamp) async throws {
+        let id = state.withLock { s -> Int in
+            s.nextId += 1
+            return s.nextId
+        }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                enum Start { case due, cancelled, sleeping }
+                let start = state.withLock { s -> Start in
+                    if Task.isCancelled { return .cancelled }
+                    if deadline <= s.now { return .due }
+                    s.sleepers[id] = Sleeper(deadline: deadline, continuation: continuation)
+                    return .sleeping
+                }
+                switch start {
+                case .due: continuation.resume()
+                case .cancelled: continuation.resume(throwing: CancellationError())
+                case .sleeping: break
+                }
+            }
+        } onCancel: {
+            let sleeper = state.withLock { $0.sleepers.removeValue(forKey: id) }
+            sleeper?.continuation.resume(throwing: CancellationError())
+        }
+    }
+}
+
+/// Wakes one waiting task; a signal sent while nobody waits is kept for the next wait.
+final class WakeSignal: Sendable {
+    private struct State {
+        var signalled = false
+        var waiter: CheckedContinuation<Void, Never>?
+        var waiterId = 0
+    }
+
+    private let state = Mutex(State())
+
+    /// Wakes the waiter, or marks the signal for the next `wait`.
+    func signal() {
+        let waiter = state.withLock { s -> CheckedContinuation<Void, Never>? in
+            if let w = s.waiter {
+                s.waiter = nil
+                return w
+            }
+            s.signalled = true
+            return nil
+        }
+        waiter?.resume()
+    }
+
+    /// Returns at the next signal (or at once if one is pending), or when the task is cancelled.
+    func wait() async {
+        let id = state.withLock { s -> Int in
+            s.waiterId += 1
+            return s.waiterId
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let resumeNow = state.withLock { s -> Bool in
+                    if s.signalled {
+                        s.signalled = false
+                        return true
+                    }
+                    // Cancelled: return without consuming a pending signal.
+                    if Task.isCancelled { return true }
+                    s.waiter = continuation
+                    return false
+                }
+                if resumeNow { continuation.resume() }
+            }
+        } onCancel: {
+            let waiter = state.withLock { s -> CheckedContinuation<Void, Never>? in
+                guard s.waiterId == id, let w = s.waiter else { return nil }
+                s.waiter = nil
+                return w
+            }
+            waiter?.resume()
+        }
+    }
+
+    /// Returns at the next signal, at `deadline` on `clock`, or on cancellation, whichever comes first.
+    func wait(until deadline: Timestamp?, clock: any ServiceClock) async {
+        guard let deadline else { return await wait() }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.wait() }
+            group.addTask { try? await clock.sleep(until: deadline) }
+            await group.next()
+            group.cancelAll()
+        }
+    }
+}

@@ -1,0 +1,31 @@
+import SyncHealthCore
+import SyncHealthStore
+
+/// Everything `synchealth serve` can be told, from the environment or flags.
+public struct ServiceConfiguration: Sendable {
+    /// Listen host.
+    public var host = "127.0.0.1"
+    /// Listen port (0 picks a free one).
+    public var port = 8080
+    /// Where the embedded store and generated keys live.
+    public var dataDirectory = "./data"
+    /// Keys that may post events.
+    public var ingestKeys: [String] = []
+    /// Keys that may read.
+    public var readKeys: [String] = []
+    /// Keys that may read and manage webhooks.
+    public var adminKeys: [String] = []
+    /// Engine tunables, alert delays among them.
+    public var engine = EngineConfiguration()
+    /// Whether webhooks may target loopback and private addresses.
+    public var webhookAllowPrivate = false
+    /// `postgres://…` selects PostgreSQL instead of the embedded store.
+    public var databaseURL: String?
+    /// SQLite's durability setting.
+    public var sqliteSynchronous: SQLiteStore.Synchronous = .full
+    /// Seconds an idle connection stays open.
+    public var idleTimeout: Duration = .seconds(60)
+
+    /// The defaults of the contract.
+    public init() {}
+}

@@ -1,0 +1,113 @@
+import Foundation
+import Hummingbird
+import NIOCore
+import Logging
+import Prometheus
+import SyncHealthCore
+import SyncHealthStore
+
+/// The composition root: builds the store, the engine and the HTTP application from a configuration.
+public enum SyncHealthApplication {
+    /// Builds the router over an engine.
+    public static func makeRouter(engine: MonitorEngine, keys: KeyRing, registry: PrometheusCollectorRegistry) -> Router<AppRequestContext> {
+        let router = Router(context: AppRequestContext.self)
+        router.middlewares.add(ProblemMiddleware())
+        router.middlewares.add(MetricsMiddleware())
+        router.middlewares.add(AuthMiddleware(keys: keys))
+
+        let health = ServiceRoutes(engine: engine, registry: registry)
+        router.get("/livez", use: health.livez)
+        router.get("/readyz", use: health.readyz)
+        router.get("/metrics", use: health.metrics)
+        router.get("/openapi.yaml", use: health.openapi)
+
+        let events = EventsRoutes(engine: engine)
+        router.post("/v1/events", use: events.ingest)
+        let devices = DeviceRoutes(engine: engine)
+        router.get("/v1/devices", use: devices.list)
+        router.get("/v1/devices/:deviceId", use: devices.status)
+        let fleet = FleetRoutes(engine: engine)
+        router.get("/v1/summary", use: fleet.summary)
+        router.get("/v1/alerts", use: fleet.alerts)
+        return router
+    }
+
+    /// Opens the store named by the configuration.
+    public static func makeStore(_ configuration: ServiceConfiguration) throws -> any SyncStore {
+        if let url = configuration.databaseURL, !url.isEmpty {
+            throw StoreError.unavailable(path: "SYNCHEALTH_DATABASE_URL", reason: "the PostgreSQL store is not built yet; unset SYNCHEALTH_DATABASE_URL to use the embedded store")
+        }
+        return try SQLiteStore(directory: configuration.dataDirectory, synchronous: configuration.sqliteSynchronous)
+    }
+
+    /// Resolves the keys: configured ones, or the generated ones kept in the data directory.
+    public static func resolveKeys(_ configuration: ServiceConfiguration, logger: Logger) throws -> KeyRing {
+        var ingest = configuration.ingestKeys
+        var admin = configuration.adminKeys
+        if ingest.isEmpty || admin.isEmpty {
+            let generated = try GeneratedKeys.loadOrCreate(in: configuration.dataDirectory)
+            if ingest.isEmpty { ingest = [generated.keys.ingestKey] }
+            if admin.isEmpty { admin = [generated.keys.adminKey] }
+            logger.notice(generated.created ? "Generated API keys" : "Using generated API keys",
+                          metadata: ["keys.path": "\(generated.path)"])
+        }
+        return KeyRing(ingest: ingest, read: configuration.readKeys, admin: admin)
+    }
+
+    /// Builds the whole service: store, engine (a service of the application) and HTTP server.
+    public static func build(
+        configuration: ServiceConfiguration,
+        logger: Logger,
+        registry: PrometheusCollectorRegistry,
+        clock: any ServiceClock = SystemClock()
+    ) throws -> (application: some ApplicationProtocol, engine: MonitorEngine) {
+        let keys = try resolveKeys(configuration, logger: logger)
+        let store = try makeStore(configuration)
+        let engine = MonitorEngine(store: store, clock: clock, configuration: configuration.engine, logger: logger)
+        let router = makeRouter(engine: engine, keys: keys, registry: registry)
+        let idle = TimeAmount.microseconds(configuration.idleTimeout.microseconds)
+        let application = Application(
+            router: router,
+            server: .http1(configuration: .init(idleTimeout: idle)),
+            configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "synchealth"),
+            services: [engine],
+            logger: logger
+        )
+        return (application, engine)
+    }
+}
+
+/// `/livez`, `/readyz`, `/metrics`, `/openapi.yaml`: no key needed.
+struct ServiceRoutes {
+    let engine: MonitorEngine
+    let registry: PrometheusCollectorRegistry
+
+    struct Health: Encodable {
+        var status: String
+        var description: String
+    }
+
+    func livez(_ request: Request, context: AppRequestContext) async throws -> Response {
+        try JSONResponse.make(Health(status: "pass", description: "synchealth is running"), contentType: "application/health+json")
+    }
+
+    func readyz(_ request: Request, context: AppRequestContext) async throws -> Response {
+        if engine.isReady {
+            return try JSONResponse.make(Health(status: "pass", description: "ready"), contentType: "application/health+json")
+        }
+        return try JSONResponse.make(Health(status: "fail", description: "loading state or shutting down"), status: .serviceUnavailable,
+                                     contentType: "application/health+json")
+    }
+
+    func metrics(_ request: Request, context: AppRequestContext) async throws -> Response {
+        var buffer: [UInt8] = []
+        buffer.reserveCapacity(16 * 1024)
+        registry.emit(into: &buffer)
+        return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                        body: .init(byteBuffer: ByteBuffer(bytes: buffer)))
+    }
+
+    func openapi(_ request: Request, context: AppRequestContext) async throws -> Response {
+        Response(status: .ok, headers: [.contentType: "application/yaml"], body: .init(byteBuffer: ByteBuffer(string: OpenAPIDocument.yaml)))
+    }
+}

@@ -1,0 +1,79 @@
+import SyncHealthCore
+import SyncHealthServer
+import SyncHealthStore
+import Logging
+
+/// Reads the contract's variables from flags (which win) and the environment.
+struct Settings {
+    let flags: [String: String]
+    let environment: [String: String]
+
+    struct Invalid: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    func value(_ name: String) -> String? {
+        if let flag = flags[name] { return flag }
+        if let env = environment[name], !env.isEmpty { return env }
+        return nil
+    }
+
+    func keys(_ name: String) -> [String] {
+        (value(name) ?? "").split(separator: ",").map { String($0).trimmingWhitespace() }.filter { !$0.isEmpty }
+    }
+
+    func duration(_ name: String, default fallback: Duration) throws -> Duration {
+        guard let text = value(name) else { return fallback }
+        guard let d = Duration(configuration: text) else {
+            throw Invalid(description: "\(name)=\(text) is not a duration (use 90s, 15m, 2h or a number of seconds)")
+        }
+        return d
+    }
+
+    func serviceConfiguration() throws -> ServiceConfiguration {
+        var c = ServiceConfiguration()
+        if let host = value("SYNCHEALTH_HOST") { c.host = host }
+        if let text = value("SYNCHEALTH_PORT") {
+            guard let port = Int(text), (0...65535).contains(port) else { throw Invalid(description: "SYNCHEALTH_PORT=\(text) is not a port") }
+            c.port = port
+        }
+        if let dir = value("SYNCHEALTH_DATA_DIR") { c.dataDirectory = dir }
+        c.ingestKeys = keys("SYNCHEALTH_INGEST_KEYS")
+        c.readKeys = keys("SYNCHEALTH_READ_KEYS")
+        c.adminKeys = keys("SYNCHEALTH_ADMIN_KEYS")
+        let d = AlertConfiguration()
+        c.engine.alerts.notSyncingAfter = try duration("SYNCHEALTH_NOT_SYNCING_AFTER", default: d.notSyncingAfter)
+        c.engine.alerts.errorAfter = try duration("SYNCHEALTH_ERROR_AFTER", default: d.errorAfter)
+        c.engine.alerts.stalledAfter = try duration("SYNCHEALTH_STALLED_AFTER", default: d.stalledAfter)
+        c.engine.alerts.exportAtRiskAfter = try duration("SYNCHEALTH_EXPORT_AT_RISK_AFTER", default: d.exportAtRiskAfter)
+        c.engine.alerts.silentAfter = try duration("SYNCHEALTH_SILENT_AFTER", default: d.silentAfter)
+        switch value("SYNCHEALTH_WEBHOOK_ALLOW_PRIVATE") {
+        case nil, "0", "false", "off": c.webhookAllowPrivate = false
+        case "1", "true", "on": c.webhookAllowPrivate = true
+        case let other?: throw Invalid(description: "SYNCHEALTH_WEBHOOK_ALLOW_PRIVATE=\(other) must be 1 or 0")
+        }
+        c.databaseURL = value("SYNCHEALTH_DATABASE_URL")
+        if let text = value("SYNCHEALTH_SQLITE_SYNCHRONOUS") {
+            guard let mode = SQLiteStore.Synchronous(rawValue: text.uppercased()) else {
+                throw Invalid(description: "SYNCHEALTH_SQLITE_SYNCHRONOUS=\(text) must be full or normal")
+            }
+            c.sqliteSynchronous = mode
+        }
+        return c
+    }
+
+    func logLevel() throws -> Logger.Level {
+        guard let text = value("SYNCHEALTH_LOG_LEVEL") else { return .info }
+        guard let level = Logger.Level(rawValue: text.lowercased()) else { throw Invalid(description: "SYNCHEALTH_LOG_LEVEL=\(text) is not a log level") }
+        return level
+    }
+}
+
+extension String {
+    func trimmingWhitespace() -> String {
+        var s = Substring(self)
+        while let f = s.first, f.isWhitespace { s.removeFirst() }
+        while let l = s.last, l.isWhitespace { s.removeLast() }
+        return String(s)
+    }
+}

@@ -1,0 +1,12 @@
+import ArgumentParser
+
+/// `synchealth`: the SyncHealth service and its tools.
+@main
+struct SyncHealthCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "synchealth",
+        abstract: "Sync health for apps that sync through iCloud: the server side of CloudKitSyncMonitor.",
+        subcommands: [Serve.self],
+        defaultSubcommand: Serve.self
+    )
+}
