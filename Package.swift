@@ -95,7 +95,10 @@ let package = Package(
             name: "SyncHealthServerTests",
             dependencies: [
                 "SyncHealthServer",
+                "SyncHealthCore",
+                "SyncHealthStore",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "CompressNIO", package: "compress-nio"),
             ]
         ),
     ]

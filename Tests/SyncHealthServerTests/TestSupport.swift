@@ -1,0 +1,120 @@
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import NIOCore
+import Prometheus
+import SyncHealthCore
+import SyncHealthStore
+@testable import SyncHealthServer
+
+let ingestKey = "test-ingest"
+let readKey = "test-read"
+let adminKey = "test-admin"
+let testKeys = KeyRing(ingest: [ingestKey], read: [readKey], admin: [adminKey])
+let testStart = Timestamp(rfc3339: "2026-11-22T10:00:00Z") ?? Timestamp(microseconds: 0)
+
+/// A logger that prints nothing, unless SYNCHEALTH_TEST_LOGS is set.
+func testLogger() -> Logger {
+    var logger = Logger(label: "test")
+    logger.logLevel = ProcessInfo.processInfo.environment["SYNCHEALTH_TEST_LOGS"] == nil ? .critical : .debug
+    return logger
+}
+
+/// Everything a test needs: the app over an engine over a store, and the clock that drives it.
+struct TestService {
+    let engine: MonitorEngine
+    let clock: ManualClock
+    let store: any SyncStore
+    let app: Application<RouterResponder<AppRequestContext>>
+
+    init(store: any SyncStore = InMemoryStore(), clock: ManualClock = ManualClock(testStart), configuration: EngineConfiguration = EngineConfiguration()) {
+        self.store = store
+        self.clock = clock
+        engine = MonitorEngine(store: store, clock: clock, configuration: configuration, logger: testLogger())
+        let router = SyncHealthApplication.makeRouter(engine: engine, keys: testKeys, registry: PrometheusCollectorRegistry())
+        app = Application(router: router, services: [engine], logger: testLogger())
+    }
+
+    /// Runs `body` against the router once the engine is ready.
+    func test(_ body: @escaping @Sendable (any TestClientProtocol) async throws -> Void) async throws {
+        try await app.test(.router) { client in
+            try await waitUntilReady(engine)
+            try await body(client)
+        }
+    }
+}
+
+struct NotReady: Error {}
+
+func waitUntilReady(_ engine: MonitorEngine) async throws {
+    for _ in 0..<500 {
+        if engine.isReady { return }
+        try await Task.sleep(for: .milliseconds(10))
+    }
+    throw NotReady()
+}
+
+/// Waits until `condition` holds (for effects of the engine's own task), failing after two seconds.
+func eventually(_ condition: () async throws -> Bool) async throws -> Bool {
+    for _ in 0..<200 {
+        if try await condition() { return true }
+        try await Task.sleep(for: .milliseconds(10))
+    }
+    return false
+}
+
+func headers(_ key: String?, _ extra: HTTPFields = [:]) -> HTTPFields {
+    var fields = extra
+    if let key { fields[.authorization] = "Bearer \(key)" }
+    return fields
+}
+
+/// A JSON event body.
+func event(_ id: String, _ at: String, _ fields: String) -> String {
+    #"{"eventId": "\#(id)", "occurredAt": "\#(at)", \#(fields)}"#
+}
+
+/// A JSON event body at the test's start time.
+func event(_ id: String, _ fields: String) -> String {
+    event(id, "2026-11-22T10:00:00Z", fields)
+}
+
+func batch(device: String = "dev-1", app: String = "com.example.notes", container: String? = "iCloud.com.example.notes", _ events: [String]) -> ByteBuffer {
+    let containerField = container.map { #", "containerId": "\#($0)""# } ?? ""
+    return ByteBuffer(string: #"{"device": {"deviceId": "\#(device)", "appId": "\#(app)"\#(containerField), "platform": "iOS"}, "events": [\#(events.joined(separator: ","))]}"#)
+}
+
+let healthyEvents = [
+    event("h1", #""kind": "account", "status": "available""#),
+    event("h2", #""kind": "network", "available": true"#),
+    event("h3", "2026-11-22T10:00:01Z", #""kind": "activity", "phase": "setup", "state": "succeeded""#),
+    event("h4", "2026-11-22T10:00:02Z", #""kind": "activity", "phase": "import", "state": "succeeded""#),
+    event("h5", "2026-11-22T10:00:03Z", #""kind": "activity", "phase": "export", "state": "succeeded""#),
+]
+
+let notSyncingEvents = [
+    event("n1", #""kind": "account", "status": "available""#),
+    event("n2", #""kind": "network", "available": true"#),
+    event("n3", "2026-11-22T10:00:01Z", #""kind": "activity", "phase": "setup", "state": "succeeded""#),
+]
+
+/// Decodes a JSON object body.
+func json(_ response: TestResponse) throws -> [String: Any] {
+    let object = try JSONSerialization.jsonObject(with: Data(buffer: response.body))
+    guard let dict = object as? [String: Any] else { throw NotAnObject() }
+    return dict
+}
+
+struct NotAnObject: Error {}
+
+extension TestClientProtocol {
+    @discardableResult
+    func post(_ body: ByteBuffer, key: String? = ingestKey, headers extra: HTTPFields = [:]) async throws -> TestResponse {
+        try await execute(uri: "/v1/events", method: .post, headers: headers(key, extra), body: body)
+    }
+
+    func get(_ uri: String, key: String? = readKey) async throws -> TestResponse {
+        try await execute(uri: uri, method: .get, headers: headers(key))
+    }
+}
