@@ -17,7 +17,7 @@ public enum APIError: Error, Sendable {
     case overloaded(retryAfterSeconds: Int)
     case unavailable(String)
     case routeNotFound
-    case methodNotAllowed
+    case methodNotAllowed(allow: String)
 
     var status: HTTPResponse.Status {
         switch self {
@@ -70,8 +70,8 @@ public enum APIError: Error, Sendable {
             Problem(slug: "unavailable", title: "The service cannot answer now", status: status, detail: why)
         case .routeNotFound:
             Problem(slug: "not-found", title: "Not found", status: status, detail: "No such endpoint.")
-        case .methodNotAllowed:
-            Problem(slug: "method-not-allowed", title: "Method not allowed", status: status, detail: "This endpoint does not take this method.")
+        case .methodNotAllowed(let allow):
+            Problem(slug: "method-not-allowed", title: "Method not allowed", status: status, detail: "This endpoint takes \(allow).")
         }
     }
 
@@ -82,6 +82,7 @@ public enum APIError: Error, Sendable {
         case .unauthorized: fields[.wwwAuthenticate] = "Bearer"
         case .rateLimited(let s), .overloaded(let s): fields[.retryAfter] = String(s)
         case .unavailable: fields[.retryAfter] = "1"
+        case .methodNotAllowed(let allow): fields[.allow] = allow
         default: break
         }
         return fields

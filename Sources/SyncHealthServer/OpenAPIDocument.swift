@@ -40,13 +40,6 @@ paths:
         are applied in `occurredAt` order. A repeated `eventId` is a duplicate and is not applied again.
         `202` is sent only after every accepted event is durable. The body may be gzip-compressed
         (`Content-Encoding: gzip`); the 1 MiB limit applies after decompression.
-      parameters:
-        - name: Content-Encoding
-          in: header
-          required: false
-          schema:
-            type: string
-            enum: [gzip, identity]
       requestBody:
         required: true
         content:

@@ -16,10 +16,10 @@ struct ProblemMiddleware: RouterMiddleware {
             switch error.status {
             case .contentTooLarge:
                 return APIError.bodyTooLarge(limit: EventsRoutes.maxBodySize).problem.response()
-            case .notFound:
-                return APIError.routeNotFound.problem.response()
-            case .methodNotAllowed:
-                return APIError.methodNotAllowed.problem.response()
+            case .notFound, .methodNotAllowed:
+                // The router found no route for this method: a known path answers 405 with Allow.
+                let error: APIError = KnownPaths.allowedMethods(request.uri.path).map { .methodNotAllowed(allow: $0) } ?? .routeNotFound
+                return error.problem.response(extraHeaders: error.headers)
             default:
                 let detail = (error as? HTTPError)?.body ?? error.status.reasonPhrase
                 return Problem(slug: "http", title: error.status.reasonPhrase, status: error.status, detail: detail).response()
@@ -28,5 +28,28 @@ struct ProblemMiddleware: RouterMiddleware {
             context.logger.error("Unhandled error", metadata: ["error": "\(String(reflecting: error))", "http.path": "\(request.uri.path)"])
             return Problem.internalError.response()
         }
+    }
+}
+
+/// The API's paths and the methods each takes, for 405 answers.
+enum KnownPaths {
+    static let table: [(segments: [String], methods: String)] = [
+        (["v1", "events"], "POST"),
+        (["v1", "devices"], "GET"),
+        (["v1", "devices", "*"], "GET"),
+        (["v1", "summary"], "GET"),
+        (["v1", "alerts"], "GET"),
+        (["livez"], "GET"),
+        (["readyz"], "GET"),
+        (["metrics"], "GET"),
+        (["openapi.yaml"], "GET"),
+    ]
+
+    /// The methods a path takes, or `nil` if the API has no such path.
+    static func allowedMethods(_ path: String) -> String? {
+        let segments = path.split(separator: "/", omittingEmptySubsequences: true)
+        return table.first { entry in
+            entry.segments.count == segments.count && zip(entry.segments, segments).allSatisfy { $0 == "*" || $0 == $1 }
+        }?.methods
     }
 }

@@ -34,6 +34,13 @@ struct Query {
         return text
     }
 
+    /// An `appId` or `deviceId`: 1-128 characters of `A-Z a-z 0-9 . _ : -`.
+    func identifier(_ name: String) throws(APIError) -> String? {
+        guard let text = try string(name) else { return nil }
+        guard DeviceKey.isValidId(text) else { throw .invalidQuery(name: name, detail: "must be 1-128 characters of A-Z a-z 0-9 . _ : -") }
+        return text
+    }
+
     func enumValue<E: RawRepresentable & CaseIterable>(_ name: String, _: E.Type) throws(APIError) -> E? where E.RawValue == String {
         guard let text = try string(name) else { return nil }
         guard let value = E(rawValue: text) else {
@@ -139,10 +146,15 @@ struct DeviceRoutes {
 
     func status(_ request: Request, context: AppRequestContext) async throws -> Response {
         try context.require(.read)
-        let deviceId = context.parameters.get("deviceId") ?? ""
+        // Path parameters arrive percent-encoded.
+        let rawId = context.parameters.get("deviceId") ?? ""
+        let deviceId = rawId.removingPercentEncoding ?? rawId
+        guard DeviceKey.isValidId(deviceId) else {
+            throw APIError.invalidQuery(name: "deviceId", detail: "must be 1-128 characters of A-Z a-z 0-9 . _ : -")
+        }
         let query = Query(request)
         let key: DeviceKey
-        if let appId = try query.string("appId") {
+        if let appId = try query.identifier("appId") {
             key = DeviceKey(appId: appId, deviceId: deviceId)
         } else {
             let matches = try mapEngine { () throws(EngineError) in try engine.devices(withId: deviceId) }
@@ -160,7 +172,7 @@ struct DeviceRoutes {
         try context.require(.read)
         let query = Query(request)
         let filter = DeviceFilter(summary: try query.enumValue("summary", SyncStateSummary.self), broken: try query.bool("broken"),
-                                  appId: try query.string("appId"), containerId: try query.string("containerId"))
+                                  appId: try query.identifier("appId"), containerId: try query.string("containerId"))
         let limit = try query.limit()
         let cursor = Int(clamping: try query.cursor() ?? 0)
         let page = try mapEngine { () throws(EngineError) in try engine.devices(filter, after: cursor, limit: limit) }
@@ -175,7 +187,7 @@ struct FleetRoutes {
     func summary(_ request: Request, context: AppRequestContext) async throws -> Response {
         try context.require(.read)
         let query = Query(request)
-        let scope = FleetScope(appId: try query.string("appId"), containerId: try query.string("containerId"))
+        let scope = FleetScope(appId: try query.identifier("appId"), containerId: try query.string("containerId"))
         let counts = try mapEngine { () throws(EngineError) in try engine.summary(scope) }
         return try JSONResponse.make(FleetSummaryDTO(counts: counts, generatedAt: engine.now))
     }
@@ -184,7 +196,7 @@ struct FleetRoutes {
         try context.require(.read)
         let query = Query(request)
         let alertQuery = AlertQuery(state: try query.enumValue("state", AlertState.self), kind: try query.enumValue("kind", AlertKind.self),
-                                    appId: try query.string("appId"), deviceId: try query.string("deviceId"),
+                                    appId: try query.identifier("appId"), deviceId: try query.identifier("deviceId"),
                                     limit: try query.limit(), cursor: try query.cursor())
         let page: AlertPage
         do {
