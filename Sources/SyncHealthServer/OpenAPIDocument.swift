@@ -36,8 +36,8 @@ paths:
       operationId: postEvents
       summary: Post a batch of a device's sync events (ingest key)
       description: |
-        Each event is judged alone: invalid ones are listed in `rejected` (and must not be retried), valid ones
-        are applied in `occurredAt` order. A repeated `eventId` is a duplicate and is not applied again.
+        Each event is judged alone: an event that does not match the `Event` schema is not refused with 400 but
+        listed in `rejected` (and must not be retried), while valid ones are applied in `occurredAt` order. A repeated `eventId` is a duplicate and is not applied again.
         `202` is sent only after every accepted event is durable. The body may be gzip-compressed
         (`Content-Encoding: gzip`); the 1 MiB limit applies after decompression.
       requestBody:
@@ -394,7 +394,9 @@ components:
         status: {$ref: "#/components/schemas/AccountStatus"}
         pendingChanges: {type: integer, minimum: 0, description: "pending: local changes waiting for export."}
         oldestPendingAt: {$ref: "#/components/schemas/Timestamp"}
-        clientSummary: {$ref: "#/components/schemas/SyncStateSummary"}
+        clientSummary:
+          type: string
+          description: "heartbeat: the summary the device computed itself. Values this version does not know are ignored."
     ReportedError:
       type: object
       required: [domain, code]

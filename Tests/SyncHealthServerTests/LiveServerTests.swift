@@ -1,0 +1,138 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Testing
+
+/// The built `synchealth` binary, next to the test bundle.
+func builtBinary() -> URL {
+    URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("synchealth")
+}
+
+/// A `synchealth serve` process on a free loopback port, with its own data directory.
+final class LiveServer: @unchecked Sendable {
+    let process = Process()
+    let port: Int
+    let dataDirectory: String
+    private let errorPipe = Pipe()
+
+    struct StartFailed: Error, CustomStringConvertible { let description: String }
+
+    init(dataDirectory: String = temporaryDirectory(), environment extra: [String: String] = [:]) throws {
+        self.dataDirectory = dataDirectory
+        let binary = builtBinary()
+        guard FileManager.default.isExecutableFile(atPath: binary.path) else {
+            throw StartFailed(description: "\(binary.path) is missing: run `swift build` before the tests")
+        }
+        process.executableURL = binary
+        process.arguments = ["serve", "--port", "0"]
+        var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("SYNCHEALTH_") }
+        environment["SYNCHEALTH_DATA_DIR"] = dataDirectory
+        environment.merge(extra) { $1 }
+        process.environment = environment
+        process.standardError = errorPipe
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        // The server logs the port it bound: "Server started and listening on 127.0.0.1:PORT".
+        var log = ""
+        let deadline = Date().addingTimeInterval(30)
+        var found: Int?
+        while found == nil, Date() < deadline, process.isRunning {
+            let chunk = errorPipe.fileHandleForReading.availableData
+            if chunk.isEmpty { Thread.sleep(forTimeInterval: 0.02); continue }
+            log += String(decoding: chunk, as: UTF8.self)
+            if let range = log.range(of: "listening on 127.0.0.1:") {
+                found = Int(log[range.upperBound...].prefix { $0.isNumber })
+            }
+        }
+        guard let found else {
+            process.terminate()
+            throw StartFailed(description: "the server did not start: \(log)")
+        }
+        port = found
+        // Keep draining stderr so that the server never blocks on a full pipe.
+        errorPipe.fileHandleForReading.readabilityHandler = { handle in _ = handle.availableData }
+    }
+
+    /// Sends SIGTERM and waits for the process to exit; returns its status.
+    @discardableResult
+    func stop() -> Int32 {
+        if process.isRunning { process.terminate() }
+        process.waitUntilExit()
+        errorPipe.fileHandleForReading.readabilityHandler = nil
+        return process.terminationStatus
+    }
+
+    /// One HTTP request.
+    func request(_ method: String, _ path: String, key: String? = nil, body: Data? = nil, headers: [String: String] = [:]) async throws -> (status: Int, body: Data, headers: [String: String]) {
+        var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)\(path)")!)
+        request.httpMethod = method
+        request.httpBody = body
+        if let key { request.setValue("Bearer \(key)", forHTTPHeaderField: "Authorization") }
+        if body != nil { request.setValue("application/json", forHTTPHeaderField: "Content-Type") }
+        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
+        let (data, response) = try await URLSession.shared.data(for: request)
+        let http = response as? HTTPURLResponse
+        var fields: [String: String] = [:]
+        for (name, value) in http?.allHeaderFields ?? [:] { fields["\(name)".lowercased()] = "\(value)" }
+        return (http?.statusCode ?? 0, data, fields)
+    }
+}
+
+@Suite("Live: the built binary over real HTTP", .serialized)
+struct LiveServerTests {
+    @Test("with no configuration it generates keys, serves the contract, and stops cleanly on SIGTERM")
+    func zeroConfiguration() async throws {
+        let server = try LiveServer()
+        let keysPath = server.dataDirectory + "/generated-keys.json"
+        let attributes = try FileManager.default.attributesOfItem(atPath: keysPath)
+        #expect((attributes[.posixPermissions] as? Int) == 0o600)
+        let keys = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: keysPath))) as? [String: String])
+        let ingest = try #require(keys["ingestKey"])
+        let admin = try #require(keys["adminKey"])
+
+        #expect(try await server.request("GET", "/readyz").status == 200)
+        let body = Data(#"{"device": {"deviceId": "live-1", "appId": "com.example"}, "events": [{"eventId": "a", "occurredAt": "2026-11-22T10:00:00Z", "kind": "network", "available": true}]}"#.utf8)
+        let posted = try await server.request("POST", "/v1/events", key: ingest, body: body)
+        #expect(posted.status == 202)
+        #expect(try await server.request("POST", "/v1/events", key: admin, body: body).status == 403)
+        let status = try await server.request("GET", "/v1/devices/live-1", key: admin)
+        #expect(status.status == 200)
+        #expect(String(decoding: status.body, as: UTF8.self).contains(#""isNetworkAvailable":true"#))
+        #expect(try await server.request("GET", "/v1/summary", key: ingest).status == 403)
+        let metrics = String(decoding: try await server.request("GET", "/metrics").body, as: UTF8.self)
+        #expect(metrics.contains("synchealth_events_total"))
+        #expect(!metrics.contains("live-1"), "no per-device labels")
+        #expect(String(decoding: try await server.request("GET", "/openapi.yaml").body, as: UTF8.self).hasPrefix("openapi: 3.1"))
+        #expect(server.stop() == 0)
+
+        // The same keys are used again on the next start, and the state is still there.
+        let again = try LiveServer(dataDirectory: server.dataDirectory)
+        #expect(try await again.request("GET", "/v1/devices/live-1", key: admin).status == 200)
+        #expect(again.stop() == 0)
+    }
+
+    @Test("a second server on the same data directory refuses to start, with a clear message")
+    func lockedDataDirectory() async throws {
+        let first = try LiveServer()
+        defer { first.stop() }
+        do {
+            let second = try LiveServer(dataDirectory: first.dataDirectory)
+            second.stop()
+            Issue.record("a second server started on a locked data directory")
+        } catch let error as LiveServer.StartFailed {
+            #expect(error.description.contains("in use by another running synchealth server"))
+        }
+    }
+
+    @Test("bad configuration fails at start with the variable's name")
+    func badConfiguration() async throws {
+        do {
+            let server = try LiveServer(environment: ["SYNCHEALTH_STALLED_AFTER": "soon"])
+            server.stop()
+            Issue.record("started with a bad duration")
+        } catch let error as LiveServer.StartFailed {
+            #expect(error.description.contains("SYNCHEALTH_STALLED_AFTER"))
+        }
+    }
+}
