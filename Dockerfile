@@ -1,0 +1,37 @@
+# syntax=docker/dockerfile:1
+# Build stage: the Swift toolchain and the -dev libraries.
+FROM swift:6.3-bookworm AS build
+RUN apt-get update \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libsqlite3-dev libcurl4-openssl-dev zlib1g-dev \
+    && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+# Resolve dependencies in their own layer, so that source edits do not refetch them.
+COPY Package.swift ./
+RUN swift package resolve
+COPY Sources ./Sources
+COPY openapi.yaml ./
+# The same build command as scripts/run (README).
+RUN swift build -c release --product synchealth --static-swift-stdlib \
+    && install -D .build/release/synchealth /out/synchealth
+
+# Runtime stage: only the runtime libraries.
+FROM debian:bookworm-slim
+RUN apt-get update \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libcurl4 libsqlite3-0 zlib1g ca-certificates curl \
+    && rm -rf /var/lib/apt/lists/* \
+    && useradd --system --uid 10001 --home-dir /var/lib/synchealth --shell /usr/sbin/nologin synchealth \
+    && mkdir -p /var/lib/synchealth/data \
+    && chown -R synchealth:synchealth /var/lib/synchealth
+COPY --from=build /out/synchealth /usr/local/bin/synchealth
+USER synchealth
+WORKDIR /var/lib/synchealth
+ENV SYNCHEALTH_HOST=0.0.0.0 \
+    SYNCHEALTH_PORT=8080 \
+    SYNCHEALTH_DATA_DIR=/var/lib/synchealth/data
+VOLUME ["/var/lib/synchealth/data"]
+EXPOSE 8080
+HEALTHCHECK --interval=15s --timeout=3s --start-period=30s --retries=3 \
+    CMD curl -fsS http://127.0.0.1:8080/readyz >/dev/null || exit 1
+# exec form: synchealth is PID 1 and receives SIGTERM for a graceful shutdown.
+ENTRYPOINT ["/usr/local/bin/synchealth"]
+CMD ["serve"]
