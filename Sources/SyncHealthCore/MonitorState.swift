@@ -73,8 +73,16 @@ extension MonitorState {
         let at = event.occurredAt
         switch event.body {
         case .activity(let activity):
+            // lastSyncError is a register of its own: a failure can be stale for its phase and still be the
+            // most recent error of all.
+            var errorApplied = false
+            if let error = activity.error, activity.state == .failed, Self.isFresh(at, over: lastSyncErrorAt) {
+                lastSyncError = error
+                lastSyncErrorAt = at
+                errorApplied = true
+            }
             var slot = self[activity.phase]
-            guard Self.isFresh(at, over: slot.setAt) else { return .stale }
+            guard Self.isFresh(at, over: slot.setAt) else { return errorApplied ? .applied : .stale }
             switch activity.state {
             case .started:
                 slot.state = .inProgress(startedAt: activity.startedAt ?? at)
@@ -91,10 +99,6 @@ extension MonitorState {
             }
             slot.setAt = at
             self[activity.phase] = slot
-            if let error = activity.error, activity.state == .failed, Self.isFresh(at, over: lastSyncErrorAt) {
-                lastSyncError = error
-                lastSyncErrorAt = at
-            }
         case .network(let available):
             guard Self.isFresh(at, over: networkSetAt) else { return .stale }
             network = available

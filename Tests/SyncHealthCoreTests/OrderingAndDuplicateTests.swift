@@ -10,9 +10,14 @@ struct OrderingAndDuplicateTests {
         let older = f.failed(.import, at: t(5), error: ckQuota)
         var m = MonitorState()
         #expect(m.apply(newer, receivedAt: t(20)) == .applied)
-        #expect(m.apply(older, receivedAt: t(21)) == .stale)
+        // Stale for the import slot, but it is still the most recent error: lastSyncError is sticky and
+        // would hold it in occurredAt order too.
+        #expect(m.apply(older, receivedAt: t(21)) == .applied)
         #expect(m.importPhase.state == .succeeded(startedAt: t(10), endedAt: t(10)))
-        #expect(m.lastSyncError == nil, "a stale failure does not set lastSyncError either")
+        #expect(m.lastSyncError == ckQuota)
+        let network = f.network(true, at: t(1))
+        m.apply(f.network(false, at: t(3)), receivedAt: t(22))
+        #expect(m.apply(network, receivedAt: t(23)) == .stale)
     }
 
     @Test("network and account values are last-writer-wins on occurredAt")
@@ -35,6 +40,31 @@ struct OrderingAndDuplicateTests {
             shuffled.shuffle(using: &rng)
             #expect(fold(shuffled) == reference)
         }
+    }
+
+    @Test("random event streams give the same state in any arrival order", arguments: 0..<30)
+    func randomOrderIndependence(seed: UInt64) {
+        var rng = SplitMix64(seed: seed)
+        let events = (0..<60).map { n in
+            DeviceEvent(eventId: "e\(n)", occurredAt: t(Double(n)), body: FleetCounterPropertyTests.randomBody(&rng))
+        }
+        let reference = fold(events)
+        for _ in 0..<10 {
+            #expect(fold(events.shuffled(using: &rng)) == reference, "seed \(seed)")
+        }
+    }
+
+    @Test("a failure that is stale for its phase still becomes lastSyncError when it is the newest error")
+    func lastSyncErrorIndependentOfSlot() {
+        var f = EventFactory()
+        var m = MonitorState()
+        m.apply(f.failed(.import, at: t(1), error: ckQuota), receivedAt: t(10))
+        m.apply(f.succeeded(.export, at: t(5)), receivedAt: t(10))
+        m.apply(f.started(.export, at: t(9)), receivedAt: t(10))
+        // Arrives late: older than the export slot, newer than the last error.
+        #expect(m.apply(f.failed(.export, at: t(7), error: ckBadContainer), receivedAt: t(11)) == .applied)
+        #expect(m.lastSyncError == ckBadContainer)
+        #expect(m.export.state == .inProgress(startedAt: t(9)))
     }
 
     @Test("ingest applies a batch in occurredAt order, and in batch order for equal times")

@@ -1,0 +1,161 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import SyncHealthCore
+import Testing
+
+/// One simulated device: its events, split into batches, each posted until acknowledged.
+struct CrashDevice {
+    let id: String
+    var batches: [[DeviceEvent]]
+    var acceptedTotal = 0
+    var nextBatch = 0
+
+    var allEvents: [DeviceEvent] { batches.flatMap { $0 } }
+}
+
+/// The JSON of one event.
+func eventJSON(_ e: DeviceEvent) -> String {
+    var fields = #""eventId": "\#(e.eventId)", "occurredAt": "\#(e.occurredAt.rfc3339)""#
+    switch e.body {
+    case .activity(let a):
+        fields += #", "kind": "activity", "phase": "\#(a.phase.rawValue)", "state": "\#(a.state.rawValue)""#
+        if let s = a.startedAt { fields += #", "startedAt": "\#(s.rfc3339)""# }
+        if let err = a.error { fields += #", "error": {"domain": "\#(err.domain)", "code": \#(err.code)}"# }
+    case .network(let up): fields += #", "kind": "network", "available": \#(up)"#
+    case .account(let s): fields += #", "kind": "account", "status": "\#(s.rawValue)""#
+    case .pending(let n, _): fields += #", "kind": "pending", "pendingChanges": \#(n)"#
+    case .heartbeat: fields += #", "kind": "heartbeat""#
+    }
+    return "{\(fields)}"
+}
+
+/// Random events with distinct times, posted out of order within and across batches.
+func randomDevice(_ index: Int, rng: inout some RandomNumberGenerator) -> CrashDevice {
+    let base = Timestamp(rfc3339: "2026-11-22T10:00:00Z") ?? Timestamp(microseconds: 0)
+    var events: [DeviceEvent] = []
+    for n in 0..<Int.random(in: 40...80, using: &rng) {
+        let at = base + .milliseconds(Int64(n * 10 + Int.random(in: 0...5, using: &rng)))
+        let body: DeviceEvent.Body
+        switch Int.random(in: 0..<6, using: &rng) {
+        case 0, 1, 2:
+            let state = ActivityState.allCases.randomElement(using: &rng) ?? .started
+            let error = state == .failed && Bool.random(using: &rng) ? SyncErrorReport(domain: "CKErrorDomain", code: [3, 5, 14, 25, 26].randomElement(using: &rng) ?? 3) : nil
+            body = .activity(.init(phase: Phase.allCases.randomElement(using: &rng) ?? .import, state: state,
+                                   startedAt: state == .started ? nil : at - .milliseconds(3), error: error))
+        case 3: body = .network(available: Int.random(in: 0..<4, using: &rng) > 0)
+        case 4: body = .account(Int.random(in: 0..<4, using: &rng) > 0 ? .available : .noAccount)
+        default: body = .pending(count: Int.random(in: 0...3, using: &rng), oldestPendingAt: nil)
+        }
+        events.append(DeviceEvent(eventId: "ev-\(index)-\(n)", occurredAt: at, body: body))
+    }
+    events.shuffle(using: &rng)
+    var batches: [[DeviceEvent]] = []
+    var rest = events[...]
+    while !rest.isEmpty {
+        let n = min(rest.count, Int.random(in: 1...8, using: &rng))
+        batches.append(Array(rest.prefix(n)))
+        rest = rest.dropFirst(n)
+    }
+    return CrashDevice(id: "crash-\(index)", batches: batches)
+}
+
+@Suite("Crash: SIGKILL at random moments loses no acknowledged event and applies none twice", .serialized)
+struct CrashTests {
+    @Test("clients post in a loop while the server is killed and restarted three times")
+    func killAndRestart() async throws {
+        var rng = SplitMix(seed: UInt64(ProcessInfo.processInfo.environment["CRASH_SEED"] ?? "") ?? UInt64.random(in: 1...UInt64.max))
+        let seed = rng.state
+        let dataDirectory = temporaryDirectory()
+        let keys = ["SYNCHEALTH_INGEST_KEYS": "crash-ingest", "SYNCHEALTH_READ_KEYS": "crash-read"]
+        let devices = (0..<12).map { randomDevice($0, rng: &rng) }
+        let state = CrashState(devices: devices)
+
+        for round in 0..<4 {
+            let server = try LiveServer(dataDirectory: dataDirectory, environment: keys)
+            let killAfter = round == 3 ? nil : Duration.milliseconds(Int.random(in: 150...700, using: &rng))
+            await withTaskGroup(of: Void.self) { group in
+                for index in devices.indices {
+                    group.addTask { await state.drive(index, server: server) }
+                }
+                if let killAfter {
+                    group.addTask {
+                        try? await Task.sleep(for: killAfter)
+                        kill(server.process.processIdentifier, SIGKILL)
+                    }
+                }
+                await group.waitForAll()
+            }
+            if killAfter == nil {
+                // Last round: every batch is acknowledged. Compare with the reference fold.
+                for device in await state.devices {
+                    #expect(device.nextBatch == device.batches.count, "seed \(seed): \(device.id) not finished")
+                    #expect(device.acceptedTotal == device.allEvents.count, "seed \(seed): \(device.id) accepted \(device.acceptedTotal) of \(device.allEvents.count): applied twice or lost")
+                    var reference = MonitorState()
+                    for e in device.allEvents.sorted(by: { $0.occurredAt < $1.occurredAt }) { reference.apply(e, receivedAt: e.occurredAt) }
+                    let response = try await server.request("GET", "/v1/devices/\(device.id)", key: "crash-read")
+                    let status = try #require(try JSONSerialization.jsonObject(with: response.body) as? [String: Any])
+                    #expect(status["syncStateSummary"] as? String == reference.summary.rawValue, "seed \(seed): \(device.id)")
+                    #expect(status["pendingChanges"] as? Int == reference.pendingChanges, "seed \(seed): \(device.id)")
+                    #expect((status["isNetworkAvailable"] as? Bool) == reference.network, "seed \(seed): \(device.id)")
+                    #expect((status["accountStatus"] as? String) == reference.account?.rawValue, "seed \(seed): \(device.id)")
+                    #expect(((status["lastSyncError"] as? [String: Any])?["code"] as? Int) == reference.lastSyncError?.code, "seed \(seed): \(device.id)")
+                    for (name, phase) in [("setupState", Phase.setup), ("importState", .import), ("exportState", .export)] {
+                        let slot = status[name] as? [String: Any]
+                        #expect(slot?["status"] as? String == reference[phase].state.status.rawValue, "seed \(seed): \(device.id) \(name)")
+                        #expect(slot?["startedAt"] as? String == reference[phase].state.startedAt?.rfc3339, "seed \(seed): \(device.id) \(name)")
+                    }
+                }
+                #expect(server.stop() == 0)
+            } else {
+                server.process.waitUntilExit()
+            }
+        }
+    }
+}
+
+/// The clients' shared record of what was acknowledged.
+actor CrashState {
+    var devices: [CrashDevice]
+    init(devices: [CrashDevice]) { self.devices = devices }
+
+    func record(_ index: Int, accepted: Int) {
+        devices[index].acceptedTotal += accepted
+        devices[index].nextBatch += 1
+    }
+
+    /// Posts the device's batches in order, each until acknowledged; returns when done or the server is gone.
+    nonisolated func drive(_ index: Int, server: LiveServer) async {
+        while true {
+            guard let batch = await nextBatch(index) else { return }
+            let body = #"{"device": {"deviceId": "\#(batch.id)", "appId": "com.crash"}, "events": [\#(batch.events.map(eventJSON).joined(separator: ","))]}"#
+            do {
+                let response = try await server.request("POST", "/v1/events", key: "crash-ingest", body: Data(body.utf8))
+                guard response.status == 202,
+                      let json = try JSONSerialization.jsonObject(with: response.body) as? [String: Any],
+                      let accepted = json["accepted"] as? Int else { return }
+                await record(index, accepted: accepted)
+            } catch {
+                return  // The server died: this batch is unacknowledged and is posted again after the restart.
+            }
+        }
+    }
+
+    func nextBatch(_ index: Int) -> (id: String, events: [DeviceEvent])? {
+        let d = devices[index]
+        return d.nextBatch < d.batches.count ? (d.id, d.batches[d.nextBatch]) : nil
+    }
+}
+
+struct SplitMix: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
