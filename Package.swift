@@ -103,3 +103,22 @@ let package = Package(
         ),
     ]
 )
+
+// Benchmarks (ordo-one/benchmark) build only when asked for, as Hummingbird does, so that `swift build` and
+// `swift test` stay lean:  SYNCHEALTH_BENCHMARKS=1 swift package --scratch-path .build-bench benchmark
+if Context.environment["SYNCHEALTH_BENCHMARKS"] != nil {
+    package.dependencies.append(.package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]))
+    package.targets += [
+        .executableTarget(
+            name: "CoreBenchmarks",
+            dependencies: ["SyncHealthCore", .product(name: "Benchmark", package: "benchmark")],
+            path: "Benchmarks/CoreBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+        .executableTarget(
+            name: "StateSize",
+            dependencies: ["SyncHealthCore"],
+            path: "Benchmarks/StateSize"
+        ),
+    ]
+}

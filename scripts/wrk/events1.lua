@@ -1,0 +1,23 @@
+-- POST /v1/events with one event per request: every request a new event id, devices spread over a pool.
+local counter = 0
+local thread_id = 0
+local devices = tonumber(os.getenv("WRK_DEVICES") or "100000")
+local key = os.getenv("WRK_KEY") or "bench-ingest"
+
+function setup(thread)
+  thread:set("tid", thread_id)
+  thread_id = thread_id + 1
+end
+
+function init(args)
+  math.randomseed(tid * 7919 + os.time())
+end
+
+request = function()
+  counter = counter + 1
+  local device = math.random(devices)
+  local body = string.format(
+    '{"device":{"deviceId":"dev-%d","appId":"com.bench","containerId":"iCloud.com.bench"},"events":[{"eventId":"t%d-%d","occurredAt":"2026-11-22T10:00:%02d.%03dZ","kind":"network","available":true}]}',
+    device, tid, counter, counter % 60, counter % 1000)
+  return wrk.format("POST", "/v1/events", {["Content-Type"] = "application/json", ["Authorization"] = "Bearer " .. key}, body)
+end
