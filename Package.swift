@@ -52,6 +52,7 @@ let package = Package(
                 "SyncHealthCore",
                 "CCurl",
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -97,6 +98,7 @@ let package = Package(
                 "SyncHealthServer",
                 "SyncHealthCore",
                 "SyncHealthStore",
+                "SyncHealthWebhooks",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "CompressNIO", package: "compress-nio"),
             ]

@@ -2,14 +2,19 @@
 public enum AlertIdentity {
     /// The id of the incident of `kind` that started at `startsAt` on the device (or container) `subject`.
     public static func id(subject: String, kind: AlertKind, startsAt: Timestamp) -> String {
-        var bytes = Array(subject.utf8)
-        bytes.append(0)
-        bytes.append(contentsOf: kind.rawValue.utf8)
-        bytes.append(0)
-        withUnsafeBytes(of: startsAt.microseconds.littleEndian) { bytes.append(contentsOf: $0) }
+        "al_" + digest([subject, kind.rawValue, String(startsAt.microseconds)])
+    }
+
+    /// 32 hex digits identifying a sequence of strings (two 64-bit FNV-1a hashes); stable across runs and machines.
+    public static func digest(_ parts: [String]) -> String {
+        var bytes: [UInt8] = []
+        for part in parts {
+            bytes.append(contentsOf: part.utf8)
+            bytes.append(0)
+        }
         let high = fnv1a(bytes, basis: 0xcbf2_9ce4_8422_2325)
         let low = fnv1a(bytes.reversed(), basis: 0x84222325_cbf29ce4)
-        return "al_" + hex(high) + hex(low)
+        return hex(high) + hex(low)
     }
 
     /// The subject string of a device.

@@ -25,6 +25,7 @@ extension MonitorEngine {
 
     /// Rebuilds the cache from the store: devices, fleet counters, timers.
     func load() async throws {
+        try await webhooks.load()
         let state = try await store.loadState()
         let now = clock.now
         let alerts = configuration.alerts
@@ -100,7 +101,10 @@ extension MonitorEngine {
             fail(jobs, due: due, now: now, error: error)
             return true
         }
-        var plan = cache.withLock { c in Plan.make(jobs: jobs, seen: seen, due: due, cache: c, now: now, configuration: configuration) }
+        let webhooks = self.webhooks
+        var plan = cache.withLock { c in
+            Plan.make(jobs: jobs, seen: seen, due: due, cache: c, now: now, configuration: configuration, subscribers: webhooks.subscribers(of:))
+        }
         let started = ContinuousClock.now
         do {
             try await store.commit(plan.changes)
@@ -123,6 +127,7 @@ extension MonitorEngine {
                         metadata: ["alert.kind": "\(transition.kind.rawValue)", "alert.id": "\(transition.id)"])
         }
         if !plan.transitions.isEmpty { updateFiringGauges() }
+        if !plan.changes.outbox.isEmpty { webhooks.notify() }
         for (job, receipt) in zip(jobs, plan.receipts) {
             metrics.eventsAccepted.increment(by: receipt.accepted)
             metrics.eventsDuplicate.increment(by: receipt.duplicates)
@@ -158,7 +163,8 @@ struct Plan {
     var fleetAlerts: FleetAlerts
     var transitions: [(id: String, kind: AlertKind, change: AlertTransition.Change)] = []
 
-    static func make(jobs: [IngestJob], seen: [Set<String>], due: [Int], cache c: Cache, now: Timestamp, configuration: EngineConfiguration) -> Plan {
+    static func make(jobs: [IngestJob], seen: [Set<String>], due: [Int], cache c: Cache, now: Timestamp, configuration: EngineConfiguration,
+                     subscribers: (AlertKind) -> [WebhookSubscription]) -> Plan {
         var plan = Plan(changes: StoreChanges(recordedAt: now), counters: c.counters, fleetAlerts: c.fleetAlerts)
         var slot: [DeviceKey: Int] = [:]
         var seenInGroup: [DeviceKey: Set<String>] = [:]
@@ -179,6 +185,9 @@ struct Plan {
                 let alert = AlertText.record(for: transition, device: device)
                 plan.changes.alerts.append(alert)
                 plan.transitions.append((alert.id, alert.kind, transition.change))
+                plan.changes.outbox += OutboxBuilder.messages(
+                    for: alert, change: transition.change, orderingKey: "d\u{1}\(device.key.appId)\u{1}\(device.key.deviceId)\u{1}\(alert.kind.rawValue)",
+                    subscribers: subscribers(alert.kind), now: now)
             }
         }
 
@@ -226,6 +235,8 @@ struct Plan {
             plan.changes.alerts.append(alert)
             plan.changes.fleetAlerts.append((container, transition.change == .fire ? transition.startsAt : nil))
             plan.transitions.append((alert.id, .fleetDegraded, transition.change))
+            plan.changes.outbox += OutboxBuilder.messages(for: alert, change: transition.change, orderingKey: "c\u{1}\(container)",
+                                                          subscribers: subscribers(.fleetDegraded), now: now)
         }
         plan.changes.devices = plan.touched.map(\.record)
         return plan

@@ -17,6 +17,8 @@ public final class MonitorEngine: Service, Sendable {
     let store: any SyncStore
     let clock: any ServiceClock
     let logger: Logger
+    /// Subscriptions and delivery; the engine writes outbox rows for it.
+    public let webhooks: WebhookCenter
     let metrics: EngineMetrics
     let cache = Mutex(Cache())
     let queue = Mutex(Queue())
@@ -28,10 +30,12 @@ public final class MonitorEngine: Service, Sendable {
     }
 
     /// Creates an engine over `store`. Call `run()` (as a service) to load the state and serve.
-    public init(store: any SyncStore, clock: any ServiceClock, configuration: EngineConfiguration = EngineConfiguration(), logger: Logger) {
+    public init(store: any SyncStore, clock: any ServiceClock, configuration: EngineConfiguration = EngineConfiguration(),
+                webhooks: WebhookCenter, logger: Logger) {
         self.store = store
         self.clock = clock
         self.configuration = configuration
+        self.webhooks = webhooks
         self.logger = logger
         self.metrics = EngineMetrics()
     }

@@ -17,8 +17,8 @@ public struct ServiceConfiguration: Sendable {
     public var adminKeys: [String] = []
     /// Engine tunables, alert delays among them.
     public var engine = EngineConfiguration()
-    /// Whether webhooks may target loopback and private addresses.
-    public var webhookAllowPrivate = false
+    /// Webhook delivery settings (`allowPrivate` is `SYNCHEALTH_WEBHOOK_ALLOW_PRIVATE`).
+    public var webhooks = WebhookConfiguration()
     /// `postgres://…` selects PostgreSQL instead of the embedded store.
     public var databaseURL: String?
     /// SQLite's durability setting.

@@ -5,6 +5,7 @@ import Logging
 import Prometheus
 import SyncHealthCore
 import SyncHealthStore
+import SyncHealthWebhooks
 
 /// The composition root: builds the store, the engine and the HTTP application from a configuration.
 public enum SyncHealthApplication {
@@ -29,6 +30,13 @@ public enum SyncHealthApplication {
         let fleet = FleetRoutes(engine: engine)
         router.get("/v1/summary", use: fleet.summary)
         router.get("/v1/alerts", use: fleet.alerts)
+        let hooks = WebhookRoutes(webhooks: engine.webhooks)
+        router.post("/v1/webhooks", use: hooks.create)
+        router.get("/v1/webhooks", use: hooks.list)
+        router.get("/v1/webhooks/:id", use: hooks.get)
+        router.delete("/v1/webhooks/:id", use: hooks.delete)
+        router.get("/v1/webhooks/:id/deliveries", use: hooks.deliveries)
+        router.post("/v1/webhooks/:id/deliveries/:deliveryId/resend", use: hooks.resend)
         return router
     }
 
@@ -63,14 +71,15 @@ public enum SyncHealthApplication {
     ) throws -> (application: some ApplicationProtocol, engine: MonitorEngine) {
         let keys = try resolveKeys(configuration, logger: logger)
         let store = try makeStore(configuration)
-        let engine = MonitorEngine(store: store, clock: clock, configuration: configuration.engine, logger: logger)
+        let webhooks = WebhookCenter(store: store, transport: CurlTransport(), clock: clock, configuration: configuration.webhooks, logger: logger)
+        let engine = MonitorEngine(store: store, clock: clock, configuration: configuration.engine, webhooks: webhooks, logger: logger)
         let router = makeRouter(engine: engine, keys: keys, registry: registry)
         let idle = TimeAmount.microseconds(configuration.idleTimeout.microseconds)
         let application = Application(
             router: router,
             server: .http1(configuration: .init(idleTimeout: idle)),
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "synchealth"),
-            services: [engine],
+            services: [engine, webhooks],
             logger: logger
         )
         return (application, engine)

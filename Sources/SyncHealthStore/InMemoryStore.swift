@@ -10,6 +10,9 @@ public final class InMemoryStore: SyncStore {
         var alerts: [AlertRecord] = []
         var alertIndex: [String: Int] = [:]
         var fleetAlerts: [String: Timestamp] = [:]
+        var webhooks: [String: WebhookSubscription] = [:]
+        var outbox: [OutboxMessage] = []
+        var deliveries: [DeliveryAttempt] = []
     }
 
     private let state = Mutex(State())
@@ -61,6 +64,9 @@ public final class InMemoryStore: SyncStore {
             for (container, startsAt) in changes.fleetAlerts {
                 s.fleetAlerts[container] = startsAt
             }
+            for message in changes.outbox where !s.outbox.contains(where: { $0.id == message.id }) {
+                s.outbox.append(message)
+            }
         }
     }
 
@@ -92,6 +98,77 @@ public final class InMemoryStore: SyncStore {
     }
 
     public func close() async throws {}
+
+    public func webhooks() async throws -> [WebhookSubscription] {
+        state.withLock { $0.webhooks.values.sorted { ($0.createdAt, $0.id) < ($1.createdAt, $1.id) } }
+    }
+
+    public func saveWebhook(_ webhook: WebhookSubscription) async throws {
+        state.withLock { $0.webhooks[webhook.id] = webhook }
+    }
+
+    public func deleteWebhook(id: String) async throws -> Bool {
+        state.withLock { s in
+            s.outbox.removeAll { $0.webhookId == id }
+            s.deliveries.removeAll { $0.webhookId == id }
+            return s.webhooks.removeValue(forKey: id) != nil
+        }
+    }
+
+    public func dueMessages(now: Timestamp, limit: Int) async throws -> [OutboxMessage] {
+        state.withLock { s in
+            var firstInLine = Set<String>()
+            var due: [OutboxMessage] = []
+            for m in s.outbox {
+                let line = m.webhookId + "\u{0}" + m.orderingKey
+                guard firstInLine.insert(line).inserted else { continue }
+                if m.state == .pending && m.nextAttemptAt <= now && due.count < limit { due.append(m) }
+            }
+            return due
+        }
+    }
+
+    public func nextDueTime() async throws -> Timestamp? {
+        state.withLock { $0.outbox.filter { $0.state == .pending }.map(\.nextAttemptAt).min() }
+    }
+
+    public func recordAttempt(_ attempt: DeliveryAttempt, disable reason: String?) async throws {
+        state.withLock { s in
+            var a = attempt
+            a.seq = Int64(s.deliveries.count + 1)
+            s.deliveries.append(a)
+            if let i = s.outbox.firstIndex(where: { $0.id == a.messageId }) {
+                switch a.outcome {
+                case .delivered: s.outbox.remove(at: i)
+                case .retrying:
+                    s.outbox[i].attempts = a.attempt
+                    s.outbox[i].nextAttemptAt = a.nextRetryAt ?? a.attemptedAt
+                case .failed, .disabled:
+                    s.outbox[i].attempts = a.attempt
+                    s.outbox[i].state = .failed
+                }
+            }
+            if let reason { s.webhooks[a.webhookId]?.disabledReason = reason }
+        }
+    }
+
+    public func deliveries(webhookId: String, limit: Int, before cursor: Int64?) async throws -> (attempts: [DeliveryAttempt], nextCursor: Int64?) {
+        state.withLock { s in
+            let matching = s.deliveries.reversed().filter { $0.webhookId == webhookId && $0.seq < (cursor ?? .max) }
+            let page = Array(matching.prefix(limit))
+            return (page, matching.count > limit ? page.last?.seq : nil)
+        }
+    }
+
+    public func resend(webhookId: String, messageId: String, now: Timestamp) async throws -> Bool {
+        state.withLock { s in
+            guard let i = s.outbox.firstIndex(where: { $0.id == messageId && $0.webhookId == webhookId && $0.state == .failed }) else { return false }
+            s.outbox[i].state = .pending
+            s.outbox[i].attempts = 0
+            s.outbox[i].nextAttemptAt = now
+            return true
+        }
+    }
 }
 
 extension AlertQuery {

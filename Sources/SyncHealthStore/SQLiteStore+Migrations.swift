@@ -40,6 +40,44 @@ extension SQLiteStore {
                 );
                 """)
         }
+        migrator.registerMigration("v2: webhooks, outbox, delivery log") { db in
+            try db.execute(sql: """
+                CREATE TABLE webhooks (
+                    id TEXT PRIMARY KEY,
+                    url TEXT NOT NULL,
+                    kinds TEXT NOT NULL,
+                    description TEXT,
+                    secret TEXT NOT NULL,
+                    created_at INTEGER NOT NULL,
+                    disabled_reason TEXT
+                );
+                CREATE TABLE outbox (
+                    seq INTEGER PRIMARY KEY,
+                    id TEXT NOT NULL UNIQUE,
+                    webhook_id TEXT NOT NULL,
+                    ordering_key TEXT NOT NULL,
+                    payload TEXT NOT NULL,
+                    created_at INTEGER NOT NULL,
+                    attempts INTEGER NOT NULL,
+                    next_attempt_at INTEGER NOT NULL,
+                    state TEXT NOT NULL
+                );
+                CREATE INDEX outbox_due ON outbox (state, next_attempt_at);
+                CREATE INDEX outbox_line ON outbox (webhook_id, ordering_key, seq);
+                CREATE TABLE deliveries (
+                    seq INTEGER PRIMARY KEY,
+                    webhook_id TEXT NOT NULL,
+                    message_id TEXT NOT NULL,
+                    attempt INTEGER NOT NULL,
+                    attempted_at INTEGER NOT NULL,
+                    status_code INTEGER,
+                    error TEXT,
+                    next_retry_at INTEGER,
+                    outcome TEXT NOT NULL
+                );
+                CREATE INDEX deliveries_webhook ON deliveries (webhook_id, seq);
+                """)
+        }
         return migrator
     }
 }

@@ -21,7 +21,7 @@ public final class SQLiteStore: SyncStore {
 
     /// The database file's path.
     public let path: String
-    private let pool: DatabasePool
+    let pool: DatabasePool
     private let lockDescriptor: Int32
 
     /// Opens (creating if needed) the store in `directory`.
@@ -134,6 +134,7 @@ public final class SQLiteStore: SyncStore {
         let ids = changes.eventIds.map { (hash: $0.key.stableHash, id: $0.eventId) }
         let alerts = changes.alerts
         let fleet = changes.fleetAlerts
+        let outbox = changes.outbox
         let recordedAt = changes.recordedAt.microseconds
         try await pool.write { db in
             let upsertDevice = try db.cachedStatement(sql: """
@@ -160,6 +161,7 @@ public final class SQLiteStore: SyncStore {
                     try db.execute(sql: "DELETE FROM fleet_alerts WHERE container_id = ?", arguments: [container])
                 }
             }
+            try Self.insertOutbox(outbox, db)
         }
     }
 

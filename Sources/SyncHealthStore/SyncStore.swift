@@ -5,7 +5,7 @@ import SyncHealthCore
 ///
 /// The atomic unit is one `StoreChanges`: "these events were applied to these devices, with these resulting
 /// states, alert transitions and outbox rows". `commit` makes all of it durable, or none of it.
-public protocol SyncStore: Sendable {
+public protocol SyncStore: WebhookStore {
     /// Everything the service needs to rebuild its cache: devices in insertion order, firing fleet alerts.
     func loadState() async throws -> PersistedState
 
@@ -49,6 +49,8 @@ public struct StoreChanges: Sendable {
     public var alerts: [AlertRecord] = []
     /// Fleet alerts that started (`Timestamp`) or ended (`nil`), by container.
     public var fleetAlerts: [(containerId: String, startsAt: Timestamp?)] = []
+    /// Webhook messages for the alert transitions, written in the same transaction.
+    public var outbox: [OutboxMessage] = []
     /// When the changes were made (service clock), stored with the event ids.
     public var recordedAt: Timestamp
 
@@ -58,7 +60,7 @@ public struct StoreChanges: Sendable {
     }
 
     /// Whether there is nothing to write.
-    public var isEmpty: Bool { devices.isEmpty && eventIds.isEmpty && alerts.isEmpty && fleetAlerts.isEmpty }
+    public var isEmpty: Bool { devices.isEmpty && eventIds.isEmpty && alerts.isEmpty && fleetAlerts.isEmpty && outbox.isEmpty }
 }
 
 /// Firing or resolved.

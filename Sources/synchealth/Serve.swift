@@ -56,6 +56,9 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("webhook-allow-private"), help: "1 lets webhooks target loopback and private addresses. [SYNCHEALTH_WEBHOOK_ALLOW_PRIVATE, default off]")
     var webhookAllowPrivate: String?
 
+    @Option(name: .customLong("webhook-retry-schedule"), help: "Delays before each webhook attempt. [SYNCHEALTH_WEBHOOK_RETRY_SCHEDULE, default 0,5s,5m,30m,2h,5h,10h,10h]")
+    var webhookRetrySchedule: String?
+
     @Option(name: .customLong("database-url"), help: "postgres://… selects PostgreSQL instead of the embedded store. [SYNCHEALTH_DATABASE_URL, default unset]")
     var databaseURL: String?
 
@@ -101,6 +104,7 @@ struct Serve: AsyncParsableCommand {
             ("SYNCHEALTH_NOT_SYNCING_AFTER", notSyncingAfter), ("SYNCHEALTH_ERROR_AFTER", errorAfter),
             ("SYNCHEALTH_STALLED_AFTER", stalledAfter), ("SYNCHEALTH_EXPORT_AT_RISK_AFTER", exportAtRiskAfter),
             ("SYNCHEALTH_SILENT_AFTER", silentAfter), ("SYNCHEALTH_WEBHOOK_ALLOW_PRIVATE", webhookAllowPrivate),
+            ("SYNCHEALTH_WEBHOOK_RETRY_SCHEDULE", webhookRetrySchedule),
             ("SYNCHEALTH_DATABASE_URL", databaseURL), ("SYNCHEALTH_SQLITE_SYNCHRONOUS", sqliteSynchronous),
             ("SYNCHEALTH_LOG_LEVEL", logLevel),
         ]

@@ -48,9 +48,16 @@ struct Settings {
         c.engine.alerts.exportAtRiskAfter = try duration("SYNCHEALTH_EXPORT_AT_RISK_AFTER", default: d.exportAtRiskAfter)
         c.engine.alerts.silentAfter = try duration("SYNCHEALTH_SILENT_AFTER", default: d.silentAfter)
         switch value("SYNCHEALTH_WEBHOOK_ALLOW_PRIVATE") {
-        case nil, "0", "false", "off": c.webhookAllowPrivate = false
-        case "1", "true", "on": c.webhookAllowPrivate = true
+        case nil, "0", "false", "off": c.webhooks.allowPrivate = false
+        case "1", "true", "on": c.webhooks.allowPrivate = true
         case let other?: throw Invalid(description: "SYNCHEALTH_WEBHOOK_ALLOW_PRIVATE=\(other) must be 1 or 0")
+        }
+        if let text = value("SYNCHEALTH_WEBHOOK_RETRY_SCHEDULE") {
+            let parts = text.split(separator: ",").map { Duration(configuration: String($0)) }
+            guard !parts.isEmpty, parts.allSatisfy({ $0 != nil }) else {
+                throw Invalid(description: "SYNCHEALTH_WEBHOOK_RETRY_SCHEDULE=\(text) must be comma-separated durations, e.g. 0,5s,5m,30m")
+            }
+            c.webhooks.retrySchedule = parts.compactMap { $0 }
         }
         c.databaseURL = value("SYNCHEALTH_DATABASE_URL")
         if let text = value("SYNCHEALTH_SQLITE_SYNCHRONOUS") {

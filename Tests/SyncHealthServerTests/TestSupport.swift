@@ -6,7 +6,18 @@ import NIOCore
 import Prometheus
 import SyncHealthCore
 import SyncHealthStore
+import SyncHealthWebhooks
+import Synchronization
 @testable import SyncHealthServer
+
+/// A transport that answers 200 and keeps what it was asked to send.
+final class RecordingTransport: WebhookTransport {
+    let sent = Mutex<[WebhookRequest]>([])
+    func send(_ request: WebhookRequest) async -> WebhookResponse {
+        sent.withLock { $0.append(request) }
+        return .status(200, retryAfter: nil)
+    }
+}
 
 let ingestKey = "test-ingest"
 let readKey = "test-read"
@@ -28,12 +39,15 @@ struct TestService {
     let store: any SyncStore
     let app: Application<RouterResponder<AppRequestContext>>
 
-    init(store: any SyncStore = InMemoryStore(), clock: ManualClock = ManualClock(testStart), configuration: EngineConfiguration = EngineConfiguration()) {
+    init(store: any SyncStore = InMemoryStore(), clock: ManualClock = ManualClock(testStart), configuration: EngineConfiguration = EngineConfiguration(),
+         transport: any WebhookTransport = RecordingTransport(), webhooks: WebhookConfiguration = WebhookConfiguration(), realTime: Bool = false) {
         self.store = store
         self.clock = clock
-        engine = MonitorEngine(store: store, clock: clock, configuration: configuration, logger: testLogger())
+        let serviceClock: any ServiceClock = realTime ? SystemClock() : clock
+        let center = WebhookCenter(store: store, transport: transport, clock: serviceClock, configuration: webhooks, logger: testLogger())
+        engine = MonitorEngine(store: store, clock: serviceClock, configuration: configuration, webhooks: center, logger: testLogger())
         let router = SyncHealthApplication.makeRouter(engine: engine, keys: testKeys, registry: PrometheusCollectorRegistry())
-        app = Application(router: router, services: [engine], logger: testLogger())
+        app = Application(router: router, services: [engine, center], logger: testLogger())
     }
 
     /// Runs `body` against the router once the engine is ready.

@@ -1,0 +1,122 @@
+import Foundation
+import Hummingbird
+import SyncHealthCore
+import SyncHealthStore
+
+/// `/v1/webhooks…` (admin key).
+struct WebhookRoutes {
+    let webhooks: WebhookCenter
+
+    struct CreateBody: Decodable {
+        var url: String?
+        var kinds: [String]?
+        var description: String?
+    }
+
+    func create(_ request: Request, context: AppRequestContext) async throws -> Response {
+        try context.require(.admin)
+        let buffer = try await request.body.collect(upTo: 64 * 1024)
+        let body: CreateBody
+        do {
+            body = try JSONDecoder().decode(CreateBody.self, from: Data(buffer: buffer))
+        } catch {
+            throw APIError.invalidBody([.init(pointer: "", detail: "the body must be {\"url\", \"kinds\", \"description\"}")])
+        }
+        guard let url = body.url else { throw APIError.invalidBody([.init(pointer: "/url", detail: "url is required")]) }
+        if let description = body.description, description.count > 1024 {
+            throw APIError.invalidBody([.init(pointer: "/description", detail: "description is longer than 1024 characters")])
+        }
+        do {
+            let subscription = try await webhooks.create(url: url, kinds: body.kinds ?? [], description: body.description)
+            return try JSONResponse.make(WebhookDTO(subscription, includeSecret: true), status: .created)
+        } catch WebhookError.invalidURL(let why) {
+            throw APIError.invalidBody([.init(pointer: "/url", detail: why)])
+        } catch WebhookError.invalidKinds(let kind) {
+            throw APIError.invalidBody([.init(pointer: "/kinds", detail: "\(kind) is not an alert kind; use " + AlertKind.allCases.map(\.rawValue).joined(separator: ", "))])
+        }
+    }
+
+    func list(_ request: Request, context: AppRequestContext) async throws -> Response {
+        try context.require(.admin)
+        return try JSONResponse.make(PageDTO(data: webhooks.list().map { WebhookDTO($0, includeSecret: false) }, nextCursor: nil))
+    }
+
+    func get(_ request: Request, context: AppRequestContext) async throws -> Response {
+        try context.require(.admin)
+        return try JSONResponse.make(WebhookDTO(try subscription(context), includeSecret: false))
+    }
+
+    func delete(_ request: Request, context: AppRequestContext) async throws -> Response {
+        try context.require(.admin)
+        guard try await webhooks.delete(try subscription(context).id) else { throw APIError.notFound("No such webhook.") }
+        return Response(status: .noContent)
+    }
+
+    func deliveries(_ request: Request, context: AppRequestContext) async throws -> Response {
+        try context.require(.admin)
+        let query = Query(request)
+        let page = try await webhooks.deliveries(try subscription(context).id, limit: try query.limit(), before: try query.cursor())
+        return try JSONResponse.make(PageDTO(data: page.attempts.map(DeliveryDTO.init), nextCursor: page.nextCursor.map(String.init)))
+    }
+
+    func resend(_ request: Request, context: AppRequestContext) async throws -> Response {
+        try context.require(.admin)
+        let id = try subscription(context).id
+        let messageId = context.parameters.get("deliveryId") ?? ""
+        guard try await webhooks.resend(id, messageId: messageId) else {
+            throw APIError.notFound("No failed delivery \(messageId) for this webhook; only failed messages can be sent again.")
+        }
+        return try JSONResponse.make(["status": "pending", "messageId": messageId], status: .accepted)
+    }
+
+    func subscription(_ context: AppRequestContext) throws -> WebhookSubscription {
+        let raw = context.parameters.get("id") ?? ""
+        guard let found = webhooks.get(raw.removingPercentEncoding ?? raw) else { throw APIError.notFound("No such webhook.") }
+        return found
+    }
+}
+
+/// A subscription as the API shows it; the secret only when it is created.
+struct WebhookDTO: Encodable {
+    let subscription: WebhookSubscription
+    let includeSecret: Bool
+
+    init(_ subscription: WebhookSubscription, includeSecret: Bool) {
+        self.subscription = subscription
+        self.includeSecret = includeSecret
+    }
+
+    enum Key: String, CodingKey { case id, url, kinds, description, secret, createdAt, disabled, disabledReason }
+
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: Key.self)
+        try c.encode(subscription.id, forKey: .id)
+        try c.encode(subscription.url, forKey: .url)
+        try c.encode(subscription.kinds.map(\.rawValue), forKey: .kinds)
+        try c.encode(subscription.description, forKey: .description)
+        if includeSecret { try c.encode(subscription.secret, forKey: .secret) }
+        try c.encode(subscription.createdAt.rfc3339, forKey: .createdAt)
+        try c.encode(subscription.disabledReason != nil, forKey: .disabled)
+        try c.encode(subscription.disabledReason, forKey: .disabledReason)
+    }
+}
+
+/// One delivery attempt.
+struct DeliveryDTO: Encodable {
+    let attempt: DeliveryAttempt
+    init(_ attempt: DeliveryAttempt) { self.attempt = attempt }
+
+    enum Key: String, CodingKey { case id, messageId, attempt, attemptedAt, statusCode, error, nextRetryAt, outcome }
+
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: Key.self)
+        try c.encode(String(attempt.seq), forKey: .id)
+        try c.encode(attempt.messageId, forKey: .messageId)
+        try c.encode(attempt.attempt, forKey: .attempt)
+        try c.encode(attempt.attemptedAt.rfc3339, forKey: .attemptedAt)
+        try c.encode(attempt.statusCode, forKey: .statusCode)
+        try c.encode(attempt.error, forKey: .error)
+        try c.encode(attempt.nextRetryAt?.rfc3339, forKey: .nextRetryAt)
+        try c.encode(attempt.outcome.rawValue, forKey: .outcome)
+    }
+}

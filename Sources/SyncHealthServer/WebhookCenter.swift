@@ -1,0 +1,282 @@
+import Foundation
+import Logging
+import Metrics
+import ServiceLifecycle
+import Synchronization
+import SyncHealthCore
+import SyncHealthStore
+import SyncHealthWebhooks
+
+/// Webhook settings.
+public struct WebhookConfiguration: Sendable {
+    /// Delay before each attempt: the first is immediate. When it is exhausted, the message is kept as failed.
+    public var retrySchedule: [Duration] = [.zero, .seconds(5), .seconds(300), .seconds(1800), .seconds(7200),
+                                            .seconds(18_000), .seconds(36_000), .seconds(36_000)]
+    /// Random spread applied to each retry delay (0.1 = ±10%).
+    public var jitter: Double = 0.1
+    /// Whether receivers may be on loopback or private addresses.
+    public var allowPrivate = false
+    /// Deliveries in flight at once.
+    public var concurrency = 8
+    /// Longest `Retry-After` honoured.
+    public var maxRetryAfter: Duration = .seconds(86_400)
+
+    /// The defaults.
+    public init() {}
+}
+
+/// Why a webhook request was refused.
+public enum WebhookError: Error, Sendable {
+    case invalidURL(String)
+    case invalidKinds(String)
+    case notFound
+}
+
+/// Subscriptions, their management, and the delivery service that drains the outbox.
+///
+/// The engine writes outbox rows in the same transaction as the alert transitions that cause them; this
+/// service sends them, signed, through the transport, and deletes a row only after a 2xx.
+public final class WebhookCenter: Service, Sendable {
+    let store: any SyncStore
+    let transport: any WebhookTransport
+    let clock: any ServiceClock
+    let configuration: WebhookConfiguration
+    let logger: Logger
+    let subscriptions = Mutex<[String: WebhookSubscription]>([:])
+    let wake = WakeSignal()
+    let loaded = Atomic<Bool>(false)
+    let attempts = Counter(label: "synchealth_webhook_attempts_total")
+    let delivered = Counter(label: "synchealth_webhook_delivered_total")
+    let failed = Counter(label: "synchealth_webhook_failed_total")
+
+    /// Creates the center.
+    public init(store: any SyncStore, transport: any WebhookTransport, clock: any ServiceClock, configuration: WebhookConfiguration, logger: Logger) {
+        self.store = store
+        self.transport = transport
+        self.clock = clock
+        self.configuration = configuration
+        self.logger = logger
+    }
+
+    /// Loads the subscriptions. Called by the engine before it serves.
+    func load() async throws {
+        let all = try await store.webhooks()
+        subscriptions.withLock { s in s = Dictionary(uniqueKeysWithValues: all.map { ($0.id, $0) }) }
+        loaded.store(true, ordering: .releasing)
+    }
+
+    /// Active subscriptions that want `kind`.
+    func subscribers(of kind: AlertKind) -> [WebhookSubscription] {
+        subscriptions.withLock { $0.values.filter { $0.wants(kind) }.sorted { $0.id < $1.id } }
+    }
+
+    /// Tells the delivery loop that new messages are waiting.
+    func notify() { wake.signal() }
+
+    // MARK: Management
+
+    /// Creates a subscription after checking its URL (scheme, and the SSRF guard).
+    public func create(url: String, kinds: [String], description: String?) async throws -> WebhookSubscription {
+        var parsedKinds: [AlertKind] = []
+        for name in kinds {
+            guard let kind = AlertKind(rawValue: name) else { throw WebhookError.invalidKinds(name) }
+            if !parsedKinds.contains(kind) { parsedKinds.append(kind) }
+        }
+        let guardian = AddressGuard(allowPrivate: configuration.allowPrivate)
+        do {
+            _ = try guardian.check(url)
+        } catch {
+            throw WebhookError.invalidURL(error.description)
+        }
+        let subscription = WebhookSubscription(id: "wh_" + GeneratedKeys.randomToken().prefix(22), url: url, kinds: parsedKinds,
+                                               description: description, secret: WebhookSigner.makeSecret(), createdAt: clock.now)
+        try await store.saveWebhook(subscription)
+        subscriptions.withLock { $0[subscription.id] = subscription }
+        return subscription
+    }
+
+    /// Every subscription.
+    public func list() -> [WebhookSubscription] {
+        subscriptions.withLock { $0.values.sorted { ($0.createdAt, $0.id) < ($1.createdAt, $1.id) } }
+    }
+
+    /// One subscription.
+    public func get(_ id: String) -> WebhookSubscription? { subscriptions.withLock { $0[id] } }
+
+    /// Deletes a subscription with its pending messages and log.
+    public func delete(_ id: String) async throws -> Bool {
+        let existed = try await store.deleteWebhook(id: id)
+        subscriptions.withLock { _ = $0.removeValue(forKey: id) }
+        return existed
+    }
+
+    /// A page of the delivery log.
+    public func deliveries(_ id: String, limit: Int, before cursor: Int64?) async throws -> (attempts: [DeliveryAttempt], nextCursor: Int64?) {
+        guard get(id) != nil else { throw WebhookError.notFound }
+        return try await store.deliveries(webhookId: id, limit: limit, before: cursor)
+    }
+
+    /// Sends a failed message again, with a fresh schedule.
+    public func resend(_ id: String, messageId: String) async throws -> Bool {
+        guard get(id) != nil else { throw WebhookError.notFound }
+        let found = try await store.resend(webhookId: id, messageId: messageId, now: clock.now)
+        if found { wake.signal() }
+        return found
+    }
+
+    // MARK: Delivery
+
+    /// Drains the outbox until graceful shutdown.
+    public func run() async throws {
+        if !loaded.load(ordering: .acquiring) { try await load() }
+        await cancelWhenGracefulShutdown {
+            await self.loop()
+        }
+    }
+
+    func loop() async {
+        while !Task.isCancelled {
+            let now = clock.now
+            let due: [OutboxMessage]
+            do {
+                due = try await store.dueMessages(now: now, limit: configuration.concurrency * 4)
+            } catch {
+                logger.error("Reading the webhook outbox failed", metadata: ["error": "\(error)"])
+                await wake.wait(until: now + .seconds(1), clock: clock)
+                continue
+            }
+            if due.isEmpty {
+                let next = (try? await store.nextDueTime()) ?? nil
+                await wake.wait(until: next ?? now + .seconds(60), clock: clock)
+                continue
+            }
+            await withTaskGroup(of: Void.self) { group in
+                var running = 0
+                for message in due {
+                    if running == configuration.concurrency {
+                        await group.next()
+                        running -= 1
+                    }
+                    group.addTask { await self.deliver(message) }
+                    running += 1
+                }
+            }
+        }
+    }
+
+    /// One attempt at one message, and its record in the log.
+    func deliver(_ message: OutboxMessage) async {
+        let attemptNumber = message.attempts + 1
+        let now = clock.now
+        attempts.increment()
+        guard let subscription = get(message.webhookId), subscription.disabledReason == nil,
+              let signer = WebhookSigner(secret: subscription.secret) else {
+            await record(DeliveryAttempt(webhookId: message.webhookId, messageId: message.id, attempt: attemptNumber, attemptedAt: now,
+                                         statusCode: nil, error: "the subscription is disabled or gone", nextRetryAt: nil, outcome: .failed))
+            return
+        }
+        let body = Array(message.payload.utf8)
+        let response: WebhookResponse
+        do {
+            // Checked again at send time: the host may resolve elsewhere now. curl connects to the checked address.
+            let target = try AddressGuard(allowPrivate: configuration.allowPrivate).check(subscription.url)
+            let headers = signer.headers(id: message.id, timestamp: now.unixSeconds, body: body)
+            response = await transport.send(WebhookRequest(url: subscription.url, headers: headers, body: body, pinnedAddress: target.address))
+        } catch {
+            response = .failure("refused by the SSRF guard: \(error.description)")
+        }
+        var attempt = DeliveryAttempt(webhookId: message.webhookId, messageId: message.id, attempt: attemptNumber, attemptedAt: now,
+                                      statusCode: nil, error: nil, nextRetryAt: nil, outcome: .retrying)
+        var disable: String?
+        var retryAfter: Duration?
+        switch response {
+        case .status(let code, let header):
+            attempt.statusCode = code
+            switch code {
+            case 200...299:
+                attempt.outcome = .delivered
+            case 410:
+                attempt.outcome = .disabled
+                attempt.error = "the receiver answered 410 Gone; the subscription is disabled"
+                disable = "the receiver answered 410 Gone"
+            default:
+                attempt.error = (300...399).contains(code) ? "redirects are not followed" : "the receiver answered \(code)"
+                if code == 429 || code == 503 { retryAfter = header.flatMap { Self.parseRetryAfter($0, now: now) } }
+            }
+        case .failure(let error):
+            attempt.error = error
+        }
+        if attempt.outcome == .retrying {
+            if attemptNumber < configuration.retrySchedule.count {
+                let planned = jittered(configuration.retrySchedule[attemptNumber])
+                let wait = retryAfter.map { min(max($0, planned), configuration.maxRetryAfter) } ?? planned
+                attempt.nextRetryAt = now + wait
+            } else {
+                attempt.outcome = .failed
+            }
+        }
+        switch attempt.outcome {
+        case .delivered: delivered.increment()
+        case .failed, .disabled: failed.increment()
+        case .retrying: break
+        }
+        logger.debug("Webhook attempt", metadata: ["webhook.id": "\(message.webhookId)", "message.id": "\(message.id)",
+                                                   "attempt": "\(attemptNumber)", "outcome": "\(attempt.outcome.rawValue)"])
+        await record(attempt, disable: disable)
+    }
+
+    func record(_ attempt: DeliveryAttempt, disable: String? = nil) async {
+        do {
+            try await store.recordAttempt(attempt, disable: disable)
+            if let disable {
+                subscriptions.withLock { $0[attempt.webhookId]?.disabledReason = disable }
+                logger.warning("Webhook subscription disabled", metadata: ["webhook.id": "\(attempt.webhookId)", "reason": "\(disable)"])
+            }
+        } catch {
+            // The attempt is not recorded, so the message stays due and is tried again: at least once.
+            logger.error("Recording a webhook attempt failed", metadata: ["error": "\(error)"])
+        }
+    }
+
+    func jittered(_ delay: Duration) -> Duration {
+        guard delay > .zero, configuration.jitter > 0 else { return delay }
+        let factor = Double.random(in: (1 - configuration.jitter)...(1 + configuration.jitter))
+        return .microseconds(Int64(Double(delay.microseconds) * factor))
+    }
+
+    /// `Retry-After` as seconds or an HTTP date.
+    static func parseRetryAfter(_ value: String, now: Timestamp) -> Duration? {
+        if let seconds = Int(value.trimmingCharacters(in: .whitespaces)), seconds >= 0 { return .seconds(seconds) }
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+        guard let date = formatter.date(from: value) else { return nil }
+        let wait = Timestamp(seconds: date.timeIntervalSince1970) - now
+        return wait > .zero ? wait : .zero
+    }
+}
+
+/// Outbox messages for alert transitions.
+enum OutboxBuilder {
+    /// The messages for one alert change, one per interested subscription.
+    static func messages(for alert: AlertRecord, change: AlertTransition.Change, orderingKey: String,
+                         subscribers: [WebhookSubscription], now: Timestamp) -> [OutboxMessage] {
+        guard !subscribers.isEmpty else { return [] }
+        let payload = WebhookPayload(type: change == .fire ? "alert.firing" : "alert.resolved", timestamp: now.rfc3339, data: AlertDTO(alert))
+        guard let data = try? JSONResponse.encoder.encode(payload) else { return [] }
+        let body = String(decoding: data, as: UTF8.self)
+        return subscribers.map { subscription in
+            // Deterministic, so that the same transition written twice is one message (and one webhook-id).
+            OutboxMessage(id: "msg_" + AlertIdentity.digest([alert.id, change.rawValue, subscription.id]),
+                          webhookId: subscription.id, orderingKey: orderingKey, payload: body, createdAt: now, nextAttemptAt: now)
+        }
+    }
+}
+
+/// `{"type", "timestamp", "data": {alert}}`.
+struct WebhookPayload: Encodable {
+    let type: String
+    let timestamp: String
+    let data: AlertDTO
+}

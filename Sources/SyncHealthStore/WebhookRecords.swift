@@ -1,0 +1,139 @@
+import SyncHealthCore
+
+/// A webhook subscription.
+public struct WebhookSubscription: Sendable, Hashable {
+    /// `wh_` + random.
+    public var id: String
+    /// Where deliveries go.
+    public var url: String
+    /// Alert kinds delivered; empty means all.
+    public var kinds: [AlertKind]
+    /// Free text.
+    public var description: String?
+    /// `whsec_` + base64; shown only when created.
+    public var secret: String
+    /// When it was created.
+    public var createdAt: Timestamp
+    /// Why it was disabled (e.g. the receiver answered 410), or `nil` while active.
+    public var disabledReason: String?
+
+    /// Creates a subscription.
+    public init(id: String, url: String, kinds: [AlertKind], description: String?, secret: String, createdAt: Timestamp, disabledReason: String? = nil) {
+        self.id = id
+        self.url = url
+        self.kinds = kinds
+        self.description = description
+        self.secret = secret
+        self.createdAt = createdAt
+        self.disabledReason = disabledReason
+    }
+
+    /// Whether alerts of `kind` go to this subscription.
+    public func wants(_ kind: AlertKind) -> Bool { disabledReason == nil && (kinds.isEmpty || kinds.contains(kind)) }
+}
+
+/// A message waiting in the outbox, or given up on.
+public struct OutboxMessage: Sendable, Hashable {
+    /// Pending or failed.
+    public enum State: String, Sendable {
+        case pending
+        case failed
+    }
+
+    /// The `webhook-id`, stable across retries.
+    public var id: String
+    /// The subscription.
+    public var webhookId: String
+    /// Messages with the same key are delivered in order (one device's or container's alerts of one kind).
+    public var orderingKey: String
+    /// The JSON body.
+    public var payload: String
+    /// When it was written.
+    public var createdAt: Timestamp
+    /// Attempts made so far.
+    public var attempts: Int
+    /// When the next attempt is due.
+    public var nextAttemptAt: Timestamp
+    /// Pending or failed.
+    public var state: State
+
+    /// Creates a message.
+    public init(id: String, webhookId: String, orderingKey: String, payload: String, createdAt: Timestamp, attempts: Int = 0, nextAttemptAt: Timestamp, state: State = .pending) {
+        self.id = id
+        self.webhookId = webhookId
+        self.orderingKey = orderingKey
+        self.payload = payload
+        self.createdAt = createdAt
+        self.attempts = attempts
+        self.nextAttemptAt = nextAttemptAt
+        self.state = state
+    }
+}
+
+/// One delivery attempt, as the delivery log shows it.
+public struct DeliveryAttempt: Sendable, Hashable {
+    /// How the attempt ended.
+    public enum Outcome: String, Sendable {
+        /// 2xx: the message is delivered and left the outbox.
+        case delivered
+        /// Failed; another attempt is scheduled.
+        case retrying
+        /// Failed, and the schedule is exhausted (or the subscription is gone): kept as failed.
+        case failed
+        /// The receiver answered 410: the subscription is disabled.
+        case disabled
+    }
+
+    /// Position in the log (the cursor).
+    public var seq: Int64
+    /// The subscription.
+    public var webhookId: String
+    /// The message's `webhook-id`.
+    public var messageId: String
+    /// 1 for the first attempt.
+    public var attempt: Int
+    /// When it was made.
+    public var attemptedAt: Timestamp
+    /// The receiver's status code, if it answered.
+    public var statusCode: Int?
+    /// What went wrong, if anything.
+    public var error: String?
+    /// When the next attempt is due, if one is scheduled.
+    public var nextRetryAt: Timestamp?
+    /// How it ended.
+    public var outcome: Outcome
+
+    /// Creates an attempt.
+    public init(seq: Int64 = 0, webhookId: String, messageId: String, attempt: Int, attemptedAt: Timestamp, statusCode: Int?, error: String?, nextRetryAt: Timestamp?, outcome: Outcome) {
+        self.seq = seq
+        self.webhookId = webhookId
+        self.messageId = messageId
+        self.attempt = attempt
+        self.attemptedAt = attemptedAt
+        self.statusCode = statusCode
+        self.error = error
+        self.nextRetryAt = nextRetryAt
+        self.outcome = outcome
+    }
+}
+
+/// The store's webhook side: subscriptions, the outbox and the delivery log.
+public protocol WebhookStore: Sendable {
+    /// Every subscription, disabled ones included.
+    func webhooks() async throws -> [WebhookSubscription]
+    /// Inserts or replaces a subscription.
+    func saveWebhook(_ webhook: WebhookSubscription) async throws
+    /// Deletes a subscription, its outbox and its log. Returns whether it existed.
+    func deleteWebhook(id: String) async throws -> Bool
+    /// Pending messages due at `now` that are first in line for their (webhook, ordering key): an earlier
+    /// message of the same key, pending or failed, holds later ones back.
+    func dueMessages(now: Timestamp, limit: Int) async throws -> [OutboxMessage]
+    /// The earliest `nextAttemptAt` of any pending message.
+    func nextDueTime() async throws -> Timestamp?
+    /// Records an attempt and its consequence on the message (and on the subscription for 410), atomically.
+    func recordAttempt(_ attempt: DeliveryAttempt, disable reason: String?) async throws
+    /// A page of a subscription's delivery log, newest first.
+    func deliveries(webhookId: String, limit: Int, before cursor: Int64?) async throws -> (attempts: [DeliveryAttempt], nextCursor: Int64?)
+    /// Makes a failed message pending again, due now, with a fresh schedule. Returns whether it was found.
+    func resend(webhookId: String, messageId: String, now: Timestamp) async throws -> Bool
+}
