@@ -27,6 +27,15 @@ tags:
     description: Devices post their sync events.
   - name: read
     description: Ops read device status, fleet summaries and alerts.
+  - name: webhooks
+    description: |
+      Alert deliveries (admin key). Each delivery is `POST url` with body
+      `{"type": "alert.firing"|"alert.resolved", "timestamp", "data": {alert}}` and the Standard Webhooks headers
+      `webhook-id` (stable across retries of one message), `webhook-timestamp` (unix seconds) and
+      `webhook-signature` (`v1,` + base64 HMAC-SHA256 over `id.timestamp.body`, keyed by the secret's decoded
+      bytes). Retries: immediately, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h, with ±10% jitter; `Retry-After` is
+      honoured on 429 and 503; 410 disables the subscription; redirects are not followed. For one device and
+      alert kind, a resolve is never delivered before its fire.
   - name: service
     description: Health, metrics and this document; no key needed.
 paths:
@@ -218,6 +227,145 @@ paths:
         "403": {$ref: "#/components/responses/Forbidden"}
         "429": {$ref: "#/components/responses/TooManyRequests"}
         "503": {$ref: "#/components/responses/Unavailable"}
+  /v1/webhooks:
+    post:
+      tags: [webhooks]
+      operationId: createWebhook
+      summary: Subscribe to alerts (admin key)
+      description: |
+        The URL must be http or https. Unless `SYNCHEALTH_WEBHOOK_ALLOW_PRIVATE=1`, a host that resolves to a
+        loopback, private, link-local or cloud-metadata address is refused, here and again at every delivery
+        (a host that does not resolve yet is accepted; its deliveries fail and retry until it does).
+        The `secret` is shown only in this response.
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema:
+              type: object
+              required: [url]
+              properties:
+                url: {type: string, format: uri, examples: ["https://ops.example.com/synchealth"]}
+                kinds:
+                  type: [array, "null"]
+                  description: Alert kinds to deliver; empty, null or absent means all.
+                  items: {$ref: "#/components/schemas/AlertKind"}
+                description: {type: [string, "null"], maxLength: 1024}
+            example: {url: "https://ops.example.com/synchealth", kinds: [syncError, fleetDegraded], description: "on-call"}
+      responses:
+        "201":
+          description: Created; the secret is shown only here.
+          content:
+            application/json:
+              schema: {$ref: "#/components/schemas/WebhookWithSecret"}
+        "400": {$ref: "#/components/responses/BadRequest"}
+        "401": {$ref: "#/components/responses/Unauthorized"}
+        "403": {$ref: "#/components/responses/Forbidden"}
+        "413": {$ref: "#/components/responses/TooLarge"}
+        "429": {$ref: "#/components/responses/TooManyRequests"}
+        "503": {$ref: "#/components/responses/Unavailable"}
+    get:
+      tags: [webhooks]
+      operationId: listWebhooks
+      summary: Subscriptions (admin key)
+      responses:
+        "200":
+          description: Every subscription, without secrets.
+          content:
+            application/json:
+              schema:
+                type: object
+                required: [data, nextCursor]
+                properties:
+                  data:
+                    type: array
+                    items: {$ref: "#/components/schemas/Webhook"}
+                  nextCursor: {type: "null"}
+        "401": {$ref: "#/components/responses/Unauthorized"}
+        "403": {$ref: "#/components/responses/Forbidden"}
+        "429": {$ref: "#/components/responses/TooManyRequests"}
+  /v1/webhooks/{id}:
+    parameters:
+      - {$ref: "#/components/parameters/WebhookId"}
+    get:
+      tags: [webhooks]
+      operationId: getWebhook
+      summary: One subscription (admin key)
+      responses:
+        "200":
+          description: The subscription, without its secret.
+          content:
+            application/json:
+              schema: {$ref: "#/components/schemas/Webhook"}
+        "401": {$ref: "#/components/responses/Unauthorized"}
+        "403": {$ref: "#/components/responses/Forbidden"}
+        "404": {$ref: "#/components/responses/NotFound"}
+        "429": {$ref: "#/components/responses/TooManyRequests"}
+    delete:
+      tags: [webhooks]
+      operationId: deleteWebhook
+      summary: Unsubscribe (admin key); pending messages and the delivery log go with it
+      responses:
+        "204": {description: Deleted.}
+        "401": {$ref: "#/components/responses/Unauthorized"}
+        "403": {$ref: "#/components/responses/Forbidden"}
+        "404": {$ref: "#/components/responses/NotFound"}
+        "429": {$ref: "#/components/responses/TooManyRequests"}
+  /v1/webhooks/{id}/deliveries:
+    parameters:
+      - {$ref: "#/components/parameters/WebhookId"}
+    get:
+      tags: [webhooks]
+      operationId: listDeliveries
+      summary: Delivery log, newest first (admin key)
+      parameters:
+        - {$ref: "#/components/parameters/Limit"}
+        - {$ref: "#/components/parameters/Cursor"}
+      responses:
+        "200":
+          description: Attempts with status code, error, time and next retry.
+          content:
+            application/json:
+              schema:
+                type: object
+                required: [data, nextCursor]
+                properties:
+                  data:
+                    type: array
+                    items: {$ref: "#/components/schemas/Delivery"}
+                  nextCursor: {type: [string, "null"]}
+        "400": {$ref: "#/components/responses/BadRequest"}
+        "401": {$ref: "#/components/responses/Unauthorized"}
+        "403": {$ref: "#/components/responses/Forbidden"}
+        "404": {$ref: "#/components/responses/NotFound"}
+        "429": {$ref: "#/components/responses/TooManyRequests"}
+  /v1/webhooks/{id}/deliveries/{deliveryId}/resend:
+    parameters:
+      - {$ref: "#/components/parameters/WebhookId"}
+      - name: deliveryId
+        in: path
+        required: true
+        description: The `messageId` (the `webhook-id`) of a failed message.
+        schema: {type: string, maxLength: 128}
+    post:
+      tags: [webhooks]
+      operationId: resendDelivery
+      summary: Send a failed message again, with a fresh retry schedule (admin key)
+      responses:
+        "202":
+          description: The message is pending again.
+          content:
+            application/json:
+              schema:
+                type: object
+                required: [status, messageId]
+                properties:
+                  status: {type: string, enum: [pending]}
+                  messageId: {type: string}
+        "401": {$ref: "#/components/responses/Unauthorized"}
+        "403": {$ref: "#/components/responses/Forbidden"}
+        "404": {$ref: "#/components/responses/NotFound"}
+        "429": {$ref: "#/components/responses/TooManyRequests"}
   /livez:
     get:
       tags: [service]
@@ -294,6 +442,11 @@ components:
       in: query
       description: The `nextCursor` of the previous page.
       schema: {type: string, pattern: "^[0-9]{1,18}$"}
+    WebhookId:
+      name: id
+      in: path
+      required: true
+      schema: {type: string, maxLength: 128}
   responses:
     BadRequest:
       description: Invalid input; `errors` points at each problem.
@@ -547,6 +700,38 @@ components:
         endsAt: {type: [string, "null"], format: date-time}
         summary: {type: string}
         detail: {type: string}
+    Webhook:
+      type: object
+      required: [id, url, kinds, description, createdAt, disabled, disabledReason]
+      properties:
+        id: {type: string}
+        url: {type: string}
+        kinds:
+          type: array
+          items: {$ref: "#/components/schemas/AlertKind"}
+        description: {type: [string, "null"]}
+        createdAt: {type: string, format: date-time}
+        disabled: {type: boolean}
+        disabledReason: {type: [string, "null"]}
+    WebhookWithSecret:
+      allOf:
+        - {$ref: "#/components/schemas/Webhook"}
+        - type: object
+          required: [secret]
+          properties:
+            secret: {type: string, pattern: "^whsec_", description: "Shown only when the subscription is created."}
+    Delivery:
+      type: object
+      required: [id, messageId, attempt, attemptedAt, statusCode, error, nextRetryAt, outcome]
+      properties:
+        id: {type: string}
+        messageId: {type: string, description: "The webhook-id."}
+        attempt: {type: integer, minimum: 1}
+        attemptedAt: {type: string, format: date-time}
+        statusCode: {type: [integer, "null"]}
+        error: {type: [string, "null"]}
+        nextRetryAt: {type: [string, "null"], format: date-time}
+        outcome: {type: string, enum: [delivered, retrying, failed, disabled]}
     Health:
       type: object
       required: [status]

@@ -85,6 +85,8 @@ public final class WebhookCenter: Service, Sendable {
         let guardian = AddressGuard(allowPrivate: configuration.allowPrivate)
         do {
             _ = try guardian.check(url)
+        } catch .unresolvable {
+            // Not proof of anything: DNS may be down, or the name not live yet. Every delivery checks again.
         } catch {
             throw WebhookError.invalidURL(error.description)
         }
