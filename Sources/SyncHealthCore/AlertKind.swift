@@ -60,9 +60,9 @@ public struct AlertTransition: Hashable, Sendable {
 /// One rule's timer on one device: since when its condition holds, and whether it fires.
 public struct RuleTimer: Hashable, Sendable {
     /// When the service first observed the condition (service clock); `nil` while it does not hold.
-    public var conditionSince: Timestamp?
+    @PackedTimestamp public var conditionSince: Timestamp?
     /// When the firing alert started; `nil` while not firing.
-    public var firingSince: Timestamp?
+    @PackedTimestamp public var firingSince: Timestamp?
 
     /// An idle timer.
     public init(conditionSince: Timestamp? = nil, firingSince: Timestamp? = nil) {

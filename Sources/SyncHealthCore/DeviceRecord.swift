@@ -23,7 +23,7 @@ public struct DeviceRecord: Hashable, Sendable {
     /// Set when the device sent a timestamp beyond the skew tolerance; its `occurredAt` was clamped.
     public var clockSkewDetected = false
     /// `startedAt` of the oldest activity in progress at the last evaluation, which identifies a stall.
-    public var stalledActivityStart: Timestamp?
+    @PackedTimestamp public var stalledActivityStart: Timestamp? = nil
 
     /// A device first seen at `now`.
     public init(key: DeviceKey, info: DeviceInfo = DeviceInfo(), firstSeenAt: Timestamp) {

@@ -12,23 +12,23 @@ public struct MonitorState: Hashable, Sendable {
     /// Network availability; `nil` until reported.
     public var network: Bool?
     /// Device time of the event that set `network`.
-    public var networkSetAt: Timestamp?
+    @PackedTimestamp public var networkSetAt: Timestamp? = nil
     /// iCloud account status; `nil` until reported.
     public var account: AccountStatus?
     /// Device time of the event that set `account`.
-    public var accountSetAt: Timestamp?
+    @PackedTimestamp public var accountSetAt: Timestamp? = nil
     /// The most recent error of any failed activity; sticky.
     public var lastSyncError: SyncErrorReport?
     /// Device time of the event that set `lastSyncError`.
-    public var lastSyncErrorAt: Timestamp?
+    @PackedTimestamp public var lastSyncErrorAt: Timestamp? = nil
     /// Local changes waiting for export, as last reported.
     public var pendingChanges: Int = 0
     /// The oldest pending change, on the device's clock, as reported.
-    public var oldestPendingAt: Timestamp?
+    @PackedTimestamp public var oldestPendingAt: Timestamp? = nil
     /// The oldest pending change translated to the service's clock (see `apply`).
-    public var oldestPendingObservedAt: Timestamp?
+    @PackedTimestamp public var oldestPendingObservedAt: Timestamp? = nil
     /// Device time of the event that set the pending values.
-    public var pendingSetAt: Timestamp?
+    @PackedTimestamp public var pendingSetAt: Timestamp? = nil
     /// The summary the device last computed itself (from a heartbeat), if any.
     public var clientSummary: SyncStateSummary?
 

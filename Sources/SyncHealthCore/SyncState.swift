@@ -55,7 +55,7 @@ public struct PhaseSlot: Hashable, Sendable {
     /// The phase's state.
     public var state: SyncState = .notStarted
     /// `occurredAt` of the event that set `state`; older events do not overwrite it.
-    public var setAt: Timestamp?
+    @PackedTimestamp public var setAt: Timestamp?
 
     /// An empty slot.
     public init(state: SyncState = .notStarted, setAt: Timestamp? = nil) {

@@ -73,3 +73,23 @@ extension Duration {
         return Double(seconds) + Double(attoseconds) / 1e18
     }
 }
+
+/// Stores an optional timestamp in 8 bytes instead of 16 (`nil` is `Int64.min`, a time no input can produce),
+/// which keeps a device's state small. Reads and writes like a plain `Timestamp?`.
+@propertyWrapper
+public struct PackedTimestamp: Hashable, Sendable {
+    @usableFromInline var raw: Int64
+
+    /// Wraps `wrappedValue`.
+    @inlinable
+    public init(wrappedValue: Timestamp?) {
+        raw = wrappedValue?.microseconds ?? .min
+    }
+
+    /// The timestamp, or `nil`.
+    @inlinable
+    public var wrappedValue: Timestamp? {
+        get { raw == .min ? nil : Timestamp(microseconds: raw) }
+        set { raw = newValue.map { max($0.microseconds, .min + 1) } ?? .min }
+    }
+}

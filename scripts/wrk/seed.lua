@@ -1,0 +1,17 @@
+-- Creates devices dev-1 … dev-N once each (thread t takes every t-th id), with a launch-like batch.
+local thread_id = 0
+local threads = tonumber(os.getenv("WRK_THREADS") or "2")
+local devices = tonumber(os.getenv("WRK_DEVICES") or "100000")
+local key = os.getenv("WRK_KEY") or "bench-ingest"
+function setup(thread) thread:set("tid", thread_id); thread_id = thread_id + 1 end
+function init(args) n = tid + 1 end
+request = function()
+  local device = n
+  n = n + threads
+  if device > devices then device = ((device - 1) % devices) + 1 end
+  local broken = (device % 20 == 0)
+  local last = broken and '{"eventId":"s4","occurredAt":"2026-11-22T10:00:03Z","kind":"activity","phase":"export","state":"failed","error":{"domain":"CKErrorDomain","code":4}}'
+                      or '{"eventId":"s4","occurredAt":"2026-11-22T10:00:03Z","kind":"activity","phase":"export","state":"succeeded"}'
+  local body = string.format('{"device":{"deviceId":"dev-%d","appId":"com.bench","containerId":"iCloud.com.bench"},"events":[{"eventId":"s1","occurredAt":"2026-11-22T10:00:00Z","kind":"account","status":"available"},{"eventId":"s2","occurredAt":"2026-11-22T10:00:00Z","kind":"network","available":true},{"eventId":"s3","occurredAt":"2026-11-22T10:00:01Z","kind":"activity","phase":"import","state":"succeeded"},%s]}', device, last)
+  return wrk.format("POST", "/v1/events", {["Content-Type"] = "application/json", ["Authorization"] = "Bearer " .. key}, body)
+end
