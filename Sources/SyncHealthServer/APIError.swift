@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Hummingbird
 import SyncHealthCore
 
@@ -13,7 +14,7 @@ public enum APIError: Error, Sendable {
     case forbidden(required: KeyScope)
     case notFound(String)
     case ambiguousDevice(String)
-    case rateLimited(retryAfterSeconds: Int)
+    case rateLimited(retryAfterSeconds: Int, limit: Int)
     case overloaded(retryAfterSeconds: Int)
     case unavailable(String)
     case routeNotFound
@@ -62,7 +63,7 @@ public enum APIError: Error, Sendable {
         case .ambiguousDevice(let id):
             Problem(slug: "ambiguous-device", title: "The device id is not unique", status: status,
                     detail: "Several apps have a device \(id); pass appId.")
-        case .rateLimited(let seconds):
+        case .rateLimited(let seconds, _):
             Problem(slug: "rate-limited", title: "Too many requests", status: status, detail: "Retry after \(seconds) s.")
         case .overloaded(let seconds):
             Problem(slug: "overloaded", title: "The service is overloaded", status: status, detail: "Retry after \(seconds) s.")
@@ -80,7 +81,12 @@ public enum APIError: Error, Sendable {
         var fields = HTTPFields()
         switch self {
         case .unauthorized: fields[.wwwAuthenticate] = "Bearer"
-        case .rateLimited(let s), .overloaded(let s): fields[.retryAfter] = String(s)
+        case .rateLimited(let s, let limit):
+            fields[.retryAfter] = String(s)
+            fields[HTTPField.Name("RateLimit-Limit")!] = String(limit)
+            fields[HTTPField.Name("RateLimit-Remaining")!] = "0"
+            fields[HTTPField.Name("RateLimit-Reset")!] = String(s)
+        case .overloaded(let s): fields[.retryAfter] = String(s)
         case .unavailable: fields[.retryAfter] = "1"
         case .methodNotAllowed(let allow): fields[.allow] = allow
         default: break

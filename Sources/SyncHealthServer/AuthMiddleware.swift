@@ -5,12 +5,22 @@ import Hummingbird
 struct AuthMiddleware: RouterMiddleware {
     typealias Context = AppRequestContext
     let keys: KeyRing
+    /// Per-key token buckets; a key over its rate gets 429.
+    let keyLimiter: RateLimiter
+    let clock: any ServiceClock
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var context = context
         if let header = request.headers[.authorization], header.count > 7, header.prefix(7).lowercased() == "bearer " {
             let key = header.dropFirst(7).trimmingCharacters(in: .whitespaces)
             context.scope = keys.scope(of: key)
+            if context.scope != nil, keyLimiter.limit != nil {
+                // Buckets are keyed by the key's digest, never by the key itself.
+                let decision = keyLimiter.take(KeyRing.digest(key).prefix(16).map { String($0, radix: 16) }.joined(), now: clock.now)
+                if !decision.allowed {
+                    throw APIError.rateLimited(retryAfterSeconds: decision.retryAfterSeconds, limit: Int(keyLimiter.limit?.burst ?? 0))
+                }
+            }
         }
         return try await next(request, context)
     }

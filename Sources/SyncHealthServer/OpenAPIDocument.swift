@@ -487,9 +487,12 @@ components:
         application/problem+json:
           schema: {$ref: "#/components/schemas/Problem"}
     TooManyRequests:
-      description: Rate limited; retry after `Retry-After` seconds.
+      description: Rate limited (a token bucket per device on ingest, and per key when configured); retry after `Retry-After` seconds.
       headers:
         Retry-After: {schema: {type: integer}}
+        RateLimit-Limit: {schema: {type: integer}, description: "The bucket's size."}
+        RateLimit-Remaining: {schema: {type: integer}}
+        RateLimit-Reset: {schema: {type: integer}, description: "Seconds until a request is allowed again."}
       content:
         application/problem+json:
           schema: {$ref: "#/components/schemas/Problem"}

@@ -93,6 +93,7 @@ struct EventsRoutes {
     /// Largest body, after decompression.
     static let maxBodySize = 1 << 20
     let engine: MonitorEngine
+    let deviceLimiter: RateLimiter
 
     func ingest(_ request: Request, context: AppRequestContext) async throws -> Response {
         try context.require(.ingest)
@@ -113,6 +114,10 @@ struct EventsRoutes {
             batch = try EventBatch.decode(json: Data(buffer: body, byteTransferStrategy: .noCopy))
         } catch {
             throw APIError.invalidBody(error.errors)
+        }
+        let decision = deviceLimiter.take("\(batch.key.appId)\u{1}\(batch.key.deviceId)", now: engine.now)
+        guard decision.allowed else {
+            throw APIError.rateLimited(retryAfterSeconds: decision.retryAfterSeconds, limit: Int(deviceLimiter.limit?.burst ?? 0))
         }
         let receipt: IngestReceipt
         do {

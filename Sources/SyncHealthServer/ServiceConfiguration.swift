@@ -23,6 +23,8 @@ public struct ServiceConfiguration: Sendable {
     public var databaseURL: String?
     /// SQLite's durability setting.
     public var sqliteSynchronous: SQLiteStore.Synchronous = .full
+    /// Token buckets per device and per key.
+    public var rateLimits = RateLimits()
     /// Seconds an idle connection stays open.
     public var idleTimeout: Duration = .seconds(60)
 

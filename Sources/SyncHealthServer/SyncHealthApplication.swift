@@ -10,11 +10,12 @@ import SyncHealthWebhooks
 /// The composition root: builds the store, the engine and the HTTP application from a configuration.
 public enum SyncHealthApplication {
     /// Builds the router over an engine.
-    public static func makeRouter(engine: MonitorEngine, keys: KeyRing, registry: PrometheusCollectorRegistry) -> Router<AppRequestContext> {
+    public static func makeRouter(engine: MonitorEngine, keys: KeyRing, registry: PrometheusCollectorRegistry,
+                                  limits: RateLimits = RateLimits()) -> Router<AppRequestContext> {
         let router = Router(context: AppRequestContext.self)
         router.middlewares.add(ProblemMiddleware())
         router.middlewares.add(MetricsMiddleware())
-        router.middlewares.add(AuthMiddleware(keys: keys))
+        router.middlewares.add(AuthMiddleware(keys: keys, keyLimiter: RateLimiter(limit: limits.perKey), clock: engine.clock))
 
         let health = ServiceRoutes(engine: engine, registry: registry)
         router.get("/livez", use: health.livez)
@@ -22,7 +23,7 @@ public enum SyncHealthApplication {
         router.get("/metrics", use: health.metrics)
         router.get("/openapi.yaml", use: health.openapi)
 
-        let events = EventsRoutes(engine: engine)
+        let events = EventsRoutes(engine: engine, deviceLimiter: RateLimiter(limit: limits.perDevice))
         router.post("/v1/events", use: events.ingest)
         let devices = DeviceRoutes(engine: engine)
         router.get("/v1/devices", use: devices.list)
@@ -73,7 +74,7 @@ public enum SyncHealthApplication {
         let store = try makeStore(configuration)
         let webhooks = WebhookCenter(store: store, transport: CurlTransport(), clock: clock, configuration: configuration.webhooks, logger: logger)
         let engine = MonitorEngine(store: store, clock: clock, configuration: configuration.engine, webhooks: webhooks, logger: logger)
-        let router = makeRouter(engine: engine, keys: keys, registry: registry)
+        let router = makeRouter(engine: engine, keys: keys, registry: registry, limits: configuration.rateLimits)
         let idle = TimeAmount.microseconds(configuration.idleTimeout.microseconds)
         let application = Application(
             router: router,
@@ -84,6 +85,17 @@ public enum SyncHealthApplication {
         )
         return (application, engine)
     }
+}
+
+/// Rate limits: token buckets per device (on `POST /v1/events`) and per API key.
+public struct RateLimits: Sendable {
+    /// Per device: 20 requests/s sustained, bursts of 100. `nil` turns it off.
+    public var perDevice: RateLimiter.Limit? = .init(perSecond: 20, burst: 100)
+    /// Per key: off by default, since one ingest key usually serves a whole fleet.
+    public var perKey: RateLimiter.Limit?
+
+    /// The defaults.
+    public init() {}
 }
 
 /// `/livez`, `/readyz`, `/metrics`, `/openapi.yaml`: no key needed.

@@ -203,7 +203,7 @@ public final class SQLiteStore: SyncStore {
 
     public func close() async throws {
         // Fold the WAL back into the main file, so that a stopped server leaves one self-contained file.
-        try await pool.writeWithoutTransaction { db in try db.checkpoint(.truncate) }
+        _ = try await pool.writeWithoutTransaction { db in try db.checkpoint(.truncate) }
         try pool.close()
         closeDescriptor(lockDescriptor)
     }

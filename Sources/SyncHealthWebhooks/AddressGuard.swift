@@ -66,12 +66,12 @@ public struct AddressGuard: Sendable {
                     var sin = sa.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { $0.pointee }
                     let bytes = withUnsafeBytes(of: &sin.sin_addr) { Array($0) }
                     inet_ntop(AF_INET, &sin.sin_addr, &text, socklen_t(text.count))
-                    addresses.append(Address(bytes: bytes, text: String(cString: text)))
+                    addresses.append(Address(bytes: bytes, text: Self.string(text)))
                 } else if info.pointee.ai_family == AF_INET6 {
                     var sin6 = sa.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { $0.pointee }
                     let bytes = withUnsafeBytes(of: &sin6.sin6_addr) { Array($0) }
                     inet_ntop(AF_INET6, &sin6.sin6_addr, &text, socklen_t(text.count))
-                    addresses.append(Address(bytes: bytes, text: String(cString: text)))
+                    addresses.append(Address(bytes: bytes, text: Self.string(text)))
                 }
             }
             cursor = info.pointee.ai_next
@@ -79,6 +79,11 @@ public struct AddressGuard: Sendable {
         var seen: [Address] = []
         for a in addresses where !seen.contains(a) { seen.append(a) }
         return seen
+    }
+
+    /// A NUL-terminated C string buffer as a String.
+    static func string(_ buffer: [CChar]) -> String {
+        String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     /// Whether an address is a public unicast address.

@@ -59,6 +59,12 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("webhook-retry-schedule"), help: "Delays before each webhook attempt. [SYNCHEALTH_WEBHOOK_RETRY_SCHEDULE, default 0,5s,5m,30m,2h,5h,10h,10h]")
     var webhookRetrySchedule: String?
 
+    @Option(name: .customLong("device-rate-limit"), help: "Requests per second per device on POST /v1/events, as RATE/BURST, or off. [SYNCHEALTH_DEVICE_RATE_LIMIT, default 20/100]")
+    var deviceRateLimit: String?
+
+    @Option(name: .customLong("key-rate-limit"), help: "Requests per second per API key, as RATE/BURST, or off. [SYNCHEALTH_KEY_RATE_LIMIT, default off]")
+    var keyRateLimit: String?
+
     @Option(name: .customLong("database-url"), help: "postgres://… selects PostgreSQL instead of the embedded store. [SYNCHEALTH_DATABASE_URL, default unset]")
     var databaseURL: String?
 
@@ -105,6 +111,7 @@ struct Serve: AsyncParsableCommand {
             ("SYNCHEALTH_STALLED_AFTER", stalledAfter), ("SYNCHEALTH_EXPORT_AT_RISK_AFTER", exportAtRiskAfter),
             ("SYNCHEALTH_SILENT_AFTER", silentAfter), ("SYNCHEALTH_WEBHOOK_ALLOW_PRIVATE", webhookAllowPrivate),
             ("SYNCHEALTH_WEBHOOK_RETRY_SCHEDULE", webhookRetrySchedule),
+            ("SYNCHEALTH_DEVICE_RATE_LIMIT", deviceRateLimit), ("SYNCHEALTH_KEY_RATE_LIMIT", keyRateLimit),
             ("SYNCHEALTH_DATABASE_URL", databaseURL), ("SYNCHEALTH_SQLITE_SYNCHRONOUS", sqliteSynchronous),
             ("SYNCHEALTH_LOG_LEVEL", logLevel),
         ]

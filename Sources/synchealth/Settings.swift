@@ -59,6 +59,8 @@ struct Settings {
             }
             c.webhooks.retrySchedule = parts.compactMap { $0 }
         }
+        c.rateLimits.perDevice = try rateLimit("SYNCHEALTH_DEVICE_RATE_LIMIT", default: c.rateLimits.perDevice)
+        c.rateLimits.perKey = try rateLimit("SYNCHEALTH_KEY_RATE_LIMIT", default: c.rateLimits.perKey)
         c.databaseURL = value("SYNCHEALTH_DATABASE_URL")
         if let text = value("SYNCHEALTH_SQLITE_SYNCHRONOUS") {
             guard let mode = SQLiteStore.Synchronous(rawValue: text.uppercased()) else {
@@ -67,6 +69,17 @@ struct Settings {
             c.sqliteSynchronous = mode
         }
         return c
+    }
+
+    /// `RATE/BURST` requests per second (e.g. `20/100`), or `off`.
+    func rateLimit(_ name: String, default fallback: RateLimiter.Limit?) throws -> RateLimiter.Limit? {
+        guard let text = value(name) else { return fallback }
+        if text.lowercased() == "off" || text == "0" { return nil }
+        let parts = text.split(separator: "/").map { Double(String($0).trimmingWhitespace()) }
+        guard parts.count == 2, let rate = parts[0], let burst = parts[1], rate > 0, burst >= 1 else {
+            throw Invalid(description: "\(name)=\(text) must be RATE/BURST requests per second, e.g. 20/100, or off")
+        }
+        return RateLimiter.Limit(perSecond: rate, burst: burst)
     }
 
     func logLevel() throws -> Logger.Level {

@@ -1,5 +1,6 @@
 import CompressNIO
 import Foundation
+import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import NIOCore
@@ -136,6 +137,40 @@ struct EventsEndpointTests {
             #expect(try await client.post(batch(healthyEvents), key: "wrong").status == .unauthorized)
             #expect(try await client.post(batch(healthyEvents), key: readKey).status == .forbidden)
             #expect(try await client.post(batch(healthyEvents), key: adminKey).status == .forbidden)
+        }
+    }
+
+    @Test("a device over its rate gets 429 with Retry-After and RateLimit headers, and may post again later")
+    func rateLimited() async throws {
+        var limits = RateLimits()
+        limits.perDevice = .init(perSecond: 1, burst: 2)
+        let service = TestService(limits: limits)
+        try await service.test { client in
+            #expect(try await client.post(batch([event("a", #""kind": "heartbeat""#)])).status == .accepted)
+            #expect(try await client.post(batch([event("b", #""kind": "heartbeat""#)])).status == .accepted)
+            let limited = try await client.post(batch([event("c", #""kind": "heartbeat""#)]))
+            #expect(limited.status == .tooManyRequests)
+            #expect(limited.headers[.retryAfter] == "1")
+            #expect(limited.headers[HTTPField.Name("RateLimit-Limit")!] == "2")
+            #expect(try json(limited)["status"] as? Int == 429)
+            // Another device is not affected.
+            #expect(try await client.post(batch(device: "other", [event("c", #""kind": "heartbeat""#)])).status == .accepted)
+            service.clock.advance(by: .seconds(1))
+            #expect(try await client.post(batch([event("c", #""kind": "heartbeat""#)])).status == .accepted)
+        }
+    }
+
+    @Test("a key over its rate gets 429")
+    func keyRateLimited() async throws {
+        var limits = RateLimits()
+        limits.perKey = .init(perSecond: 1, burst: 1)
+        let service = TestService(limits: limits)
+        try await service.test { client in
+            #expect(try await client.get("/v1/summary").status == .ok)
+            let limited = try await client.get("/v1/summary")
+            #expect(limited.status == .tooManyRequests)
+            #expect(limited.headers[.retryAfter] != nil)
+            #expect(try await client.get("/v1/summary", key: adminKey).status == .ok, "another key has its own bucket")
         }
     }
 

@@ -40,13 +40,13 @@ struct TestService {
     let app: Application<RouterResponder<AppRequestContext>>
 
     init(store: any SyncStore = InMemoryStore(), clock: ManualClock = ManualClock(testStart), configuration: EngineConfiguration = EngineConfiguration(),
-         transport: any WebhookTransport = RecordingTransport(), webhooks: WebhookConfiguration = WebhookConfiguration(), realTime: Bool = false) {
+         transport: any WebhookTransport = RecordingTransport(), webhooks: WebhookConfiguration = WebhookConfiguration(), realTime: Bool = false, limits: RateLimits = RateLimits()) {
         self.store = store
         self.clock = clock
         let serviceClock: any ServiceClock = realTime ? SystemClock() : clock
         let center = WebhookCenter(store: store, transport: transport, clock: serviceClock, configuration: webhooks, logger: testLogger())
         engine = MonitorEngine(store: store, clock: serviceClock, configuration: configuration, webhooks: center, logger: testLogger())
-        let router = SyncHealthApplication.makeRouter(engine: engine, keys: testKeys, registry: PrometheusCollectorRegistry())
+        let router = SyncHealthApplication.makeRouter(engine: engine, keys: testKeys, registry: PrometheusCollectorRegistry(), limits: limits)
         app = Application(router: router, services: [engine, center], logger: testLogger())
     }
 

@@ -1,0 +1,70 @@
+import Synchronization
+import SyncHealthCore
+
+/// Token buckets keyed by a string (a device, a key), on the service's clock.
+public final class RateLimiter: Sendable {
+    /// Sustained rate and burst of one bucket.
+    public struct Limit: Sendable, Equatable {
+        /// Tokens added per second.
+        public var perSecond: Double
+        /// Bucket size.
+        public var burst: Double
+
+        /// Creates a limit.
+        public init(perSecond: Double, burst: Double) {
+            self.perSecond = perSecond
+            self.burst = burst
+        }
+    }
+
+    /// The outcome of one request.
+    public struct Decision: Sendable, Equatable {
+        /// Whether the request may go on.
+        public var allowed: Bool
+        /// Whole tokens left.
+        public var remaining: Int
+        /// Seconds until a token is available (for `Retry-After`), when refused.
+        public var retryAfterSeconds: Int
+    }
+
+    struct Bucket {
+        var tokens: Double
+        var updated: Timestamp
+    }
+
+    /// The limit, or `nil` when limiting is off.
+    public let limit: Limit?
+    let buckets = Mutex<[String: Bucket]>([:])
+    let maxBuckets: Int
+
+    /// Creates a limiter; `nil` turns it off.
+    public init(limit: Limit?, maxBuckets: Int = 200_000) {
+        self.limit = limit
+        self.maxBuckets = maxBuckets
+    }
+
+    /// Takes one token from `key`'s bucket at `now`.
+    public func take(_ key: String, now: Timestamp) -> Decision {
+        guard let limit, limit.perSecond > 0 else { return Decision(allowed: true, remaining: .max, retryAfterSeconds: 0) }
+        return buckets.withLock { buckets in
+            if buckets.count >= maxBuckets {
+                // Full buckets carry no state worth keeping: forget them first, then everything if needed.
+                buckets = buckets.filter { Self.refill($0.value, limit: limit, now: now).tokens < limit.burst }
+                if buckets.count >= maxBuckets { buckets.removeAll(keepingCapacity: true) }
+            }
+            var bucket = Self.refill(buckets[key] ?? Bucket(tokens: limit.burst, updated: now), limit: limit, now: now)
+            defer { buckets[key] = bucket }
+            if bucket.tokens >= 1 {
+                bucket.tokens -= 1
+                return Decision(allowed: true, remaining: Int(bucket.tokens), retryAfterSeconds: 0)
+            }
+            let wait = (1 - bucket.tokens) / limit.perSecond
+            return Decision(allowed: false, remaining: 0, retryAfterSeconds: max(1, Int(wait.rounded(.up))))
+        }
+    }
+
+    static func refill(_ bucket: Bucket, limit: Limit, now: Timestamp) -> Bucket {
+        let elapsed = max(0, (now - bucket.updated).secondsValue)
+        return Bucket(tokens: min(limit.burst, bucket.tokens + elapsed * limit.perSecond), updated: max(now, bucket.updated))
+    }
+}
