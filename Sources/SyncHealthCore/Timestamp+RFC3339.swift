@@ -144,7 +144,8 @@ extension Duration {
 }
 
 extension String {
-    func trimmingWhitespace() -> String {
+    /// The string without leading and trailing whitespace (no Foundation needed).
+    public func trimmingWhitespace() -> String {
         var s = Substring(self)
         while let f = s.first, f.isWhitespace { s.removeFirst() }
         while let l = s.last, l.isWhitespace { s.removeLast() }
