@@ -4,6 +4,8 @@ import SyncHealthCore
 public struct EngineConfiguration: Sendable {
     /// Delays and thresholds of the alert rules.
     public var alerts = AlertConfiguration()
+    /// Flapping thresholds for webhook deliveries.
+    public var notifications = NotificationPolicy.Configuration()
     /// How device timestamps in the future are treated.
     public var skew = SkewPolicy()
     /// How long event ids are remembered for dedupe.

@@ -31,6 +31,7 @@ extension MonitorEngine {
         let alerts = configuration.alerts
         cache.withLock { c in
             c = Cache()
+            c.policy = NotificationPolicy(configuration: configuration.notifications)
             c.records.reserveCapacity(state.devices.count)
             c.contributions.reserveCapacity(state.devices.count)
             c.deadlineOf.reserveCapacity(state.devices.count)
@@ -68,7 +69,9 @@ extension MonitorEngine {
                 lastPrune = now
                 await prune(now: now)
             }
-            let next = cache.withLock { $0.deadlines.min?.at }
+            let next = cache.withLock { c -> Timestamp? in
+                [c.deadlines.min?.at, c.policy.nextSettleTime].compactMap { $0 }.min()
+            }
             await wake.wait(until: next, clock: clock)
         }
     }
@@ -91,8 +94,10 @@ extension MonitorEngine {
             q.jobs.removeFirst(n)
             return taken
         }
-        let due = cache.withLock { $0.popDue(now: now, limit: configuration.maxTimersPerGroup) }
-        if jobs.isEmpty && due.isEmpty { return false }
+        let (due, settling) = cache.withLock { c in
+            (c.popDue(now: now, limit: configuration.maxTimersPerGroup), c.policy.nextSettleTime.map { $0 <= now } ?? false)
+        }
+        if jobs.isEmpty && due.isEmpty && !settling { return false }
 
         let seen: [Set<String>]
         do {
@@ -161,11 +166,12 @@ struct Plan {
     var touched: [(index: Int?, record: DeviceRecord, contribution: FleetContribution, deadline: Timestamp?)] = []
     var counters: FleetCounters
     var fleetAlerts: FleetAlerts
+    var policy: NotificationPolicy
     var transitions: [(id: String, kind: AlertKind, change: AlertTransition.Change)] = []
 
     static func make(jobs: [IngestJob], seen: [Set<String>], due: [Int], cache c: Cache, now: Timestamp, configuration: EngineConfiguration,
                      subscribers: (AlertKind) -> [WebhookSubscription]) -> Plan {
-        var plan = Plan(changes: StoreChanges(recordedAt: now), counters: c.counters, fleetAlerts: c.fleetAlerts)
+        var plan = Plan(changes: StoreChanges(recordedAt: now), counters: c.counters, fleetAlerts: c.fleetAlerts, policy: c.policy)
         var slot: [DeviceKey: Int] = [:]
         var seenInGroup: [DeviceKey: Set<String>] = [:]
         let alerts = configuration.alerts
@@ -185,9 +191,21 @@ struct Plan {
                 let alert = AlertText.record(for: transition, device: device)
                 plan.changes.alerts.append(alert)
                 plan.transitions.append((alert.id, alert.kind, transition.change))
-                plan.changes.outbox += OutboxBuilder.messages(
-                    for: alert, change: transition.change, orderingKey: "d\u{1}\(device.key.appId)\u{1}\(device.key.deviceId)\u{1}\(alert.kind.rawValue)",
-                    subscribers: subscribers(alert.kind), now: now)
+                let line = OutboxBuilder.orderingKey(device.key, alert.kind)
+                let fleetFiring = device.info.containerId.map { plan.fleetAlerts.firing[$0] != nil } ?? false
+                switch plan.policy.decide(key: line, containerId: device.info.containerId, transition: transition, fleetFiring: fleetFiring, now: now) {
+                case .deliver(let flapping):
+                    var told = alert
+                    if flapping {
+                        let window = Int(configuration.notifications.flapWindow.secondsValue / 60)
+                        told.detail += " Flapping: this alert fired more than \(configuration.notifications.flapThreshold) times in \(window) min;"
+                            + " further changes are not delivered until it has been stable for \(window) min."
+                    }
+                    plan.changes.outbox += OutboxBuilder.messages(for: told, change: transition.change, orderingKey: line,
+                                                                  subscribers: subscribers(alert.kind), now: now)
+                case .suppressFlapping, .holdForFleet:
+                    break
+                }
             }
         }
 
@@ -218,6 +236,15 @@ struct Plan {
             plan.touched[s].deadline = evaluation.nextDeadline
         }
 
+        // Flapping alerts that have been quiet for a window: tell ops the state they have not heard.
+        for (line, transition) in plan.policy.settle(now: now) {
+            guard let key = OutboxBuilder.deviceKey(orderingKey: line), let i = c.index[key] else { continue }
+            let s = touch(key) { c.records[i] }
+            let alert = AlertText.record(for: transition, device: plan.touched[s].record)
+            plan.changes.outbox += OutboxBuilder.messages(for: alert, change: transition.change, orderingKey: line,
+                                                          subscribers: subscribers(alert.kind), now: now)
+        }
+
         // Fleet counters and the fleet rule, for every container a touched device left or joined.
         var containers = Set<String>()
         for s in plan.touched.indices {
@@ -231,7 +258,13 @@ struct Plan {
         for container in containers.sorted() {
             let counts = plan.counters[FleetScope(containerId: container)]
             guard let transition = plan.fleetAlerts.evaluate(containerId: container, counts: counts, now: now, configuration: alerts) else { continue }
-            let alert = AlertText.record(for: transition, containerId: container, counts: counts)
+            var alert = AlertText.record(for: transition, containerId: container, counts: counts)
+            if transition.change == .resolve {
+                let held = plan.policy.takeHeldBack(containerId: container)
+                if held > 0 {
+                    alert.detail += " \(held) device alert changes of this container were held back while it fired; GET /v1/alerts lists them."
+                }
+            }
             plan.changes.alerts.append(alert)
             plan.changes.fleetAlerts.append((container, transition.change == .fire ? transition.startsAt : nil))
             plan.transitions.append((alert.id, .fleetDegraded, transition.change))
@@ -262,6 +295,7 @@ struct Plan {
         c.compactDeadlinesIfNeeded()
         c.counters = counters
         c.fleetAlerts = fleetAlerts
+        c.policy = policy
         for t in transitions { c.firing[t.kind, default: 0] += t.change == .fire ? 1 : -1 }
     }
 }

@@ -200,6 +200,7 @@ struct Cache {
     var counters = FleetCounters()
     var fleetAlerts = FleetAlerts()
     var firing: [AlertKind: Int] = [:]
+    var policy = NotificationPolicy()
 
     mutating func setDeadline(_ at: Timestamp?, for index: Int) {
         let value = at?.microseconds ?? .max

@@ -261,6 +261,18 @@ public final class WebhookCenter: Service, Sendable {
 
 /// Outbox messages for alert transitions.
 enum OutboxBuilder {
+    /// The line of one device's alerts of one kind: messages on a line are delivered in order.
+    static func orderingKey(_ key: DeviceKey, _ kind: AlertKind) -> String {
+        "d\u{1}\(key.appId)\u{1}\(key.deviceId)\u{1}\(kind.rawValue)"
+    }
+
+    /// The device of a device line.
+    static func deviceKey(orderingKey: String) -> DeviceKey? {
+        let parts = orderingKey.split(separator: "\u{1}", omittingEmptySubsequences: false)
+        guard parts.count == 4, parts[0] == "d" else { return nil }
+        return DeviceKey(appId: String(parts[1]), deviceId: String(parts[2]))
+    }
+
     /// The messages for one alert change, one per interested subscription.
     static func messages(for alert: AlertRecord, change: AlertTransition.Change, orderingKey: String,
                          subscribers: [WebhookSubscription], now: Timestamp) -> [OutboxMessage] {

@@ -1,0 +1,87 @@
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import SyncHealthCore
+import SyncHealthWebhooks
+import Testing
+@testable import SyncHealthServer
+
+/// The delivered payloads, in order.
+func payloads(_ transport: RecordingTransport) -> [[String: Any]] {
+    transport.sent.withLock { $0 }.compactMap { try? JSONSerialization.jsonObject(with: Data($0.body)) as? [String: Any] }
+}
+
+@Suite("Webhook notification policy, end to end", .serialized)
+struct NotificationPolicyServiceTests {
+    static var allowPrivate: WebhookConfiguration {
+        var c = WebhookConfiguration()
+        c.allowPrivate = true
+        return c
+    }
+
+    @Test("a flapping device is told once, then its settled state after a quiet window")
+    func flapping() async throws {
+        let transport = RecordingTransport()
+        let service = TestService(transport: transport, webhooks: Self.allowPrivate)
+        try await service.test { client in
+            _ = try await createWebhook(client, url: "http://127.0.0.1:9/hook")
+            for i in 0..<6 {
+                // Within the 5-minute skew tolerance of the frozen test clock.
+                let t0 = "2026-11-22T10:00:\(10 + i * 8)Z", t1 = "2026-11-22T10:00:\(14 + i * 8)Z"
+                try await client.post(batch([event("n\(i)", t0, #""kind": "network", "available": true"#), event("f\(i)", t0, urgentError)]))
+                try await client.post(batch([event("s\(i)", t1, #""kind": "activity", "phase": "export", "state": "started""#)]))
+            }
+            #expect(try await eventually { payloads(transport).count == 7 })
+            try await Task.sleep(for: .milliseconds(200))
+            let sent = payloads(transport)
+            #expect(sent.count == 7, "3 fire/resolve pairs, then one flapping fire; the rest held")
+            #expect(sent.map { $0["type"] as? String } == ["alert.firing", "alert.resolved", "alert.firing", "alert.resolved",
+                                                           "alert.firing", "alert.resolved", "alert.firing"])
+            let flapNotice = (sent.last?["data"] as? [String: Any])?["detail"] as? String
+            #expect(flapNotice?.contains("Flapping") == true)
+            // Quiet for an hour: ops last heard "firing", the alert is resolved, so the resolve goes out.
+            service.clock.advance(by: .seconds(3600))
+            // (The export left in progress for an hour also raises a real syncStalled; only syncError counts here.)
+            func syncErrors() -> [[String: Any]] { payloads(transport).filter { ($0["data"] as? [String: Any])?["kind"] as? String == "syncError" } }
+            #expect(try await eventually { syncErrors().count == 8 })
+            #expect(syncErrors().last?["type"] as? String == "alert.resolved")
+            // The history still has the incident (with the clock frozen, every fire starts at the same instant,
+            // so the six incidents share one deterministic id).
+            let history = try json(try await client.get("/v1/alerts?kind=syncError"))["data"] as? [[String: Any]]
+            #expect(history?.first?["state"] as? String == "resolved")
+        }
+    }
+
+    @Test("while fleetDegraded fires, device deliveries of the container are held back and summarised at its resolve")
+    func fleetGrouping() async throws {
+        let transport = RecordingTransport()
+        let service = TestService(transport: transport, webhooks: Self.allowPrivate)
+        try await service.test { client in
+            _ = try await createWebhook(client, url: "http://127.0.0.1:9/hook")
+            for i in 0..<20 { try await client.post(batch(device: "ok-\(i)", healthyEvents)) }
+            for i in 0..<3 {
+                try await client.post(batch(device: "bad-\(i)", [event("n", #""kind": "network", "available": true"#), event("f", "2026-11-22T10:00:01Z", urgentError)]))
+            }
+            #expect(try await eventually { payloads(transport).contains { ($0["data"] as? [String: Any])?["kind"] as? String == "fleetDegraded" } })
+            let beforeHold = payloads(transport).count
+            // Two more devices break while the fleet alert fires: held back.
+            for i in 3..<5 {
+                try await client.post(batch(device: "bad-\(i)", [event("n", #""kind": "network", "available": true"#), event("f", "2026-11-22T10:00:01Z", urgentError)]))
+            }
+            try await Task.sleep(for: .milliseconds(200))
+            #expect(payloads(transport).count == beforeHold, "device alerts are held while the fleet alert fires")
+            // Everyone recovers: the fleet alert resolves and counts what was held.
+            for i in 0..<5 {
+                try await client.post(batch(device: "bad-\(i)", [event("s", "2026-11-22T10:00:09Z", #""kind": "activity", "phase": "export", "state": "succeeded""#),
+                                                                 event("i", "2026-11-22T10:00:09Z", #""kind": "activity", "phase": "import", "state": "succeeded""#)]))
+            }
+            #expect(try await eventually {
+                payloads(transport).contains { $0["type"] as? String == "alert.resolved" && ($0["data"] as? [String: Any])?["kind"] as? String == "fleetDegraded" }
+            })
+            let resolve = payloads(transport).first { $0["type"] as? String == "alert.resolved" && ($0["data"] as? [String: Any])?["kind"] as? String == "fleetDegraded" }
+            let detail = (resolve?["data"] as? [String: Any])?["detail"] as? String
+            #expect(detail?.contains("held back") == true, "\(detail ?? "")")
+        }
+    }
+}
