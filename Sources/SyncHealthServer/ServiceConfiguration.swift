@@ -25,6 +25,8 @@ public struct ServiceConfiguration: Sendable {
     public var sqliteSynchronous: SQLiteStore.Synchronous = .full
     /// Token buckets per device and per key.
     public var rateLimits = RateLimits()
+    /// Most open connections; more wait in the listen backlog until one closes.
+    public var maxConnections = 4096
     /// Seconds an idle connection stays open.
     public var idleTimeout: Duration = .seconds(60)
 

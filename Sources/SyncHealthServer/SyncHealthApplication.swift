@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import HummingbirdCore
 import NIOCore
 import Logging
 import Prometheus
@@ -79,7 +80,8 @@ public enum SyncHealthApplication {
         let application = Application(
             router: router,
             server: .http1(configuration: .init(idleTimeout: idle)),
-            configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "synchealth"),
+            configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "synchealth",
+                                 availableConnectionsDelegate: MaximumAvailableConnections(configuration.maxConnections, logger: logger)),
             services: [engine, webhooks],
             logger: logger
         )

@@ -65,6 +65,12 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("key-rate-limit"), help: "Requests per second per API key, as RATE/BURST, or off. [SYNCHEALTH_KEY_RATE_LIMIT, default off]")
     var keyRateLimit: String?
 
+    @Option(name: .customLong("max-connections"), help: "Most open connections; more wait in the backlog. [SYNCHEALTH_MAX_CONNECTIONS, default 4096]")
+    var maxConnections: String?
+
+    @Option(name: .customLong("idle-timeout"), help: "How long an idle or stalled connection stays open. [SYNCHEALTH_IDLE_TIMEOUT, default 60s]")
+    var idleTimeout: String?
+
     @Option(name: .customLong("database-url"), help: "postgres://… selects PostgreSQL instead of the embedded store. [SYNCHEALTH_DATABASE_URL, default unset]")
     var databaseURL: String?
 
@@ -112,6 +118,7 @@ struct Serve: AsyncParsableCommand {
             ("SYNCHEALTH_SILENT_AFTER", silentAfter), ("SYNCHEALTH_WEBHOOK_ALLOW_PRIVATE", webhookAllowPrivate),
             ("SYNCHEALTH_WEBHOOK_RETRY_SCHEDULE", webhookRetrySchedule),
             ("SYNCHEALTH_DEVICE_RATE_LIMIT", deviceRateLimit), ("SYNCHEALTH_KEY_RATE_LIMIT", keyRateLimit),
+            ("SYNCHEALTH_MAX_CONNECTIONS", maxConnections), ("SYNCHEALTH_IDLE_TIMEOUT", idleTimeout),
             ("SYNCHEALTH_DATABASE_URL", databaseURL), ("SYNCHEALTH_SQLITE_SYNCHRONOUS", sqliteSynchronous),
             ("SYNCHEALTH_LOG_LEVEL", logLevel),
         ]

@@ -61,6 +61,14 @@ struct Settings {
         }
         c.rateLimits.perDevice = try rateLimit("SYNCHEALTH_DEVICE_RATE_LIMIT", default: c.rateLimits.perDevice)
         c.rateLimits.perKey = try rateLimit("SYNCHEALTH_KEY_RATE_LIMIT", default: c.rateLimits.perKey)
+        if let text = value("SYNCHEALTH_MAX_CONNECTIONS") {
+            guard let n = Int(text), n >= 1 else { throw Invalid(description: "SYNCHEALTH_MAX_CONNECTIONS=\(text) must be a positive integer") }
+            c.maxConnections = n
+        }
+        if let text = value("SYNCHEALTH_IDLE_TIMEOUT") {
+            guard let d = Duration(configuration: text), d > .zero else { throw Invalid(description: "SYNCHEALTH_IDLE_TIMEOUT=\(text) is not a duration") }
+            c.idleTimeout = d
+        }
         c.databaseURL = value("SYNCHEALTH_DATABASE_URL")
         if let text = value("SYNCHEALTH_SQLITE_SYNCHRONOUS") {
             guard let mode = SQLiteStore.Synchronous(rawValue: text.uppercased()) else {

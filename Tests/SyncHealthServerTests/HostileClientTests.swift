@@ -1,0 +1,83 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+import Testing
+
+/// A raw TCP connection to a live server, for clients that misbehave.
+final class RawConnection {
+    let fd: Int32
+
+    init?(port: Int) {
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { close(fd); return nil }
+        var timeout = timeval(tv_sec: 5, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    }
+
+    func send(_ text: String) { _ = text.withCString { write(fd, $0, strlen($0)) } }
+
+    /// Reads what arrives within the receive timeout ("" when the server closed the connection).
+    func receive() -> String {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let n = read(fd, &buffer, buffer.count)
+        return n > 0 ? String(decoding: buffer[0..<n], as: UTF8.self) : ""
+    }
+
+    deinit { close(fd) }
+}
+
+@Suite("Hostile clients against the live binary", .serialized)
+struct HostileClientTests {
+    @Test("half a request holds up nobody, and is dropped at the idle timeout")
+    func slowClient() async throws {
+        let server = try LiveServer(environment: ["SYNCHEALTH_IDLE_TIMEOUT": "1", "SYNCHEALTH_INGEST_KEYS": "k"])
+        defer { server.stop() }
+        let slow = try #require(RawConnection(port: server.port))
+        slow.send("POST /v1/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k\r\nContent-Length: 5000\r\n\r\n{\"device\":")
+        let started = Date()
+        for _ in 0..<20 { #expect(try await server.request("GET", "/livez").status == 200) }
+        #expect(Date().timeIntervalSince(started) < 2, "other clients were served while one stalled")
+        // The stalled connection is closed after the idle timeout, and the server is still up.
+        try await Task.sleep(for: .milliseconds(1500))
+        #expect(slow.receive().isEmpty, "closed")
+        #expect(try await server.request("GET", "/readyz").status == 200)
+    }
+
+    @Test("oversized headers and garbage are refused without harm")
+    func garbage() async throws {
+        let server = try LiveServer()
+        defer { server.stop() }
+        let big = try #require(RawConnection(port: server.port))
+        big.send("GET /livez HTTP/1.1\r\nHost: x\r\nX-Big: " + String(repeating: "a", count: 200_000) + "\r\n\r\n")
+        let answer = big.receive()
+        #expect(answer.isEmpty || answer.hasPrefix("HTTP/1.1 4"), "\(answer.prefix(40))")
+        let junk = try #require(RawConnection(port: server.port))
+        junk.send("\u{0}\u{1}\u{2}NOT HTTP AT ALL\r\n\r\n")
+        let junkAnswer = junk.receive()
+        #expect(junkAnswer.isEmpty || junkAnswer.hasPrefix("HTTP/1.1 4"))
+        #expect(try await server.request("GET", "/livez").status == 200)
+    }
+
+    @Test("connections over the limit wait instead of being served at once")
+    func connectionLimit() async throws {
+        let server = try LiveServer(environment: ["SYNCHEALTH_MAX_CONNECTIONS": "2"])
+        defer { server.stop() }
+        let holders = [RawConnection(port: server.port), RawConnection(port: server.port)]
+        #expect(holders.allSatisfy { $0 != nil })
+        try await Task.sleep(for: .milliseconds(200))
+        let third = try #require(RawConnection(port: server.port))
+        third.send("GET /livez HTTP/1.1\r\nHost: x\r\n\r\n")
+        var timeout = timeval(tv_sec: 0, tv_usec: 500_000)
+        setsockopt(third.fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        #expect(third.receive().isEmpty, "not served while two connections are open")
+        _ = holders  // keep them open until here
+    }
+}
