@@ -174,6 +174,19 @@ struct EventsEndpointTests {
         }
     }
 
+    @Test("when too many requests wait for a commit, new ones are shed with 503 and Retry-After")
+    func overloadSheds() async throws {
+        var configuration = EngineConfiguration()
+        configuration.maxQueuedRequests = 0
+        let service = TestService(configuration: configuration)
+        try await service.test { client in
+            let shed = try await client.post(batch(healthyEvents))
+            #expect(shed.status == .serviceUnavailable)
+            #expect(shed.headers[.retryAfter] == "1")
+            #expect(try json(shed)["type"] as? String == "urn:synchealth:problem:overloaded")
+        }
+    }
+
     @Test("when the store cannot commit, the request gets 503 and nothing of it is applied")
     func commitFailure() async throws {
         let store = InMemoryStore()

@@ -2,11 +2,17 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+import Synchronization
 import Testing
 
 /// The built `synchealth` binary, next to the test bundle.
 func builtBinary() -> URL {
     URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("synchealth")
+}
+
+/// A shareable, locked string.
+final class LogBuffer: Sendable {
+    let text = Mutex("")
 }
 
 /// A `synchealth serve` process on a free loopback port, with its own data directory.
@@ -15,6 +21,8 @@ final class LiveServer: @unchecked Sendable {
     let port: Int
     let dataDirectory: String
     private let errorPipe = Pipe()
+    /// Everything the server wrote to stderr.
+    let captured = LogBuffer()
 
     struct StartFailed: Error, CustomStringConvertible { let description: String }
 
@@ -50,8 +58,13 @@ final class LiveServer: @unchecked Sendable {
             throw StartFailed(description: "the server did not start: \(log)")
         }
         port = found
-        // Keep draining stderr so that the server never blocks on a full pipe.
-        errorPipe.fileHandleForReading.readabilityHandler = { handle in _ = handle.availableData }
+        // Keep draining stderr so that the server never blocks on a full pipe, and keep what it logged.
+        let captured = self.captured
+        captured.text.withLock { $0 = log }
+        errorPipe.fileHandleForReading.readabilityHandler = { handle in
+            let chunk = String(decoding: handle.availableData, as: UTF8.self)
+            captured.text.withLock { $0 += chunk }
+        }
     }
 
     /// Sends SIGTERM and waits for the process to exit; returns its status.
@@ -110,6 +123,20 @@ struct LiveServerTests {
         let again = try LiveServer(dataDirectory: server.dataDirectory)
         #expect(try await again.request("GET", "/v1/devices/live-1", key: admin).status == 200)
         #expect(again.stop() == 0)
+    }
+
+    @Test("keys never appear in the logs, even at debug level with failed logins")
+    func keysNotLogged() async throws {
+        let server = try LiveServer(environment: ["SYNCHEALTH_INGEST_KEYS": "ingest-SECRET-1", "SYNCHEALTH_ADMIN_KEYS": "admin-SECRET-2",
+                                                  "SYNCHEALTH_READ_KEYS": "read-SECRET-3", "SYNCHEALTH_LOG_LEVEL": "trace"])
+        let body = Data(#"{"device": {"deviceId": "k", "appId": "a"}, "events": [{"eventId": "a", "occurredAt": "2026-11-22T10:00:00Z", "kind": "heartbeat"}]}"#.utf8)
+        #expect(try await server.request("POST", "/v1/events", key: "ingest-SECRET-1", body: body).status == 202)
+        #expect(try await server.request("GET", "/v1/summary", key: "wrong-SECRET-4").status == 401)
+        #expect(try await server.request("GET", "/v1/summary", key: "read-SECRET-3").status == 200)
+        #expect(server.stop() == 0)
+        let log = server.captured.text.withLock { $0 }
+        #expect(log.contains("Monitor engine ready"), "the log was captured")
+        #expect(!log.contains("SECRET"))
     }
 
     @Test("a second server on the same data directory refuses to start, with a clear message")
