@@ -83,9 +83,9 @@ public enum APIError: Error, Sendable {
         case .unauthorized: fields[.wwwAuthenticate] = "Bearer"
         case .rateLimited(let s, let limit):
             fields[.retryAfter] = String(s)
-            fields[HTTPField.Name("RateLimit-Limit")!] = String(limit)
-            fields[HTTPField.Name("RateLimit-Remaining")!] = "0"
-            fields[HTTPField.Name("RateLimit-Reset")!] = String(s)
+            fields.set("RateLimit-Limit", String(limit))
+            fields.set("RateLimit-Remaining", "0")
+            fields.set("RateLimit-Reset", String(s))
         case .overloaded(let s): fields[.retryAfter] = String(s)
         case .unavailable: fields[.retryAfter] = "1"
         case .methodNotAllowed(let allow): fields[.allow] = allow
@@ -119,5 +119,12 @@ struct Problem: Encodable {
         var headers = extraHeaders
         headers[.contentType] = "application/problem+json"
         return Response(status: .init(code: status), headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+}
+
+extension HTTPFields {
+    /// Sets a header by name; a name that is not a valid token is skipped (never a trap).
+    mutating func set(_ name: String, _ value: String) {
+        if let field = HTTPField.Name(name) { self[field] = value }
     }
 }

@@ -17,14 +17,14 @@ public final class InMemoryStore: SyncStore {
 
     private let state = Mutex(State())
     /// When set, the next commit fails with this error (fault injection for tests).
-    private let failNextCommit = Mutex<(any Error & Sendable)?>(nil)
+    private let injectedCommitFailure = Mutex<(any Error & Sendable)?>(nil)
 
     /// An empty store.
     public init() {}
 
     /// Makes the next `commit` throw `error` without writing anything.
     public func failNextCommit(with error: any Error & Sendable) {
-        failNextCommit.withLock { $0 = error }
+        injectedCommitFailure.withLock { $0 = error }
     }
 
     public func loadState() async throws -> PersistedState {
@@ -43,7 +43,7 @@ public final class InMemoryStore: SyncStore {
     }
 
     public func commit(_ changes: StoreChanges) async throws {
-        if let error = failNextCommit.withLock({ e -> (any Error & Sendable)? in defer { e = nil }; return e }) {
+        if let error = injectedCommitFailure.withLock({ e -> (any Error & Sendable)? in defer { e = nil }; return e }) {
             throw error
         }
         state.withLock { s in
