@@ -139,6 +139,27 @@ struct LiveServerTests {
         #expect(!log.contains("SECRET"))
     }
 
+    @Test("synchealth simulate fills a live server with healthy and broken devices")
+    func simulate() async throws {
+        let server = try LiveServer(environment: ["SYNCHEALTH_INGEST_KEYS": "sim", "SYNCHEALTH_READ_KEYS": "read"])
+        defer { server.stop() }
+        let process = Process()
+        process.executableURL = builtBinary()
+        process.arguments = ["simulate", "--url", "http://127.0.0.1:\(server.port)", "--key", "sim", "--devices", "60",
+                             "--duration", "2", "--broken-share", "0.5"]
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+        let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(printed.contains("done:"))
+        let summary = try #require(try JSONSerialization.jsonObject(with: try await server.request("GET", "/v1/summary", key: "read").body) as? [String: Any])
+        #expect(summary["devices"] as? Int == 60)
+        #expect((summary["broken"] as? Int ?? 0) > 10)
+        #expect((summary["bySummary"] as? [String: Int])?["succeeded"] ?? 0 > 10)
+    }
+
     @Test("a second server on the same data directory refuses to start, with a clear message")
     func lockedDataDirectory() async throws {
         let first = try LiveServer()
