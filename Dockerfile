@@ -9,7 +9,8 @@ WORKDIR /src
 COPY Package.swift ./
 RUN swift package resolve
 COPY Sources ./Sources
-COPY openapi.yaml ./
+# The manifest declares the test targets too; SwiftPM refuses a manifest whose target folders are missing.
+COPY Tests ./Tests
 # The same build command as scripts/run (README).
 RUN swift build -c release --product synchealth --static-swift-stdlib \
     && install -D .build/release/synchealth /out/synchealth
