@@ -65,6 +65,7 @@ public final class MonitorEngine: Service, Sendable {
             if accepted {
                 wake.signal()
             } else {
+                metrics.queueShed.increment()
                 continuation.resume(returning: .failure(.overloaded))
             }
         }
