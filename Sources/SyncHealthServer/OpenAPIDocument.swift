@@ -15,6 +15,10 @@ info:
 
     Keys go in `Authorization: Bearer <key>`. Ingest keys can only post events. Read keys can only read.
     Admin keys can read and manage webhooks.
+
+    On any path, the connection itself may be answered before routing, with problem+json and
+    `Connection: close`: `400` for malformed HTTP, `431` for oversized headers, and `408` when a request does not
+    arrive in full within the request timeout (`SYNCHEALTH_REQUEST_TIMEOUT`).
   license:
     name: Apache-2.0
     identifier: Apache-2.0

@@ -27,6 +27,9 @@ public struct ServiceConfiguration: Sendable {
     public var rateLimits = RateLimits()
     /// Most open connections; more wait in the listen backlog until one closes.
     public var maxConnections = 4096
+    /// A request must arrive in full within this time of the connection opening or the previous response;
+    /// otherwise `408` and the connection closes (bounds clients that trickle bytes).
+    public var requestTimeout: Duration = .seconds(30)
     /// Seconds an idle connection stays open.
     public var idleTimeout: Duration = .seconds(60)
 

@@ -77,9 +77,10 @@ public enum SyncHealthApplication {
         let engine = MonitorEngine(store: store, clock: clock, configuration: configuration.engine, webhooks: webhooks, logger: logger)
         let router = makeRouter(engine: engine, keys: keys, registry: registry, limits: configuration.rateLimits)
         let idle = TimeAmount.microseconds(configuration.idleTimeout.microseconds)
+        let requestTimeout = TimeAmount.microseconds(configuration.requestTimeout.microseconds)
         let application = Application(
             router: router,
-            server: .http1(configuration: .init(idleTimeout: idle)),
+            server: .http1(configuration: .init(additionalChannelHandlers: [RequestGuardHandler(requestTimeout: requestTimeout)], idleTimeout: idle)),
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "synchealth",
                                  availableConnectionsDelegate: MaximumAvailableConnections(configuration.maxConnections, logger: logger)),
             services: [engine, webhooks],

@@ -71,6 +71,9 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("idle-timeout"), help: "How long an idle or stalled connection stays open. [SYNCHEALTH_IDLE_TIMEOUT, default 60s]")
     var idleTimeout: String?
 
+    @Option(name: .customLong("request-timeout"), help: "A request must arrive in full within this time of the connection opening or the previous response, else 408. [SYNCHEALTH_REQUEST_TIMEOUT, default 30s]")
+    var requestTimeout: String?
+
     @Option(name: .customLong("database-url"), help: "postgres://… selects PostgreSQL instead of the embedded store. [SYNCHEALTH_DATABASE_URL, default unset]")
     var databaseURL: String?
 
@@ -119,6 +122,7 @@ struct Serve: AsyncParsableCommand {
             ("SYNCHEALTH_WEBHOOK_RETRY_SCHEDULE", webhookRetrySchedule),
             ("SYNCHEALTH_DEVICE_RATE_LIMIT", deviceRateLimit), ("SYNCHEALTH_KEY_RATE_LIMIT", keyRateLimit),
             ("SYNCHEALTH_MAX_CONNECTIONS", maxConnections), ("SYNCHEALTH_IDLE_TIMEOUT", idleTimeout),
+            ("SYNCHEALTH_REQUEST_TIMEOUT", requestTimeout),
             ("SYNCHEALTH_DATABASE_URL", databaseURL), ("SYNCHEALTH_SQLITE_SYNCHRONOUS", sqliteSynchronous),
             ("SYNCHEALTH_LOG_LEVEL", logLevel),
         ]

@@ -69,6 +69,10 @@ struct Settings {
             guard let d = Duration(configuration: text), d > .zero else { throw Invalid(description: "SYNCHEALTH_IDLE_TIMEOUT=\(text) is not a duration") }
             c.idleTimeout = d
         }
+        if let text = value("SYNCHEALTH_REQUEST_TIMEOUT") {
+            guard let d = Duration(configuration: text), d > .zero else { throw Invalid(description: "SYNCHEALTH_REQUEST_TIMEOUT=\(text) is not a duration") }
+            c.requestTimeout = d
+        }
         c.databaseURL = value("SYNCHEALTH_DATABASE_URL")
         if let text = value("SYNCHEALTH_SQLITE_SYNCHRONOUS") {
             guard let mode = SQLiteStore.Synchronous(rawValue: text.uppercased()) else {

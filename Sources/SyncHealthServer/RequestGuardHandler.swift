@@ -1,0 +1,101 @@
+import Foundation
+import HTTPTypes
+import NIOCore
+import NIOHTTP1
+import NIOHTTPTypes
+
+/// Sits in each connection's pipeline right after HTTP decoding, and answers what never reaches the router:
+///
+/// - an HTTP parse error (oversized headers, malformed requests) gets problem+json, `431` for oversized headers
+///   and `400` otherwise, then the connection closes;
+/// - a request that has not arrived in full within `requestTimeout` of the connection opening or of the
+///   previous response (a client trickling bytes) gets `408` problem+json, then the connection closes.
+final class RequestGuardHandler: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPRequestPart
+    typealias InboundOut = HTTPRequestPart
+    typealias OutboundIn = HTTPResponsePart
+    typealias OutboundOut = HTTPResponsePart
+
+    let requestTimeout: TimeAmount
+    private var timer: Scheduled<Void>?
+    private var closing = false
+
+    init(requestTimeout: TimeAmount) {
+        self.requestTimeout = requestTimeout
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { arm(context) }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        timer?.cancel()
+        timer = nil
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        arm(context)
+        context.fireChannelActive()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        timer?.cancel()
+        timer = nil
+        context.fireChannelInactive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if case .end = unwrapInboundIn(data) {
+            // The request is complete: the deadline is met. It starts again after the response.
+            timer?.cancel()
+            timer = nil
+        }
+        context.fireChannelRead(data)
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        if case .end = unwrapOutboundIn(data), !closing { arm(context) }
+        context.write(data, promise: promise)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        guard let parserError = error as? HTTPParserError else {
+            context.fireErrorCaught(error)
+            return
+        }
+        let tooLarge = parserError == .headerOverflow
+        respond(context, problem: Problem(
+            slug: tooLarge ? "headers-too-large" : "malformed-request",
+            title: tooLarge ? "Request header fields too large" : "Malformed HTTP request",
+            status: tooLarge ? .requestHeaderFieldsTooLarge : .badRequest,
+            detail: tooLarge ? "The request's headers are larger than the server accepts." : "The request is not valid HTTP/1.1."))
+    }
+
+    private func arm(_ context: ChannelHandlerContext) {
+        timer?.cancel()
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        timer = context.eventLoop.scheduleTask(in: requestTimeout) {
+            let (handler, context) = bound.value
+            handler.timer = nil
+            handler.respond(context, problem: Problem(
+                slug: "request-timeout", title: "Request timeout", status: .requestTimeout,
+                detail: "The request did not arrive in full in time; the connection is closed."))
+        }
+    }
+
+    /// Writes a problem+json response and closes the connection.
+    private func respond(_ context: ChannelHandlerContext, problem: Problem) {
+        guard !closing else { return }
+        closing = true
+        timer?.cancel()
+        timer = nil
+        let body = (try? JSONResponse.encoder.encode(problem)) ?? Data()
+        var fields = HTTPFields()
+        fields[.contentType] = "application/problem+json"
+        fields[.contentLength] = String(body.count)
+        fields[.connection] = "close"
+        context.write(wrapOutboundOut(.head(HTTPResponse(status: .init(code: problem.status), headerFields: fields))), promise: nil)
+        context.write(wrapOutboundOut(.body(ByteBuffer(bytes: body))), promise: nil)
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in context.close(promise: nil) }
+    }
+}
