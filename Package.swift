@@ -92,7 +92,9 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        .testTarget(name: "SyncHealthCoreTests", dependencies: ["SyncHealthCore"]),
+        // Helpers shared by the test targets.
+        .target(name: "SyncHealthTestSupport", path: "Tests/SyncHealthTestSupport"),
+        .testTarget(name: "SyncHealthCoreTests", dependencies: ["SyncHealthCore", "SyncHealthTestSupport"]),
         .testTarget(name: "SyncHealthStoreTests", dependencies: ["SyncHealthStore", "SyncHealthCore", .product(name: "GRDB", package: "GRDB.swift")]),
         .testTarget(name: "SyncHealthWebhooksTests", dependencies: ["SyncHealthWebhooks", "SyncHealthCore"]),
         .testTarget(
@@ -102,6 +104,7 @@ let package = Package(
                 "SyncHealthCore",
                 "SyncHealthStore",
                 "SyncHealthWebhooks",
+                "SyncHealthTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "CompressNIO", package: "compress-nio"),
             ]

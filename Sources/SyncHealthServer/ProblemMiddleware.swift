@@ -5,6 +5,8 @@ import Logging
 /// status, anything else into a bare 500 that is logged.
 struct ProblemMiddleware: RouterMiddleware {
     typealias Context = AppRequestContext
+    /// The API's paths, for `405 Allow`.
+    let paths: KnownPaths
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         do {
@@ -18,7 +20,7 @@ struct ProblemMiddleware: RouterMiddleware {
                 return APIError.bodyTooLarge(limit: EventsRoutes.maxBodySize).problem.response()
             case .notFound, .methodNotAllowed:
                 // The router found no route for this method: a known path answers 405 with Allow.
-                let error: APIError = KnownPaths.allowedMethods(request.uri.path).map { .methodNotAllowed(allow: $0) } ?? .routeNotFound
+                let error: APIError = paths.allowedMethods(request.uri.path).map { .methodNotAllowed(allow: $0) } ?? .routeNotFound
                 return error.problem.response(extraHeaders: error.headers)
             default:
                 let detail = (error as? HTTPError)?.body ?? error.status.reasonPhrase
@@ -31,26 +33,26 @@ struct ProblemMiddleware: RouterMiddleware {
     }
 }
 
-/// The API's paths and the methods each takes, for 405 answers.
-enum KnownPaths {
-    static let table: [(segments: [String], methods: String)] = [
-        (["v1", "events"], "POST"),
-        (["v1", "devices"], "GET"),
-        (["v1", "devices", "*"], "GET"),
-        (["v1", "summary"], "GET"),
-        (["v1", "alerts"], "GET"),
-        (["v1", "webhooks"], "GET, POST"),
-        (["v1", "webhooks", "*"], "GET, DELETE"),
-        (["v1", "webhooks", "*", "deliveries"], "GET"),
-        (["v1", "webhooks", "*", "deliveries", "*", "resend"], "POST"),
-        (["livez"], "GET"),
-        (["readyz"], "GET"),
-        (["metrics"], "GET"),
-        (["openapi.yaml"], "GET"),
-    ]
+/// The API's paths and the methods each takes, for 405 answers; built from the route table.
+struct KnownPaths: Sendable {
+    /// Path segments (`*` for a parameter) and the methods, comma-separated.
+    let table: [(segments: [String], methods: String)]
+
+    init(_ routes: [APIRoute]) {
+        var table: [(segments: [String], methods: [String])] = []
+        for route in routes {
+            let segments = route.path.split(separator: "/").map { $0.hasPrefix(":") ? "*" : String($0) }
+            if let i = table.firstIndex(where: { $0.segments == segments }) {
+                table[i].methods.append(route.method.rawValue)
+            } else {
+                table.append((segments, [route.method.rawValue]))
+            }
+        }
+        self.table = table.map { ($0.segments, $0.methods.joined(separator: ", ")) }
+    }
 
     /// The methods a path takes, or `nil` if the API has no such path.
-    static func allowedMethods(_ path: String) -> String? {
+    func allowedMethods(_ path: String) -> String? {
         let segments = path.split(separator: "/", omittingEmptySubsequences: true)
         return table.first { entry in
             entry.segments.count == segments.count && zip(entry.segments, segments).allSatisfy { $0 == "*" || $0 == $1 }

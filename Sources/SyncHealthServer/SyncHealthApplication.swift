@@ -13,33 +13,41 @@ public enum SyncHealthApplication {
     /// Builds the router over an engine.
     public static func makeRouter(engine: MonitorEngine, keys: KeyRing, registry: PrometheusCollectorRegistry,
                                   limits: RateLimits = RateLimits()) -> Router<AppRequestContext> {
+        let routes = apiRoutes(engine: engine, registry: registry, limits: limits)
         let router = Router(context: AppRequestContext.self)
-        router.middlewares.add(ProblemMiddleware())
+        router.middlewares.add(ProblemMiddleware(paths: KnownPaths(routes)))
         router.middlewares.add(MetricsMiddleware())
         router.middlewares.add(AuthMiddleware(keys: keys, keyLimiter: RateLimiter(limit: limits.perKey), clock: engine.clock))
-
-        let health = ServiceRoutes(engine: engine, registry: registry)
-        router.get("/livez", use: health.livez)
-        router.get("/readyz", use: health.readyz)
-        router.get("/metrics", use: health.metrics)
-        router.get("/openapi.yaml", use: health.openapi)
-
-        let events = EventsRoutes(engine: engine, deviceLimiter: RateLimiter(limit: limits.perDevice))
-        router.post("/v1/events", use: events.ingest)
-        let devices = DeviceRoutes(engine: engine)
-        router.get("/v1/devices", use: devices.list)
-        router.get("/v1/devices/:deviceId", use: devices.status)
-        let fleet = FleetRoutes(engine: engine)
-        router.get("/v1/summary", use: fleet.summary)
-        router.get("/v1/alerts", use: fleet.alerts)
-        let hooks = WebhookRoutes(webhooks: engine.webhooks)
-        router.post("/v1/webhooks", use: hooks.create)
-        router.get("/v1/webhooks", use: hooks.list)
-        router.get("/v1/webhooks/:id", use: hooks.get)
-        router.delete("/v1/webhooks/:id", use: hooks.delete)
-        router.get("/v1/webhooks/:id/deliveries", use: hooks.deliveries)
-        router.post("/v1/webhooks/:id/deliveries/:deliveryId/resend", use: hooks.resend)
+        for route in routes {
+            router.on(RouterPath(route.path), method: route.method, use: route.handler)
+        }
         return router
+    }
+
+    /// Every endpoint of the API, once: the router and the `405 Allow` answers both come from this table.
+    static func apiRoutes(engine: MonitorEngine, registry: PrometheusCollectorRegistry, limits: RateLimits) -> [APIRoute] {
+        let health = ServiceRoutes(engine: engine, registry: registry)
+        let events = EventsRoutes(engine: engine, deviceLimiter: RateLimiter(limit: limits.perDevice))
+        let devices = DeviceRoutes(engine: engine)
+        let fleet = FleetRoutes(engine: engine)
+        let hooks = WebhookRoutes(webhooks: engine.webhooks)
+        return [
+            APIRoute(.get, "/livez", health.livez),
+            APIRoute(.get, "/readyz", health.readyz),
+            APIRoute(.get, "/metrics", health.metrics),
+            APIRoute(.get, "/openapi.yaml", health.openapi),
+            APIRoute(.post, "/v1/events", events.ingest),
+            APIRoute(.get, "/v1/devices", devices.list),
+            APIRoute(.get, "/v1/devices/:deviceId", devices.status),
+            APIRoute(.get, "/v1/summary", fleet.summary),
+            APIRoute(.get, "/v1/alerts", fleet.alerts),
+            APIRoute(.post, "/v1/webhooks", hooks.create),
+            APIRoute(.get, "/v1/webhooks", hooks.list),
+            APIRoute(.get, "/v1/webhooks/:id", hooks.get),
+            APIRoute(.delete, "/v1/webhooks/:id", hooks.delete),
+            APIRoute(.get, "/v1/webhooks/:id/deliveries", hooks.deliveries),
+            APIRoute(.post, "/v1/webhooks/:id/deliveries/:deliveryId/resend", hooks.resend),
+        ]
     }
 
     /// Opens the store named by the configuration.
@@ -87,6 +95,19 @@ public enum SyncHealthApplication {
             logger: logger
         )
         return (application, engine)
+    }
+}
+
+/// One endpoint: method, path (with `:parameter` segments) and handler.
+struct APIRoute: Sendable {
+    let method: HTTPRequest.Method
+    let path: String
+    let handler: @Sendable (Request, AppRequestContext) async throws -> Response
+
+    init(_ method: HTTPRequest.Method, _ path: String, _ handler: @escaping @Sendable (Request, AppRequestContext) async throws -> Response) {
+        self.method = method
+        self.path = path
+        self.handler = handler
     }
 }
 

@@ -1,3 +1,4 @@
+import SyncHealthTestSupport
 import Testing
 @testable import SyncHealthCore
 

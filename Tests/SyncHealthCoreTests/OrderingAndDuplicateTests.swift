@@ -1,3 +1,4 @@
+import SyncHealthTestSupport
 import Testing
 @testable import SyncHealthCore
 
@@ -110,18 +111,5 @@ struct OrderingAndDuplicateTests {
         let result = record.ingest([f.network(true, at: t(200))], info: DeviceInfo(), now: t(100))
         #expect(result.clamped == 0)
         #expect(record.monitor.networkSetAt == t(200))
-    }
-}
-
-/// A small seeded generator, so that random tests are reproducible.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

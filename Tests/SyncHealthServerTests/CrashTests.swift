@@ -3,6 +3,7 @@ import Foundation
 import FoundationNetworking
 #endif
 import SyncHealthCore
+import SyncHealthTestSupport
 import Testing
 
 /// One simulated device: its events, split into batches, each posted until acknowledged.
@@ -69,7 +70,7 @@ func randomDevice(_ index: Int, rng: inout some RandomNumberGenerator) -> CrashD
 struct CrashTests {
     @Test("clients post in a loop while the server is killed and restarted three times")
     func killAndRestart() async throws {
-        var rng = SplitMix(seed: UInt64(ProcessInfo.processInfo.environment["CRASH_SEED"] ?? "") ?? UInt64.random(in: 1...UInt64.max))
+        var rng = SplitMix64(seed: UInt64(ProcessInfo.processInfo.environment["CRASH_SEED"] ?? "") ?? UInt64.random(in: 1...UInt64.max))
         let seed = rng.state
         let dataDirectory = temporaryDirectory()
         let keys = ["SYNCHEALTH_INGEST_KEYS": "crash-ingest", "SYNCHEALTH_READ_KEYS": "crash-read"]
@@ -168,17 +169,5 @@ actor CrashState {
     func nextBatch(_ index: Int) -> (id: String, events: [DeviceEvent])? {
         let d = devices[index]
         return d.nextBatch < d.batches.count ? (d.id, d.batches[d.nextBatch]) : nil
-    }
-}
-
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
