@@ -25,6 +25,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.2"),
         .package(url: "https://github.com/adam-fowler/compress-nio", from: "1.5.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
     ],
     targets: [
         // Pure domain: the per-device monitor, error classes, alert rules, fleet counters. No I/O, no clock.
@@ -38,6 +39,17 @@ let package = Package(
             dependencies: [
                 "SyncHealthCore",
                 .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The PostgreSQL store (postgres-nio), for several replicas over one database.
+        .target(
+            name: "SyncHealthPostgres",
+            dependencies: [
+                "SyncHealthCore",
+                "SyncHealthStore",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -63,6 +75,7 @@ let package = Package(
             dependencies: [
                 "SyncHealthCore",
                 "SyncHealthStore",
+                "SyncHealthPostgres",
                 "SyncHealthWebhooks",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
@@ -93,9 +106,22 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         // Helpers shared by the test targets.
-        .target(name: "SyncHealthTestSupport", path: "Tests/SyncHealthTestSupport"),
+        .target(
+            name: "SyncHealthTestSupport",
+            dependencies: [
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/SyncHealthTestSupport"
+        ),
         .testTarget(name: "SyncHealthCoreTests", dependencies: ["SyncHealthCore", "SyncHealthTestSupport"]),
-        .testTarget(name: "SyncHealthStoreTests", dependencies: ["SyncHealthStore", "SyncHealthCore", .product(name: "GRDB", package: "GRDB.swift")]),
+        .testTarget(
+            name: "SyncHealthStoreTests",
+            dependencies: ["SyncHealthStore", "SyncHealthPostgres", "SyncHealthCore", "SyncHealthTestSupport",
+                           .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Logging", package: "swift-log"),
+                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")]
+        ),
         .testTarget(name: "SyncHealthWebhooksTests", dependencies: ["SyncHealthWebhooks", "SyncHealthCore"]),
         .testTarget(
             name: "SyncHealthServerTests",

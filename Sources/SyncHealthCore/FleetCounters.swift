@@ -113,7 +113,7 @@ public struct FleetCounts: Hashable, Sendable {
 
 /// Fleet counters kept incrementally per scope, so that reading a summary is O(1) whatever the fleet size.
 public struct FleetCounters: Sendable, Equatable {
-    private var counts: [FleetScope: FleetCounts] = [:]
+    var counts: [FleetScope: FleetCounts] = [:]
 
     /// Empty counters.
     public init() {}

@@ -16,6 +16,9 @@ public struct EngineConfiguration: Sendable {
     public var maxQueuedRequests = 20_000
     /// Most due timers served in one transaction.
     public var maxTimersPerGroup = 10_000
+    /// With a shared store: how often an idle replica looks for timers that came due (set by any replica,
+    /// or left by one that died).
+    public var sharedPollInterval: Duration = .milliseconds(250)
 
     /// The defaults.
     public init() {}

@@ -7,17 +7,27 @@ extension MonitorEngine {
     /// Loads the state from the store, then runs the pipeline until graceful shutdown or cancellation.
     /// Requests already queued at shutdown are committed before it returns; then the store is closed.
     public func run() async throws {
-        try await load()
+        if let shared {
+            try await shared.prepare()
+            try await webhooks.load()
+            cache.withLock { $0.policy = NotificationPolicy(configuration: configuration.notifications) }
+        } else {
+            try await load()
+        }
         phase.store(Phase.ready.rawValue, ordering: .releasing)
-        logger.info("Monitor engine ready", metadata: ["devices.count": "\(deviceCount)"])
+        logger.info("Monitor engine ready", metadata: ["devices.count": "\(cache.withLock { $0.records.count })", "store.shared": "\(shared != nil)"])
         await withGracefulShutdownHandler {
-            await self.loop()
+            if let shared = self.shared { await self.sharedLoop(shared) } else { await self.loop() }
         } onGracefulShutdown: {
             self.phase.store(Phase.stopping.rawValue, ordering: .releasing)
             self.wake.signal()
         }
         // Serve whatever was accepted before the shutdown began.
-        while await step(now: clock.now) {}
+        if let shared {
+            while await sharedStep(now: clock.now, store: shared) {}
+        } else {
+            while await step(now: clock.now) {}
+        }
         phase.store(Phase.stopped.rawValue, ordering: .releasing)
         try await store.close()
         logger.info("Monitor engine stopped")
@@ -88,12 +98,7 @@ extension MonitorEngine {
 
     /// Serves one group: queued requests and due timers. Returns whether there was anything to do.
     func step(now: Timestamp) async -> Bool {
-        let jobs = queue.withLock { q -> [IngestJob] in
-            let n = min(q.jobs.count, configuration.maxGroupRequests)
-            let taken = Array(q.jobs.prefix(n))
-            q.jobs.removeFirst(n)
-            return taken
-        }
+        let jobs = takeJobs()
         let (due, settling) = cache.withLock { c in
             (c.popDue(now: now, limit: configuration.maxTimersPerGroup), c.policy.nextSettleTime.map { $0 <= now } ?? false)
         }
@@ -110,6 +115,9 @@ extension MonitorEngine {
         var plan = cache.withLock { c in
             Plan.make(jobs: jobs, seen: seen, due: due, cache: c, now: now, configuration: configuration, subscribers: webhooks.subscribers(of:))
         }
+        let counters = plan.counters
+        plan.evaluateFleet(counts: { counters[FleetScope(containerId: $0)] }, now: now, configuration: configuration,
+                           subscribers: webhooks.subscribers(of:))
         let started = ContinuousClock.now
         do {
             try await store.commit(plan.changes)
@@ -125,13 +133,29 @@ extension MonitorEngine {
             return c.records.count
         }
         metrics.devices.record(deviceCount)
+        finish(jobs, plan: plan)
+        return true
+    }
+
+    /// Up to `maxGroupRequests` queued requests, oldest first.
+    func takeJobs() -> [IngestJob] {
+        queue.withLock { q -> [IngestJob] in
+            let n = min(q.jobs.count, configuration.maxGroupRequests)
+            let taken = Array(q.jobs.prefix(n))
+            q.jobs.removeFirst(n)
+            return taken
+        }
+    }
+
+    /// After a commit: metrics and logs of the transitions, a nudge to the webhook sender, and the answers.
+    func finish(_ jobs: [IngestJob], plan: Plan) {
         for transition in plan.transitions {
             guard let counters = metrics.transitions[transition.kind] else { continue }
             (transition.change == .fire ? counters.fire : counters.resolve).increment()
             logger.info(transition.change == .fire ? "Alert fired" : "Alert resolved",
                         metadata: ["alert.kind": "\(transition.kind.rawValue)", "alert.id": "\(transition.id)"])
         }
-        if !plan.transitions.isEmpty { updateFiringGauges() }
+        if !plan.transitions.isEmpty && shared == nil { updateFiringGauges() }
         if !plan.changes.outbox.isEmpty { webhooks.notify() }
         for (job, receipt) in zip(jobs, plan.receipts) {
             metrics.eventsAccepted.increment(by: receipt.accepted)
@@ -139,7 +163,6 @@ extension MonitorEngine {
             metrics.eventsRejected.increment(by: job.batch.rejected.count)
             job.continuation.resume(returning: .success(receipt))
         }
-        return true
     }
 
     /// Answers every request of a failed group and puts its timers back, a second later.
@@ -168,6 +191,8 @@ struct Plan {
     var fleetAlerts: FleetAlerts
     var policy: NotificationPolicy
     var transitions: [(id: String, kind: AlertKind, change: AlertTransition.Change)] = []
+    /// Containers a touched device left or joined, sorted: the fleet rule is evaluated for these.
+    var containers: [String] = []
 
     static func make(jobs: [IngestJob], seen: [Set<String>], due: [Int], cache c: Cache, now: Timestamp, configuration: EngineConfiguration,
                      subscribers: (AlertKind) -> [WebhookSubscription]) -> Plan {
@@ -181,7 +206,10 @@ struct Plan {
             let index = c.index[key]
             let record = index.map { c.records[$0] } ?? make()
             let contribution = index.map { c.contributions[$0] } ?? record.fleetContribution(now: now, configuration: alerts)
-            plan.touched.append((index, record, contribution, nil))
+            // A device touched only to settle a line keeps its timers: start from what they are now.
+            var probe = record
+            let evaluation = probe.evaluateAlerts(now: now, configuration: alerts)
+            plan.touched.append((index, record, contribution, evaluation.transitions.isEmpty ? evaluation.nextDeadline : now))
             slot[key] = plan.touched.count - 1
             return plan.touched.count - 1
         }
@@ -245,7 +273,7 @@ struct Plan {
                                                           subscribers: subscribers(alert.kind), now: now)
         }
 
-        // Fleet counters and the fleet rule, for every container a touched device left or joined.
+        // Fleet counters, for every container a touched device left or joined; the fleet rule comes after.
         var containers = Set<String>()
         for s in plan.touched.indices {
             let old = plan.touched[s].index.map { _ in plan.touched[s].contribution }
@@ -255,24 +283,33 @@ struct Plan {
             if let c = new.containerId { containers.insert(c) }
             plan.touched[s].contribution = new
         }
-        for container in containers.sorted() {
-            let counts = plan.counters[FleetScope(containerId: container)]
-            guard let transition = plan.fleetAlerts.evaluate(containerId: container, counts: counts, now: now, configuration: alerts) else { continue }
+        plan.containers = containers.sorted()
+        plan.changes.devices = plan.touched.map(\.record)
+        for item in plan.touched {
+            if let deadline = item.deadline { plan.changes.deadlines[item.record.key] = deadline }
+        }
+        return plan
+    }
+
+    /// Evaluates the fleet rule of every container the group touched, given their counts after the group.
+    mutating func evaluateFleet(counts countsOf: (String) -> FleetCounts, now: Timestamp, configuration: EngineConfiguration,
+                                subscribers: (AlertKind) -> [WebhookSubscription]) {
+        for container in containers {
+            let counts = countsOf(container)
+            guard let transition = fleetAlerts.evaluate(containerId: container, counts: counts, now: now, configuration: configuration.alerts) else { continue }
             var alert = AlertText.record(for: transition, containerId: container, counts: counts)
             if transition.change == .resolve {
-                let held = plan.policy.takeHeldBack(containerId: container)
+                let held = policy.takeHeldBack(containerId: container)
                 if held > 0 {
                     alert.detail += " \(held) device alert changes of this container were held back while it fired; GET /v1/alerts lists them."
                 }
             }
-            plan.changes.alerts.append(alert)
-            plan.changes.fleetAlerts.append((container, transition.change == .fire ? transition.startsAt : nil))
-            plan.transitions.append((alert.id, .fleetDegraded, transition.change))
-            plan.changes.outbox += OutboxBuilder.messages(for: alert, change: transition.change, orderingKey: "c\u{1}\(container)",
-                                                          subscribers: subscribers(.fleetDegraded), now: now)
+            changes.alerts.append(alert)
+            changes.fleetAlerts.append((container, transition.change == .fire ? transition.startsAt : nil))
+            transitions.append((alert.id, .fleetDegraded, transition.change))
+            changes.outbox += OutboxBuilder.messages(for: alert, change: transition.change, orderingKey: "c\u{1}\(container)",
+                                                     subscribers: subscribers(.fleetDegraded), now: now)
         }
-        plan.changes.devices = plan.touched.map(\.record)
-        return plan
     }
 
     /// Installs the committed states in the cache.

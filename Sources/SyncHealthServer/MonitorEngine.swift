@@ -15,6 +15,8 @@ public final class MonitorEngine: Service, Sendable {
     /// Tunables.
     public let configuration: EngineConfiguration
     let store: any SyncStore
+    /// The store when several replicas share it; then nothing about devices is cached (`MonitorEngine+Shared`).
+    let shared: (any SharedSyncStore)?
     let clock: any ServiceClock
     let logger: Logger
     /// Subscriptions and delivery; the engine writes outbox rows for it.
@@ -33,6 +35,7 @@ public final class MonitorEngine: Service, Sendable {
     public init(store: any SyncStore, clock: any ServiceClock, configuration: EngineConfiguration = EngineConfiguration(),
                 webhooks: WebhookCenter, logger: Logger) {
         self.store = store
+        self.shared = store as? any SharedSyncStore
         self.clock = clock
         self.configuration = configuration
         self.webhooks = webhooks
@@ -75,24 +78,34 @@ public final class MonitorEngine: Service, Sendable {
     // MARK: Reads
 
     /// A device's state at `now`, or `nil` if unknown.
-    public func device(_ key: DeviceKey) throws(EngineError) -> DeviceSnapshot? {
+    public func device(_ key: DeviceKey) async throws(EngineError) -> DeviceSnapshot? {
         try checkReadable()
         let now = clock.now
+        if let shared {
+            return try await read { try await shared.device(key) }.map { DeviceSnapshot(record: $0, now: now, configuration: configuration.alerts) }
+        }
         return cache.withLock { c in
             c.index[key].map { DeviceSnapshot(record: c.records[$0], now: now, configuration: configuration.alerts) }
         }
     }
 
     /// Every device with `deviceId`, in any app (for lookups that leave out the app).
-    public func devices(withId deviceId: String) throws(EngineError) -> [DeviceKey] {
+    public func devices(withId deviceId: String) async throws(EngineError) -> [DeviceKey] {
         try checkReadable()
+        if let shared { return try await read { try await shared.deviceKeys(deviceId: deviceId) } }
         return cache.withLock { c in c.records.lazy.filter { $0.key.deviceId == deviceId }.map(\.key) }
     }
 
     /// A page of devices matching `filter`, in first-seen order.
-    public func devices(_ filter: DeviceFilter, after cursor: Int, limit: Int) throws(EngineError) -> DevicePage {
+    public func devices(_ filter: DeviceFilter, after cursor: Int, limit: Int) async throws(EngineError) -> DevicePage {
         try checkReadable()
         let now = clock.now
+        if let shared {
+            let query = DeviceQuery(appId: filter.appId, containerId: filter.containerId, summary: filter.summary, broken: filter.broken)
+            let page = try await read { try await shared.devices(query, after: Int64(cursor), limit: limit) }
+            return DevicePage(devices: page.records.map { DeviceSnapshot(record: $0, now: now, configuration: configuration.alerts) },
+                              nextCursor: page.nextCursor.map { Int($0) })
+        }
         let scanBudget = 200_000
         return cache.withLock { c in
             var result: [DeviceSnapshot] = []
@@ -110,19 +123,31 @@ public final class MonitorEngine: Service, Sendable {
         }
     }
 
-    /// The fleet counters of a scope. O(1) in the fleet's size.
-    public func summary(_ scope: FleetScope) throws(EngineError) -> FleetCounts {
+    /// The fleet counters of a scope. O(1) in the fleet's size: kept in memory, or in the shared store's
+    /// counter rows (updated in the same transaction as the devices).
+    public func summary(_ scope: FleetScope) async throws(EngineError) -> FleetCounts {
         try checkReadable()
+        if let shared { return try await read { try await shared.counts(scope) } }
         return cache.withLock { $0.counters[scope] }
     }
 
     /// A page of alerts from the store.
-    public func alerts(_ query: AlertQuery) async throws -> AlertPage {
+    public func alerts(_ query: AlertQuery) async throws(EngineError) -> AlertPage {
         try checkReadable()
-        return try await store.alerts(query)
+        return try await read { try await store.alerts(query) }
     }
 
-    /// The number of devices tracked.
+    /// A store read; a failure is logged and answered as `storeUnavailable`.
+    func read<T>(_ body: () async throws -> T) async throws(EngineError) -> T {
+        do {
+            return try await body()
+        } catch {
+            logger.error("Store read failed", metadata: ["error": "\(error)"])
+            throw .storeUnavailable
+        }
+    }
+
+    /// The number of devices tracked (in this process's cache; 0 with a shared store).
     public var deviceCount: Int { cache.withLock { $0.records.count } }
 
     func checkReadable() throws(EngineError) {

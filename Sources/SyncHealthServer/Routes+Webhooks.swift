@@ -38,30 +38,30 @@ struct WebhookRoutes {
 
     func list(_ request: Request, context: AppRequestContext) async throws -> Response {
         try context.require(.admin)
-        return try JSONResponse.make(PageDTO(data: webhooks.list().map { WebhookDTO($0, includeSecret: false) }, nextCursor: nil))
+        return try JSONResponse.make(PageDTO(data: try await webhooks.list().map { WebhookDTO($0, includeSecret: false) }, nextCursor: nil))
     }
 
     func get(_ request: Request, context: AppRequestContext) async throws -> Response {
         try context.require(.admin)
-        return try JSONResponse.make(WebhookDTO(try subscription(context), includeSecret: false))
+        return try JSONResponse.make(WebhookDTO(try await subscription(context), includeSecret: false))
     }
 
     func delete(_ request: Request, context: AppRequestContext) async throws -> Response {
         try context.require(.admin)
-        guard try await webhooks.delete(try subscription(context).id) else { throw APIError.notFound("No such webhook.") }
+        guard try await webhooks.delete(try await subscription(context).id) else { throw APIError.notFound("No such webhook.") }
         return Response(status: .noContent)
     }
 
     func deliveries(_ request: Request, context: AppRequestContext) async throws -> Response {
         try context.require(.admin)
         let query = Query(request)
-        let page = try await webhooks.deliveries(try subscription(context).id, limit: try query.limit(), before: try query.cursor())
+        let page = try await webhooks.deliveries(try await subscription(context).id, limit: try query.limit(), before: try query.cursor())
         return try JSONResponse.make(PageDTO(data: page.attempts.map(DeliveryDTO.init), nextCursor: page.nextCursor.map(String.init)))
     }
 
     func resend(_ request: Request, context: AppRequestContext) async throws -> Response {
         try context.require(.admin)
-        let id = try subscription(context).id
+        let id = try await subscription(context).id
         let messageId = context.parameters.get("deliveryId") ?? ""
         guard try await webhooks.resend(id, messageId: messageId) else {
             throw APIError.notFound("No failed delivery \(messageId) for this webhook; only failed messages can be sent again.")
@@ -69,9 +69,9 @@ struct WebhookRoutes {
         return try JSONResponse.make(["status": "pending", "messageId": messageId], status: .accepted)
     }
 
-    func subscription(_ context: AppRequestContext) throws -> WebhookSubscription {
+    func subscription(_ context: AppRequestContext) async throws -> WebhookSubscription {
         let raw = context.parameters.get("id") ?? ""
-        guard let found = webhooks.get(raw.removingPercentEncoding ?? raw) else { throw APIError.notFound("No such webhook.") }
+        guard let found = try await webhooks.get(raw.removingPercentEncoding ?? raw) else { throw APIError.notFound("No such webhook.") }
         return found
     }
 }

@@ -84,8 +84,8 @@ extension EngineError {
 }
 
 /// Runs `body`, turning an `EngineError` into its API error.
-func mapEngine<T>(_ body: () throws(EngineError) -> T) throws(APIError) -> T {
-    do { return try body() } catch { throw error.apiError }
+func mapEngine<T>(_ body: () async throws(EngineError) -> T) async throws(APIError) -> T {
+    do { return try await body() } catch { throw error.apiError }
 }
 
 /// `POST /v1/events`.
@@ -162,12 +162,12 @@ struct DeviceRoutes {
         if let appId = try query.identifier("appId") {
             key = DeviceKey(appId: appId, deviceId: deviceId)
         } else {
-            let matches = try mapEngine { () throws(EngineError) in try engine.devices(withId: deviceId) }
+            let matches = try await mapEngine { () async throws(EngineError) in try await engine.devices(withId: deviceId) }
             guard let only = matches.first else { throw APIError.notFound("No device \(deviceId).") }
             guard matches.count == 1 else { throw APIError.ambiguousDevice(deviceId) }
             key = only
         }
-        guard let snapshot = try mapEngine({ () throws(EngineError) in try engine.device(key) }) else {
+        guard let snapshot = try await mapEngine({ () async throws(EngineError) in try await engine.device(key) }) else {
             throw APIError.notFound("No device \(deviceId) in app \(key.appId).")
         }
         return try JSONResponse.make(DeviceStatusDTO(snapshot: snapshot))
@@ -180,7 +180,7 @@ struct DeviceRoutes {
                                   appId: try query.identifier("appId"), containerId: try query.string("containerId"))
         let limit = try query.limit()
         let cursor = Int(clamping: try query.cursor() ?? 0)
-        let page = try mapEngine { () throws(EngineError) in try engine.devices(filter, after: cursor, limit: limit) }
+        let page = try await mapEngine { () async throws(EngineError) in try await engine.devices(filter, after: cursor, limit: limit) }
         return try JSONResponse.make(PageDTO(data: page.devices.map(DeviceStatusDTO.init), nextCursor: page.nextCursor.map(String.init)))
     }
 }
@@ -193,7 +193,7 @@ struct FleetRoutes {
         try context.require(.read)
         let query = Query(request)
         let scope = FleetScope(appId: try query.identifier("appId"), containerId: try query.string("containerId"))
-        let counts = try mapEngine { () throws(EngineError) in try engine.summary(scope) }
+        let counts = try await mapEngine { () async throws(EngineError) in try await engine.summary(scope) }
         return try JSONResponse.make(FleetSummaryDTO(counts: counts, generatedAt: engine.now))
     }
 
@@ -203,12 +203,7 @@ struct FleetRoutes {
         let alertQuery = AlertQuery(state: try query.enumValue("state", AlertState.self), kind: try query.enumValue("kind", AlertKind.self),
                                     appId: try query.identifier("appId"), deviceId: try query.identifier("deviceId"),
                                     limit: try query.limit(), cursor: try query.cursor())
-        let page: AlertPage
-        do {
-            page = try await engine.alerts(alertQuery)
-        } catch let error as EngineError {
-            throw error.apiError
-        }
+        let page = try await mapEngine { () async throws(EngineError) in try await engine.alerts(alertQuery) }
         return try JSONResponse.make(PageDTO(data: page.alerts.map(AlertDTO.init), nextCursor: page.nextCursor.map(String.init)))
     }
 }

@@ -21,6 +21,8 @@ public struct ServiceConfiguration: Sendable {
     public var webhooks = WebhookConfiguration()
     /// `postgres://…` selects PostgreSQL instead of the embedded store.
     public var databaseURL: String?
+    /// With PostgreSQL: how long a replica holds a webhook message it is sending before another may.
+    public var webhookLease: Duration = .seconds(60)
     /// SQLite's durability setting.
     public var sqliteSynchronous: SQLiteStore.Synchronous = .full
     /// Token buckets per device and per key.

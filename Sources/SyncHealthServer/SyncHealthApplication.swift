@@ -5,6 +5,8 @@ import NIOCore
 import Logging
 import Prometheus
 import SyncHealthCore
+import ServiceLifecycle
+import SyncHealthPostgres
 import SyncHealthStore
 import SyncHealthWebhooks
 
@@ -50,12 +52,14 @@ public enum SyncHealthApplication {
         ]
     }
 
-    /// Opens the store named by the configuration.
-    public static func makeStore(_ configuration: ServiceConfiguration) throws -> any SyncStore {
+    /// Opens the store named by the configuration: PostgreSQL for `SYNCHEALTH_DATABASE_URL`, else SQLite.
+    /// The second value is a service the store needs running (PostgreSQL's connection pool).
+    public static func makeStore(_ configuration: ServiceConfiguration, logger: Logger) throws -> (store: any SyncStore, service: (any Service)?) {
         if let url = configuration.databaseURL, !url.isEmpty {
-            throw StoreError.unavailable(path: "SYNCHEALTH_DATABASE_URL", reason: "the PostgreSQL store is not built yet; unset SYNCHEALTH_DATABASE_URL to use the embedded store")
+            let store = try PostgresStore(url: url, deliveryLease: configuration.webhookLease, logger: logger)
+            return (store, store.service)
         }
-        return try SQLiteStore(directory: configuration.dataDirectory, synchronous: configuration.sqliteSynchronous)
+        return (try SQLiteStore(directory: configuration.dataDirectory, synchronous: configuration.sqliteSynchronous), nil)
     }
 
     /// Resolves the keys: configured ones, or the generated ones kept in the data directory.
@@ -80,7 +84,7 @@ public enum SyncHealthApplication {
         clock: any ServiceClock = SystemClock()
     ) throws -> (application: some ApplicationProtocol, engine: MonitorEngine) {
         let keys = try resolveKeys(configuration, logger: logger)
-        let store = try makeStore(configuration)
+        let (store, storeService) = try makeStore(configuration, logger: logger)
         let webhooks = WebhookCenter(store: store, transport: CurlTransport(), clock: clock, configuration: configuration.webhooks, logger: logger)
         let engine = MonitorEngine(store: store, clock: clock, configuration: configuration.engine, webhooks: webhooks, logger: logger)
         let router = makeRouter(engine: engine, keys: keys, registry: registry, limits: configuration.rateLimits)
@@ -91,7 +95,8 @@ public enum SyncHealthApplication {
             server: .http1(configuration: .init(additionalChannelHandlers: [RequestGuardHandler(requestTimeout: requestTimeout)], idleTimeout: idle)),
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "synchealth",
                                  availableConnectionsDelegate: MaximumAvailableConnections(configuration.maxConnections, logger: logger)),
-            services: [engine, webhooks],
+            // Shutdown runs in reverse: the engine commits what it accepted before the pool stops.
+            services: (storeService.map { [$0] } ?? []) + [engine, webhooks],
             logger: logger
         )
         return (application, engine)

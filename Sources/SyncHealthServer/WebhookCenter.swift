@@ -98,12 +98,22 @@ public final class WebhookCenter: Service, Sendable {
     }
 
     /// Every subscription.
-    public func list() -> [WebhookSubscription] {
-        subscriptions.withLock { $0.values.sorted { ($0.createdAt, $0.id) < ($1.createdAt, $1.id) } }
+    public func list() async throws -> [WebhookSubscription] {
+        try await refreshIfShared()
+        return subscriptions.withLock { $0.values.sorted { ($0.createdAt, $0.id) < ($1.createdAt, $1.id) } }
     }
 
     /// One subscription.
-    public func get(_ id: String) -> WebhookSubscription? { subscriptions.withLock { $0[id] } }
+    public func get(_ id: String) async throws -> WebhookSubscription? {
+        try await refreshIfShared()
+        return subscriptions.withLock { $0[id] }
+    }
+
+    /// With a store shared by several replicas, another replica may have changed the subscriptions: the
+    /// cache is reloaded before each use (the table is small).
+    func refreshIfShared() async throws {
+        if store is any SharedSyncStore { try await load() }
+    }
 
     /// Deletes a subscription with its pending messages and log.
     public func delete(_ id: String) async throws -> Bool {
@@ -114,13 +124,13 @@ public final class WebhookCenter: Service, Sendable {
 
     /// A page of the delivery log.
     public func deliveries(_ id: String, limit: Int, before cursor: Int64?) async throws -> (attempts: [DeliveryAttempt], nextCursor: Int64?) {
-        guard get(id) != nil else { throw WebhookError.notFound }
+        guard try await get(id) != nil else { throw WebhookError.notFound }
         return try await store.deliveries(webhookId: id, limit: limit, before: cursor)
     }
 
     /// Sends a failed message again, with a fresh schedule.
     public func resend(_ id: String, messageId: String) async throws -> Bool {
-        guard get(id) != nil else { throw WebhookError.notFound }
+        guard try await get(id) != nil else { throw WebhookError.notFound }
         let found = try await store.resend(webhookId: id, messageId: messageId, now: clock.now)
         if found { wake.signal() }
         return found
@@ -141,6 +151,7 @@ public final class WebhookCenter: Service, Sendable {
             let now = clock.now
             let due: [OutboxMessage]
             do {
+                try await refreshIfShared()
                 due = try await store.dueMessages(now: now, limit: configuration.concurrency * 4)
             } catch {
                 logger.error("Reading the webhook outbox failed", metadata: ["error": "\(error)"])
@@ -171,7 +182,7 @@ public final class WebhookCenter: Service, Sendable {
         let attemptNumber = message.attempts + 1
         let now = clock.now
         attempts.increment()
-        guard let subscription = get(message.webhookId), subscription.disabledReason == nil,
+        guard let subscription = subscriptions.withLock({ $0[message.webhookId] }), subscription.disabledReason == nil,
               let signer = WebhookSigner(secret: subscription.secret) else {
             await record(DeliveryAttempt(webhookId: message.webhookId, messageId: message.id, attempt: attemptNumber, attemptedAt: now,
                                          statusCode: nil, error: "the subscription is disabled or gone", nextRetryAt: nil, outcome: .failed))

@@ -73,7 +73,7 @@ extension DeviceRecord {
     static let binaryVersion: UInt8 = 1
 
     /// A compact binary form of everything but the key (which the store keeps in its own columns).
-    func binaryEncoded() -> [UInt8] {
+    public func binaryEncoded() -> [UInt8] {
         var w = ByteWriter()
         w.u8(Self.binaryVersion)
         w.optional(info.containerId) { $0.string($1) }
@@ -104,7 +104,7 @@ extension DeviceRecord {
     }
 
     /// Decodes `binaryEncoded()` output for the device `key`.
-    init(key: DeviceKey, binary: [UInt8]) throws {
+    public init(key: DeviceKey, binary: [UInt8]) throws {
         var r = ByteReader(binary)
         guard try r.u8() == Self.binaryVersion else { throw ByteReader.Invalid() }
         let info = DeviceInfo(containerId: try r.optional { try $0.string() }, platform: try r.optional { try $0.string() },
@@ -182,7 +182,7 @@ extension DeviceRecord {
 
 extension DeviceKey {
     /// A 64-bit hash of the key, stable across runs and machines (FNV-1a), used to key stored event ids.
-    var stableHash: Int64 {
+    public var stableHash: Int64 {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         for byte in appId.utf8 { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01B3 }
         hash = (hash ^ 0xFF) &* 0x0000_0100_0000_01B3

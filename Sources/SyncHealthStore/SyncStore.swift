@@ -51,6 +51,9 @@ public struct StoreChanges: Sendable {
     public var fleetAlerts: [(containerId: String, startsAt: Timestamp?)] = []
     /// Webhook messages for the alert transitions, written in the same transaction.
     public var outbox: [OutboxMessage] = []
+    /// When each written device's alert timers next need it (absent: never). Stores that keep the timers
+    /// themselves (`SharedSyncStore`) persist it; the others rebuild timers from the records at start.
+    public var deadlines: [DeviceKey: Timestamp] = [:]
     /// When the changes were made (service clock), stored with the event ids.
     public var recordedAt: Timestamp
 

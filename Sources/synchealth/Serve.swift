@@ -77,6 +77,9 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("database-url"), help: "postgres://… selects PostgreSQL instead of the embedded store. [SYNCHEALTH_DATABASE_URL, default unset]")
     var databaseURL: String?
 
+    @Option(name: .customLong("webhook-lease"), help: "With PostgreSQL: how long a replica holds a webhook message it sends before another replica may. [SYNCHEALTH_WEBHOOK_LEASE, default 60s]")
+    var webhookLease: String?
+
     @Option(name: .customLong("sqlite-synchronous"), help: "SQLite durability: full (survives power loss) or normal (survives process crashes). [SYNCHEALTH_SQLITE_SYNCHRONOUS, default full]")
     var sqliteSynchronous: String?
 
@@ -123,7 +126,8 @@ struct Serve: AsyncParsableCommand {
             ("SYNCHEALTH_DEVICE_RATE_LIMIT", deviceRateLimit), ("SYNCHEALTH_KEY_RATE_LIMIT", keyRateLimit),
             ("SYNCHEALTH_MAX_CONNECTIONS", maxConnections), ("SYNCHEALTH_IDLE_TIMEOUT", idleTimeout),
             ("SYNCHEALTH_REQUEST_TIMEOUT", requestTimeout),
-            ("SYNCHEALTH_DATABASE_URL", databaseURL), ("SYNCHEALTH_SQLITE_SYNCHRONOUS", sqliteSynchronous),
+            ("SYNCHEALTH_DATABASE_URL", databaseURL), ("SYNCHEALTH_WEBHOOK_LEASE", webhookLease),
+            ("SYNCHEALTH_SQLITE_SYNCHRONOUS", sqliteSynchronous),
             ("SYNCHEALTH_LOG_LEVEL", logLevel),
         ]
         for (name, value) in pairs { if let value { flags[name] = value } }

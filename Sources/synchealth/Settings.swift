@@ -74,6 +74,12 @@ struct Settings {
             c.requestTimeout = d
         }
         c.databaseURL = value("SYNCHEALTH_DATABASE_URL")
+        if let text = value("SYNCHEALTH_WEBHOOK_LEASE") {
+            guard let d = Duration(configuration: text), d >= .seconds(20) else {
+                throw Invalid(description: "SYNCHEALTH_WEBHOOK_LEASE=\(text) must be a duration of at least 20s (longer than one send)")
+            }
+            c.webhookLease = d
+        }
         if let text = value("SYNCHEALTH_SQLITE_SYNCHRONOUS") {
             guard let mode = SQLiteStore.Synchronous(rawValue: text.uppercased()) else {
                 throw Invalid(description: "SYNCHEALTH_SQLITE_SYNCHRONOUS=\(text) must be full or normal")

@@ -1,23 +1,52 @@
 import Foundation
+import Logging
+import ServiceLifecycle
 import Testing
 import SyncHealthCore
+import SyncHealthPostgres
 @testable import SyncHealthStore
+import SyncHealthTestSupport
 
-/// Every store implementation, made fresh for each test.
+/// Every store implementation, made fresh for each test. PostgreSQL is in the list when the run has a
+/// throwaway cluster (`scripts/test` starts one).
 enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
     case memory
     case sqlite
+    case postgres
+
+    static var allCases: [StoreKind] { PostgresTesting.baseURL == nil ? [.memory, .sqlite] : [.memory, .sqlite, .postgres] }
 
     var testDescription: String { rawValue }
 
-    func make() throws -> (store: any SyncStore, directory: String?) {
+    /// Runs `body` with a fresh, empty store, then closes it.
+    func withStore<T>(_ body: (any SyncStore) async throws -> T) async throws -> T {
         switch self {
         case .memory:
-            return (InMemoryStore(), nil)
+            let store = InMemoryStore()
+            let result = try await body(store)
+            try await store.close()
+            return result
         case .sqlite:
-            let dir = temporaryDirectory()
-            return (try SQLiteStore(directory: dir, synchronous: .normal), dir)
+            let store = try SQLiteStore(directory: temporaryDirectory(), synchronous: .normal)
+            let result = try await body(store)
+            try await store.close()
+            return result
+        case .postgres:
+            return try await withPostgresStore { try await body($0) }
         }
+    }
+}
+
+/// Runs `body` with a `PostgresStore` on a fresh database, its connection pool running beside it.
+func withPostgresStore<T>(deliveryLease: Duration = .seconds(60), _ body: (PostgresStore) async throws -> T) async throws -> T {
+    let url = try await PostgresTesting.freshDatabase()
+    let store = try PostgresStore(url: url, deliveryLease: deliveryLease, logger: Logger(label: "test"))
+    return try await withThrowingTaskGroup(of: Void.self) { group in
+        let service = store.service
+        group.addTask { try await service.run() }
+        defer { group.cancelAll() }
+        try await store.prepare()
+        return try await body(store)
     }
 }
 
@@ -56,85 +85,85 @@ func alert(_ id: String, _ kind: AlertKind, _ state: AlertState, device: String 
 struct StoreConformanceTests {
     @Test("committed devices load back equal, in insertion order", arguments: StoreKind.allCases)
     func devicesRoundTrip(kind: StoreKind) async throws {
-        let (store, _) = try kind.make()
-        let a = richRecord("a"), b = richRecord("b"), c = DeviceRecord(key: DeviceKey(appId: "x", deviceId: "c"), firstSeenAt: t0)
-        var changes = StoreChanges(recordedAt: t0)
-        changes.devices = [b, a]
-        try await store.commit(changes)
-        var second = StoreChanges(recordedAt: t0)
-        var a2 = a
-        a2.monitor.network = false
-        second.devices = [c, a2]
-        try await store.commit(second)
-        let state = try await store.loadState()
-        #expect(state.devices.map(\.key.deviceId) == ["b", "a", "c"])
-        #expect(state.devices[0] == b)
-        #expect(state.devices[1] == a2)
-        #expect(state.devices[1].syncError.firingSince != nil, "timers survive")
-        #expect(state.devices[2] == c)
-        try await store.close()
+        try await kind.withStore { store in
+            let a = richRecord("a"), b = richRecord("b"), c = DeviceRecord(key: DeviceKey(appId: "x", deviceId: "c"), firstSeenAt: t0)
+            var changes = StoreChanges(recordedAt: t0)
+            changes.devices = [b, a]
+            try await store.commit(changes)
+            var second = StoreChanges(recordedAt: t0)
+            var a2 = a
+            a2.monitor.network = false
+            second.devices = [c, a2]
+            try await store.commit(second)
+            let state = try await store.loadState()
+            #expect(state.devices.map(\.key.deviceId) == ["b", "a", "c"])
+            #expect(state.devices[0] == b)
+            #expect(state.devices[1] == a2)
+            #expect(state.devices[1].syncError.firingSince != nil, "timers survive")
+            #expect(state.devices[2] == c)
+        }
     }
 
     @Test("event ids are remembered per device, and pruned by age", arguments: StoreKind.allCases)
     func eventIds(kind: StoreKind) async throws {
-        let (store, _) = try kind.make()
-        let k1 = DeviceKey(appId: "app", deviceId: "1"), k2 = DeviceKey(appId: "app", deviceId: "2")
-        var changes = StoreChanges(recordedAt: t0)
-        changes.eventIds = [(k1, "e1"), (k1, "e2"), (k2, "e3")]
-        try await store.commit(changes)
-        var later = StoreChanges(recordedAt: t0 + .seconds(100))
-        later.eventIds = [(k1, "e4")]
-        try await store.commit(later)
-        let seen = try await store.seenEventIds([(k1, ["e1", "e3", "e4", "zz"]), (k2, ["e1", "e3"]), (k1, [])])
-        #expect(seen == [["e1", "e4"], ["e3"], []])
-        let pruned = try await store.pruneEventIds(recordedBefore: t0 + .seconds(50))
-        #expect(pruned == 3)
-        let after = try await store.seenEventIds([(k1, ["e1", "e2", "e4"])])
-        #expect(after == [["e4"]])
-        try await store.close()
+        try await kind.withStore { store in
+            let k1 = DeviceKey(appId: "app", deviceId: "1"), k2 = DeviceKey(appId: "app", deviceId: "2")
+            var changes = StoreChanges(recordedAt: t0)
+            changes.eventIds = [(k1, "e1"), (k1, "e2"), (k2, "e3")]
+            try await store.commit(changes)
+            var later = StoreChanges(recordedAt: t0 + .seconds(100))
+            later.eventIds = [(k1, "e4")]
+            try await store.commit(later)
+            let seen = try await store.seenEventIds([(k1, ["e1", "e3", "e4", "zz"]), (k2, ["e1", "e3"]), (k1, [])])
+            #expect(seen == [["e1", "e4"], ["e3"], []])
+            let pruned = try await store.pruneEventIds(recordedBefore: t0 + .seconds(50))
+            #expect(pruned == 3)
+            let after = try await store.seenEventIds([(k1, ["e1", "e2", "e4"])])
+            #expect(after == [["e4"]])
+        }
     }
 
     @Test("alerts insert, resolve in place, filter, and page newest first", arguments: StoreKind.allCases)
     func alerts(kind: StoreKind) async throws {
-        let (store, _) = try kind.make()
-        var changes = StoreChanges(recordedAt: t0)
-        changes.alerts = (0..<7).map { alert("al\($0)", $0 % 2 == 0 ? .syncError : .notSyncing, .firing, at: Int64($0)) }
-        try await store.commit(changes)
-        var resolve = StoreChanges(recordedAt: t0)
-        resolve.alerts = [alert("al2", .syncError, .resolved, at: 2)]
-        try await store.commit(resolve)
+        try await kind.withStore { store in
+            var changes = StoreChanges(recordedAt: t0)
+            changes.alerts = (0..<7).map { alert("al\($0)", $0 % 2 == 0 ? .syncError : .notSyncing, .firing, at: Int64($0)) }
+            try await store.commit(changes)
+            var resolve = StoreChanges(recordedAt: t0)
+            resolve.alerts = [alert("al2", .syncError, .resolved, at: 2)]
+            try await store.commit(resolve)
 
-        let all = try await store.alerts(AlertQuery(limit: 100))
-        #expect(all.alerts.map(\.id) == ["al6", "al5", "al4", "al3", "al2", "al1", "al0"])
-        #expect(all.nextCursor == nil)
-        #expect(all.alerts[4].state == .resolved)
-        #expect(all.alerts[4].endsAt == t0 + .seconds(7))
+            let all = try await store.alerts(AlertQuery(limit: 100))
+            #expect(all.alerts.map(\.id) == ["al6", "al5", "al4", "al3", "al2", "al1", "al0"])
+            #expect(all.nextCursor == nil)
+            #expect(all.alerts[4].state == .resolved)
+            #expect(all.alerts[4].endsAt == t0 + .seconds(7))
 
-        let firingErrors = try await store.alerts(AlertQuery(state: .firing, kind: .syncError))
-        #expect(firingErrors.alerts.map(\.id) == ["al6", "al4", "al0"])
+            let firingErrors = try await store.alerts(AlertQuery(state: .firing, kind: .syncError))
+            #expect(firingErrors.alerts.map(\.id) == ["al6", "al4", "al0"])
 
-        var pages: [[String]] = []
-        var cursor: Int64?
-        repeat {
-            let page = try await store.alerts(AlertQuery(state: .firing, limit: 2, cursor: cursor))
-            pages.append(page.alerts.map(\.id))
-            cursor = page.nextCursor
-        } while cursor != nil && pages.count < 10
-        #expect(pages == [["al6", "al5"], ["al4", "al3"], ["al1", "al0"]])
-        try await store.close()
+            var pages: [[String]] = []
+            var cursor: Int64?
+            repeat {
+                let page = try await store.alerts(AlertQuery(state: .firing, limit: 2, cursor: cursor))
+                pages.append(page.alerts.map(\.id))
+                cursor = page.nextCursor
+            } while cursor != nil && pages.count < 10
+            #expect(pages == [["al6", "al5"], ["al4", "al3"], ["al1", "al0"]])
+        }
     }
 
     @Test("fleet alerts start and end", arguments: StoreKind.allCases)
     func fleetAlerts(kind: StoreKind) async throws {
-        let (store, _) = try kind.make()
-        var changes = StoreChanges(recordedAt: t0)
-        changes.fleetAlerts = [("c1", t0), ("c2", t0 + .seconds(1))]
-        try await store.commit(changes)
-        var end = StoreChanges(recordedAt: t0)
-        end.fleetAlerts = [("c1", nil)]
-        try await store.commit(end)
-        #expect(try await store.loadState().fleetAlerts == ["c2": t0 + .seconds(1)])
-        try await store.close()
+        try await kind.withStore { store in
+            var changes = StoreChanges(recordedAt: t0)
+            changes.fleetAlerts = [("c1", t0), ("c2", t0 + .seconds(1))]
+            try await store.commit(changes)
+            var end = StoreChanges(recordedAt: t0)
+            end.fleetAlerts = [("c1", nil)]
+            try await store.commit(end)
+            #expect(try await store.loadState().fleetAlerts == ["c2": t0 + .seconds(1)])
+        }
     }
 }
 

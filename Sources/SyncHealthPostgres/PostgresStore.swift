@@ -1,0 +1,203 @@
+import Foundation
+import Logging
+import PostgresNIO
+import ServiceLifecycle
+import SyncHealthCore
+import SyncHealthStore
+
+/// The store for several replicas over one PostgreSQL database, through postgres-nio.
+///
+/// Writers serialize per device with transaction-scoped advisory locks (which also cover devices not stored
+/// yet) and row locks; alert timers are a due-time column claimed with `FOR UPDATE SKIP LOCKED`; fleet
+/// counters are rows updated in the same transaction as the devices; webhook messages are leased with
+/// `FOR UPDATE SKIP LOCKED`. The connection pool is a `Service`: run it (`service`) before using the store.
+public final class PostgresStore: SharedSyncStore {
+    let client: PostgresClient
+    let logger: Logger
+    /// The URL without its password, for messages.
+    public let displayName: String
+    /// How long a replica holds a webhook message it is sending before another may take it.
+    public let deliveryLease: Duration
+
+    /// Creates a store for `url` (`postgres://user:password@host:port/database?sslmode=disable|prefer|require`).
+    ///
+    /// - Throws: `StoreError.unavailable` for a URL that cannot be used.
+    public init(url: String, deliveryLease: Duration = .seconds(60), logger: Logger) throws {
+        guard let parts = URLComponents(string: url), ["postgres", "postgresql"].contains(parts.scheme ?? ""),
+              let host = parts.host, !host.isEmpty else {
+            throw StoreError.unavailable(path: "SYNCHEALTH_DATABASE_URL", reason: "expected postgres://user:password@host:port/database")
+        }
+        let database = parts.path.hasPrefix("/") ? String(parts.path.dropFirst()) : parts.path
+        let mode = parts.queryItems?.first { $0.name == "sslmode" }?.value ?? "prefer"
+        let tls: PostgresClient.Configuration.TLS
+        switch mode {
+        case "disable": tls = .disable
+        case "prefer": tls = .prefer(.makeClientConfiguration())
+        case "require", "verify-full": tls = .require(.makeClientConfiguration())
+        default: throw StoreError.unavailable(path: "SYNCHEALTH_DATABASE_URL", reason: "unknown sslmode \(mode)")
+        }
+        var configuration = PostgresClient.Configuration(host: host, port: parts.port ?? 5432, username: parts.user ?? "postgres",
+                                                         password: parts.password, database: database.isEmpty ? nil : database, tls: tls)
+        configuration.options.maximumConnections = 16
+        self.client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+        self.logger = logger
+        self.deliveryLease = deliveryLease
+        self.displayName = "postgres://\(host):\(parts.port ?? 5432)/\(database)"
+    }
+
+    /// The connection pool, to run in the service group before the store is used.
+    public var service: some Service { client }
+
+    public func prepare() async throws {
+        try await migrate()
+    }
+
+    public func transaction<T: Sendable>(_ body: @Sendable (any SharedTransaction) async throws -> T) async throws -> T {
+        var attempt = 0
+        while true {
+            attempt += 1
+            do {
+                return try await client.withTransaction(logger: logger) { connection in
+                    try await body(PostgresTransaction(connection: connection, logger: logger))
+                }
+            } catch let error as PSQLError where attempt < 8 && Self.isRetryable(error) {
+                logger.debug("Retrying a transaction that lost a lock conflict", metadata: ["attempt": "\(attempt)"])
+            }
+        }
+    }
+
+    /// Deadlocks and serialization failures: the transaction was rolled back and may simply run again.
+    static func isRetryable(_ error: PSQLError) -> Bool {
+        guard let state = error.serverInfo?[.sqlState] else { return false }
+        return state == "40P01" || state == "40001"
+    }
+
+    // MARK: SyncStore
+
+    public func loadState() async throws -> PersistedState {
+        var devices: [DeviceRecord] = []
+        let rows = try await client.query("SELECT app_id, device_id, state FROM devices ORDER BY seq", logger: logger)
+        for try await (appId, deviceId, state) in rows.decode((String, String, ByteBuffer).self) {
+            devices.append(try Self.record(DeviceKey(appId: appId, deviceId: deviceId), state))
+        }
+        var fleet: [String: Timestamp] = [:]
+        for try await (container, startsAt) in try await client.query("SELECT container_id, starts_at FROM fleet_alerts", logger: logger)
+            .decode((String, Int64).self) {
+            fleet[container] = Timestamp(microseconds: startsAt)
+        }
+        return PersistedState(devices: devices, fleetAlerts: fleet)
+    }
+
+    public func seenEventIds(_ requests: [(key: DeviceKey, eventIds: [String])]) async throws -> [Set<String>] {
+        try await client.withConnection { connection in
+            try await PostgresTransaction(connection: connection, logger: logger).seenEventIds(requests)
+        }
+    }
+
+    public func commit(_ changes: StoreChanges) async throws {
+        if changes.isEmpty { return }
+        try await transaction { try await $0.write(changes) }
+    }
+
+    public func alerts(_ query: AlertQuery) async throws -> AlertPage {
+        let rows = try await client.query("""
+            SELECT seq, id, kind, state, app_id, device_id, container_id, starts_at, ends_at, summary, detail FROM alerts
+            WHERE seq < \(query.cursor ?? Int64.max)
+              AND (\(query.state?.rawValue)::text IS NULL OR state = \(query.state?.rawValue))
+              AND (\(query.kind?.rawValue)::text IS NULL OR kind = \(query.kind?.rawValue))
+              AND (\(query.appId)::text IS NULL OR app_id = \(query.appId))
+              AND (\(query.deviceId)::text IS NULL OR device_id = \(query.deviceId))
+            ORDER BY seq DESC LIMIT \(query.limit + 1)
+            """, logger: logger)
+        var alerts: [AlertRecord] = []
+        var seqs: [Int64] = []
+        typealias Row = (Int64, String, String, String, String?, String?, String?, Int64, Int64?, String, String)
+        for try await row in rows.decode(Row.self) {
+            guard let kind = AlertKind(rawValue: row.2), let state = AlertState(rawValue: row.3) else {
+                throw StoreError.undecodableRecord("alert \(row.1)")
+            }
+            seqs.append(row.0)
+            alerts.append(AlertRecord(id: row.1, kind: kind, state: state, deviceId: row.5, appId: row.4, containerId: row.6,
+                                      startsAt: Timestamp(microseconds: row.7), endsAt: row.8.map(Timestamp.init(microseconds:)),
+                                      summary: row.9, detail: row.10))
+        }
+        guard alerts.count > query.limit else { return AlertPage(alerts: alerts, nextCursor: nil) }
+        return AlertPage(alerts: Array(alerts.prefix(query.limit)), nextCursor: seqs[query.limit - 1])
+    }
+
+    public func pruneEventIds(recordedBefore cutoff: Timestamp) async throws -> Int {
+        var removed = 0
+        for try await n in try await client.query("""
+            WITH gone AS (DELETE FROM seen_events WHERE recorded_at < \(cutoff.microseconds) RETURNING 1) SELECT COUNT(*) FROM gone
+            """, logger: logger).decode(Int.self) {
+            removed = n
+        }
+        return removed
+    }
+
+    /// Nothing to release: the connection pool stops with its service.
+    public func close() async throws {}
+
+    // MARK: SharedSyncStore reads
+
+    public func device(_ key: DeviceKey) async throws -> DeviceRecord? {
+        let rows = try await client.query("SELECT state FROM devices WHERE app_id = \(key.appId) AND device_id = \(key.deviceId)", logger: logger)
+        for try await state in rows.decode(ByteBuffer.self) { return try Self.record(key, state) }
+        return nil
+    }
+
+    public func deviceKeys(deviceId: String) async throws -> [DeviceKey] {
+        var keys: [DeviceKey] = []
+        for try await appId in try await client.query("SELECT app_id FROM devices WHERE device_id = \(deviceId) ORDER BY seq", logger: logger)
+            .decode(String.self) {
+            keys.append(DeviceKey(appId: appId, deviceId: deviceId))
+        }
+        return keys
+    }
+
+    public func devices(_ query: DeviceQuery, after cursor: Int64, limit: Int) async throws -> (records: [DeviceRecord], nextCursor: Int64?) {
+        let rows = try await client.query("""
+            SELECT seq, app_id, device_id, state FROM devices
+            WHERE seq > \(cursor)
+              AND (\(query.appId)::text IS NULL OR app_id = \(query.appId))
+              AND (\(query.containerId)::text IS NULL OR container_id = \(query.containerId))
+              AND (\(query.summary?.rawValue)::text IS NULL OR summary = \(query.summary?.rawValue))
+              AND (\(query.broken)::boolean IS NULL OR broken = \(query.broken))
+            ORDER BY seq LIMIT \(limit + 1)
+            """, logger: logger)
+        var records: [DeviceRecord] = []
+        var last: Int64 = cursor
+        for try await (seq, appId, deviceId, state) in rows.decode((Int64, String, String, ByteBuffer).self) {
+            if records.count == limit { return (records, last) }
+            records.append(try Self.record(DeviceKey(appId: appId, deviceId: deviceId), state))
+            last = seq
+        }
+        return (records, nil)
+    }
+
+    public func counts(_ scope: FleetScope) async throws -> FleetCounts {
+        var fields: [(name: String, value: Int)] = []
+        for try await (field, n) in try await client.query("""
+            SELECT field, n FROM fleet_counters WHERE app_id = \(scope.appId ?? "") AND container_id = \(scope.containerId ?? "")
+            """, logger: logger).decode((String, Int).self) {
+            fields.append((field, n))
+        }
+        return FleetCounts(fields: fields)
+    }
+
+    public func nextDeviceDeadline() async throws -> Timestamp? {
+        for try await due in try await client.query("SELECT MIN(due_at) FROM devices WHERE due_at IS NOT NULL", logger: logger)
+            .decode(Int64?.self) {
+            return due.map(Timestamp.init(microseconds:))
+        }
+        return nil
+    }
+
+    static func record(_ key: DeviceKey, _ state: ByteBuffer) throws -> DeviceRecord {
+        do {
+            return try DeviceRecord(key: key, binary: Array(state.readableBytesView))
+        } catch {
+            throw StoreError.undecodableRecord("device \(key)")
+        }
+    }
+}

@@ -1,0 +1,94 @@
+import Testing
+import SyncHealthCore
+@testable import SyncHealthStore
+
+func message(_ id: String, line: String = "L", webhook: String = "wh_1", at: Int64 = 0) -> OutboxMessage {
+    OutboxMessage(id: id, webhookId: webhook, orderingKey: line, payload: #"{"id":"\#(id)"}"#, createdAt: t0 + .seconds(at), nextAttemptAt: t0 + .seconds(at))
+}
+
+func subscription(_ id: String = "wh_1") -> WebhookSubscription {
+    WebhookSubscription(id: id, url: "https://example.com/hook", kinds: [.syncError, .notSyncing], description: "ops", secret: "whsec_x", createdAt: t0)
+}
+
+@Suite("Store conformance: subscriptions, outbox and delivery log")
+struct WebhookStoreConformanceTests {
+    @Test("subscriptions are saved, replaced, listed and deleted with their outbox and log", arguments: StoreKind.allCases)
+    func subscriptions(kind: StoreKind) async throws {
+        try await kind.withStore { store in
+            try await store.saveWebhook(subscription("wh_1"))
+            try await store.saveWebhook(subscription("wh_2"))
+            var disabled = subscription("wh_1")
+            disabled.disabledReason = "gone"
+            try await store.saveWebhook(disabled)
+            let all = try await store.webhooks()
+            #expect(all.map(\.id) == ["wh_1", "wh_2"])
+            #expect(all[0].disabledReason == "gone")
+            #expect(all[1] == subscription("wh_2"))
+
+            var changes = StoreChanges(recordedAt: t0)
+            changes.outbox = [message("m1", webhook: "wh_1"), message("m2", webhook: "wh_2")]
+            try await store.commit(changes)
+            #expect(try await store.deleteWebhook(id: "wh_1"))
+            #expect(try await store.deleteWebhook(id: "wh_1") == false)
+            #expect(try await store.dueMessages(now: t0, limit: 10).map(\.id) == ["m2"])
+        }
+    }
+
+    @Test("a line's messages come one at a time, in order; retries wait for their time", arguments: StoreKind.allCases)
+    func outboxOrder(kind: StoreKind) async throws {
+        try await kind.withStore { store in
+            try await store.saveWebhook(subscription())
+            var changes = StoreChanges(recordedAt: t0)
+            changes.outbox = [message("a1", line: "A"), message("b1", line: "B"), message("a2", line: "A", at: 1), message("a1", line: "A")]
+            try await store.commit(changes)
+            #expect(try await store.nextDueTime() == t0)
+            let due = try await store.dueMessages(now: t0 + .seconds(5), limit: 10)
+            #expect(due.map(\.id) == ["a1", "b1"], "one per line, the first; a repeated id is one message")
+
+            try await store.recordAttempt(DeliveryAttempt(webhookId: "wh_1", messageId: "a1", attempt: 1, attemptedAt: t0 + .seconds(5),
+                                                          statusCode: 500, error: "500", nextRetryAt: t0 + .seconds(60), outcome: .retrying), disable: nil)
+            try await store.recordAttempt(DeliveryAttempt(webhookId: "wh_1", messageId: "b1", attempt: 1, attemptedAt: t0 + .seconds(5),
+                                                          statusCode: 200, error: nil, nextRetryAt: nil, outcome: .delivered), disable: nil)
+            #expect(try await store.dueMessages(now: t0 + .seconds(10), limit: 10).isEmpty, "a1 waits for its retry; a2 waits behind it")
+            #expect(try await store.nextDueTime() == t0 + .seconds(1), "the earliest pending time, a2 behind its line included")
+            let retry = try await store.dueMessages(now: t0 + .seconds(60), limit: 10)
+            #expect(retry.map(\.id) == ["a1"])
+            #expect(retry.first?.attempts == 1)
+            try await store.recordAttempt(DeliveryAttempt(webhookId: "wh_1", messageId: "a1", attempt: 2, attemptedAt: t0 + .seconds(60),
+                                                          statusCode: 200, error: nil, nextRetryAt: nil, outcome: .delivered), disable: nil)
+            #expect(try await store.dueMessages(now: t0 + .seconds(60), limit: 10).map(\.id) == ["a2"])
+        }
+    }
+
+    @Test("failed messages stay, block their line, and can be sent again; 410 disables; the log pages newest first", arguments: StoreKind.allCases)
+    func failuresAndLog(kind: StoreKind) async throws {
+        try await kind.withStore { store in
+            try await store.saveWebhook(subscription())
+            var changes = StoreChanges(recordedAt: t0)
+            changes.outbox = [message("m1"), message("m2", at: 1)]
+            try await store.commit(changes)
+            _ = try await store.dueMessages(now: t0, limit: 10)
+            try await store.recordAttempt(DeliveryAttempt(webhookId: "wh_1", messageId: "m1", attempt: 8, attemptedAt: t0,
+                                                          statusCode: 410, error: "gone", nextRetryAt: nil, outcome: .disabled), disable: "410 Gone")
+            #expect(try await store.webhooks().first?.disabledReason == "410 Gone")
+            #expect(try await store.dueMessages(now: t0 + .seconds(100), limit: 10).isEmpty, "a failed message holds its line")
+            #expect(try await store.resend(webhookId: "wh_1", messageId: "m1", now: t0 + .seconds(100)))
+            #expect(try await store.resend(webhookId: "wh_1", messageId: "m2", now: t0 + .seconds(100)) == false, "only failed ones")
+            let again = try await store.dueMessages(now: t0 + .seconds(100), limit: 10)
+            #expect(again.map(\.id) == ["m1"])
+            #expect(again.first?.attempts == 0)
+
+            for n in 2...5 {
+                try await store.recordAttempt(DeliveryAttempt(webhookId: "wh_1", messageId: "m1", attempt: n, attemptedAt: t0 + .seconds(Int64(n)),
+                                                              statusCode: 503, error: "503", nextRetryAt: t0 + .seconds(1000), outcome: .retrying), disable: nil)
+            }
+            let first = try await store.deliveries(webhookId: "wh_1", limit: 3, before: nil)
+            #expect(first.attempts.map(\.attempt) == [5, 4, 3])
+            let cursor = try #require(first.nextCursor)
+            let second = try await store.deliveries(webhookId: "wh_1", limit: 3, before: cursor)
+            #expect(second.attempts.map(\.attempt) == [2, 8])
+            #expect(second.nextCursor == nil)
+            #expect(second.attempts.last?.statusCode == 410)
+        }
+    }
+}

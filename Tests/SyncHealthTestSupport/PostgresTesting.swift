@@ -1,0 +1,37 @@
+import Foundation
+import Logging
+import NIOPosix
+import PostgresNIO
+
+/// The throwaway PostgreSQL cluster that `scripts/test` starts (`scripts/postgres`), and fresh databases on it.
+public enum PostgresTesting {
+    /// `SYNCHEALTH_TEST_POSTGRES_URL`, or `nil` when no cluster was started for this run.
+    public static var baseURL: String? {
+        ProcessInfo.processInfo.environment["SYNCHEALTH_TEST_POSTGRES_URL"].flatMap { $0.isEmpty ? nil : $0 }
+    }
+
+    /// Whether this run must test PostgreSQL (`scripts/test` sets `SYNCHEALTH_REQUIRE_POSTGRES=1`).
+    public static var required: Bool { ProcessInfo.processInfo.environment["SYNCHEALTH_REQUIRE_POSTGRES"] == "1" }
+
+    public struct Unavailable: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// Creates an empty database on the cluster and returns its URL.
+    public static func freshDatabase() async throws -> String {
+        guard let base = baseURL, let parts = URLComponents(string: base), let host = parts.host else {
+            throw Unavailable(description: "SYNCHEALTH_TEST_POSTGRES_URL is not set: run the suite with scripts/test")
+        }
+        let name = "t_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+        let configuration = PostgresConnection.Configuration(host: host, port: parts.port ?? 5432, username: parts.user ?? "postgres",
+                                                             password: parts.password, database: String(parts.path.dropFirst()), tls: .disable)
+        let connection = try await PostgresConnection.connect(on: MultiThreadedEventLoopGroup.singleton.any(), configuration: configuration,
+                                                              id: 1, logger: Logger(label: "test")).get()
+        // The name is generated above from hex digits only; CREATE DATABASE takes no bound parameters.
+        try await connection.query("CREATE DATABASE \(unescaped: name)", logger: Logger(label: "test"))
+        try await connection.close()
+        var url = parts
+        url.path = "/" + name
+        return url.string ?? base
+    }
+}
