@@ -105,7 +105,7 @@ extension PostgresStore {
     /// Applies the missing migrations, one replica at a time (under a transaction-scoped advisory lock), and
     /// refuses a database that a newer version of synchealth has migrated.
     func migrate() async throws {
-        try await client.withTransaction(logger: logger) { connection in
+        try await withTransaction { connection in
             try await connection.query("SELECT pg_advisory_xact_lock(\(Self.migrationLockKey))", logger: logger)
             try await connection.query("""
                 CREATE TABLE IF NOT EXISTS synchealth_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL)

@@ -27,7 +27,7 @@ extension PostgresStore {
     }
 
     public func deleteWebhook(id: String) async throws -> Bool {
-        try await client.withTransaction(logger: logger) { connection in
+        try await withTransaction { connection in
             var existed = false
             for try await _ in try await connection.query("DELETE FROM webhooks WHERE id = \(id) RETURNING id", logger: logger).decode(String.self) {
                 existed = true
@@ -71,7 +71,7 @@ extension PostgresStore {
     }
 
     public func recordAttempt(_ a: DeliveryAttempt, disable reason: String?) async throws {
-        try await client.withTransaction(logger: logger) { connection in
+        try await withTransaction { connection in
             try await connection.query("""
                 INSERT INTO deliveries (webhook_id, message_id, attempt, attempted_at, status_code, error, next_retry_at, outcome)
                 VALUES (\(a.webhookId), \(a.messageId), \(a.attempt), \(a.attemptedAt.microseconds), \(a.statusCode), \(a.error),

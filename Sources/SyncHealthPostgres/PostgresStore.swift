@@ -53,22 +53,32 @@ public final class PostgresStore: SharedSyncStore {
     }
 
     public func transaction<T: Sendable>(_ body: @Sendable (any SharedTransaction) async throws -> T) async throws -> T {
+        try await withTransaction { connection in try await body(PostgresTransaction(connection: connection, logger: self.logger)) }
+    }
+
+    /// Runs `body` in a transaction on a pooled connection; retries lock conflicts; rethrows the cause of a
+    /// failure rather than postgres-nio's wrapper.
+    func withTransaction<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
         var attempt = 0
         while true {
             attempt += 1
             do {
-                return try await client.withTransaction(logger: logger) { connection in
-                    try await body(PostgresTransaction(connection: connection, logger: logger))
+                return try await client.withTransaction(logger: logger) { connection in try await body(connection) }
+            } catch let error as PostgresTransactionError {
+                // The body's own error (or the database's) is what callers see, not the wrapper.
+                let cause = error.closureError ?? error.commitError ?? error.beginError ?? error
+                if attempt < 8, Self.isRetryable(cause) {
+                    logger.debug("Retrying a transaction that lost a lock conflict", metadata: ["attempt": "\(attempt)"])
+                    continue
                 }
-            } catch let error as PSQLError where attempt < 8 && Self.isRetryable(error) {
-                logger.debug("Retrying a transaction that lost a lock conflict", metadata: ["attempt": "\(attempt)"])
+                throw cause
             }
         }
     }
 
     /// Deadlocks and serialization failures: the transaction was rolled back and may simply run again.
-    static func isRetryable(_ error: PSQLError) -> Bool {
-        guard let state = error.serverInfo?[.sqlState] else { return false }
+    static func isRetryable(_ error: any Error) -> Bool {
+        guard let error = error as? PSQLError, let state = error.serverInfo?[.sqlState] else { return false }
         return state == "40P01" || state == "40001"
     }
 
