@@ -7,12 +7,18 @@ extension MonitorEngine {
     /// Loads the state from the store, then runs the pipeline until graceful shutdown or cancellation.
     /// Requests already queued at shutdown are committed before it returns; then the store is closed.
     public func run() async throws {
-        if let shared {
-            try await shared.prepare()
-            try await webhooks.load()
-            cache.withLock { $0.policy = NotificationPolicy(configuration: configuration.notifications) }
-        } else {
-            try await load()
+        do {
+            if let shared {
+                try await shared.prepare()
+                try await webhooks.load()
+                cache.withLock { $0.policy = NotificationPolicy(configuration: configuration.notifications) }
+            } else {
+                try await load()
+            }
+        } catch {
+            // postgres-nio hides the server's message from the plain description; the reflection has it.
+            logger.error("Monitor engine could not load the store", metadata: ["error": "\(String(reflecting: error))"])
+            throw error
         }
         phase.store(Phase.ready.rawValue, ordering: .releasing)
         logger.info("Monitor engine ready", metadata: ["devices.count": "\(cache.withLock { $0.records.count })", "store.shared": "\(shared != nil)"])

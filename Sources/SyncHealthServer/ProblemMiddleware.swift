@@ -1,7 +1,7 @@
 import Hummingbird
 import Logging
 
-/// Turns every error into problem+json: `APIError` with its own status, Hummingbird's `HTTPResponseError`s with their
+/// Turns every error into problem+json: `APIError` with its own status, `EngineError` as its API error, Hummingbird's `HTTPResponseError`s with their
 /// status, anything else into a bare 500 that is logged.
 struct ProblemMiddleware: RouterMiddleware {
     typealias Context = AppRequestContext
@@ -12,6 +12,9 @@ struct ProblemMiddleware: RouterMiddleware {
         do {
             return try await next(request, context)
         } catch let error as APIError {
+            return error.problem.response(extraHeaders: error.headers)
+        } catch let error as EngineError {
+            let error = error.apiError
             return error.problem.response(extraHeaders: error.headers)
         } catch let error as any HTTPResponseError {
             // Hummingbird's own errors (HTTPError, NIOTooManyBytesError for bodies over the limit, ...).

@@ -9,7 +9,10 @@ import NIOHTTPTypes
 /// - an HTTP parse error (oversized headers, malformed requests) gets problem+json, `431` for oversized headers
 ///   and `400` otherwise, then the connection closes;
 /// - a request that has not arrived in full within `requestTimeout` of the connection opening or of the
-///   previous response (a client trickling bytes) gets `408` problem+json, then the connection closes.
+///   previous response (a client trickling bytes) gets `408` problem+json, then the connection closes;
+/// - a kept-alive connection on which no new request began within `requestTimeout` of the previous response is
+///   closed without an answer: a `408` there would be read as the answer to the client's next request.
+///   (This handler sees parsed parts: a request whose head is still trickling in looks idle and is closed too.)
 final class RequestGuardHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
@@ -19,6 +22,10 @@ final class RequestGuardHandler: ChannelDuplexHandler, RemovableChannelHandler {
     let requestTimeout: TimeAmount
     private var timer: Scheduled<Void>?
     private var closing = false
+    /// Whether a response has been sent on this connection.
+    private var answeredOne = false
+    /// Whether the head of the request being awaited has arrived.
+    private var headSeen = false
 
     init(requestTimeout: TimeAmount) {
         self.requestTimeout = requestTimeout
@@ -45,16 +52,25 @@ final class RequestGuardHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if case .end = unwrapInboundIn(data) {
+        switch unwrapInboundIn(data) {
+        case .head:
+            headSeen = true
+        case .end:
             // The request is complete: the deadline is met. It starts again after the response.
             timer?.cancel()
             timer = nil
+        case .body:
+            break
         }
         context.fireChannelRead(data)
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        if case .end = unwrapOutboundIn(data), !closing { arm(context) }
+        if case .end = unwrapOutboundIn(data), !closing {
+            answeredOne = true
+            headSeen = false
+            arm(context)
+        }
         context.write(data, promise: promise)
     }
 
@@ -77,6 +93,11 @@ final class RequestGuardHandler: ChannelDuplexHandler, RemovableChannelHandler {
         timer = context.eventLoop.scheduleTask(in: requestTimeout) {
             let (handler, context) = bound.value
             handler.timer = nil
+            if handler.answeredOne && !handler.headSeen {
+                handler.closing = true
+                context.close(promise: nil)
+                return
+            }
             handler.respond(context, problem: Problem(
                 slug: "request-timeout", title: "Request timeout", status: .requestTimeout,
                 detail: "The request did not arrive in full in time; the connection is closed."))

@@ -44,6 +44,8 @@ public final class WebhookCenter: Service, Sendable {
     let logger: Logger
     let subscriptions = Mutex<[String: WebhookSubscription]>([:])
     let wake = WakeSignal()
+    /// Signalled by the first `load()`.
+    let loadedSignal = WakeSignal()
     let loaded = Atomic<Bool>(false)
     let attempts = Counter(label: "synchealth_webhook_attempts_total")
     let delivered = Counter(label: "synchealth_webhook_delivered_total")
@@ -62,7 +64,7 @@ public final class WebhookCenter: Service, Sendable {
     func load() async throws {
         let all = try await store.webhooks()
         subscriptions.withLock { s in s = Dictionary(uniqueKeysWithValues: all.map { ($0.id, $0) }) }
-        loaded.store(true, ordering: .releasing)
+        if !loaded.exchange(true, ordering: .acquiringAndReleasing) { loadedSignal.signal() }
     }
 
     /// Active subscriptions that want `kind`.
@@ -92,21 +94,33 @@ public final class WebhookCenter: Service, Sendable {
         }
         let subscription = WebhookSubscription(id: "wh_" + GeneratedKeys.randomToken().prefix(22), url: url, kinds: parsedKinds,
                                                description: description, secret: WebhookSigner.makeSecret(), createdAt: clock.now)
-        try await store.saveWebhook(subscription)
+        try await management { try await store.saveWebhook(subscription) }
         subscriptions.withLock { $0[subscription.id] = subscription }
         return subscription
     }
 
     /// Every subscription.
     public func list() async throws -> [WebhookSubscription] {
-        try await refreshIfShared()
+        try await management { try await refreshIfShared() }
         return subscriptions.withLock { $0.values.sorted { ($0.createdAt, $0.id) < ($1.createdAt, $1.id) } }
     }
 
     /// One subscription.
     public func get(_ id: String) async throws -> WebhookSubscription? {
-        try await refreshIfShared()
+        try await management { try await refreshIfShared() }
         return subscriptions.withLock { $0[id] }
+    }
+
+    /// Runs a management call's store access: `starting` until the engine has loaded the store (a shared
+    /// store is migrated then), and a store failure becomes `storeUnavailable` (503), logged here.
+    func management<T>(_ body: () async throws -> T) async throws -> T {
+        guard loaded.load(ordering: .acquiring) else { throw EngineError.starting }
+        do {
+            return try await body()
+        } catch {
+            logger.error("Webhook store access failed", metadata: ["error": "\(String(reflecting: error))"])
+            throw EngineError.storeUnavailable
+        }
     }
 
     /// With a store shared by several replicas, another replica may have changed the subscriptions: the
@@ -117,7 +131,7 @@ public final class WebhookCenter: Service, Sendable {
 
     /// Deletes a subscription with its pending messages and log.
     public func delete(_ id: String) async throws -> Bool {
-        let existed = try await store.deleteWebhook(id: id)
+        let existed = try await management { try await store.deleteWebhook(id: id) }
         subscriptions.withLock { _ = $0.removeValue(forKey: id) }
         return existed
     }
@@ -125,13 +139,13 @@ public final class WebhookCenter: Service, Sendable {
     /// A page of the delivery log.
     public func deliveries(_ id: String, limit: Int, before cursor: Int64?) async throws -> (attempts: [DeliveryAttempt], nextCursor: Int64?) {
         guard try await get(id) != nil else { throw WebhookError.notFound }
-        return try await store.deliveries(webhookId: id, limit: limit, before: cursor)
+        return try await management { try await store.deliveries(webhookId: id, limit: limit, before: cursor) }
     }
 
     /// Sends a failed message again, with a fresh schedule.
     public func resend(_ id: String, messageId: String) async throws -> Bool {
         guard try await get(id) != nil else { throw WebhookError.notFound }
-        let found = try await store.resend(webhookId: id, messageId: messageId, now: clock.now)
+        let found = try await management { try await store.resend(webhookId: id, messageId: messageId, now: clock.now) }
         if found { wake.signal() }
         return found
     }
@@ -139,9 +153,13 @@ public final class WebhookCenter: Service, Sendable {
     // MARK: Delivery
 
     /// Drains the outbox until graceful shutdown.
+    /// The engine loads the subscriptions once the store is ready (migrated); delivery starts after that.
     public func run() async throws {
-        if !loaded.load(ordering: .acquiring) { try await load() }
         await cancelWhenGracefulShutdown {
+            while !self.loaded.load(ordering: .acquiring) {
+                if Task.isCancelled { return }
+                await self.loadedSignal.wait()
+            }
             await self.loop()
         }
     }

@@ -37,6 +37,13 @@ final class RawConnection {
         return String(decoding: buffer[0..<n], as: UTF8.self)
     }
 
+    /// Reads until what arrived contains `marker` (or the server closes, or nothing more arrives in time).
+    func receive(until marker: String) -> String {
+        var text = ""
+        while !text.contains(marker), let more = receive(), !more.isEmpty { text += more }
+        return text
+    }
+
     deinit { close(fd) }
 }
 
@@ -58,6 +65,28 @@ struct HostileClientTests {
         #expect(answer?.contains("application/problem+json") == true)
         #expect(answer?.contains("urn:synchealth:problem:request-timeout") == true)
         #expect(try await server.request("GET", "/readyz").status == 200)
+    }
+
+    @Test("a kept-alive connection left idle past the request timeout is closed without a 408; a trickling body on it still gets one")
+    func idleKeepAlive() async throws {
+        let server = try LiveServer(environment: ["SYNCHEALTH_REQUEST_TIMEOUT": "1", "SYNCHEALTH_INGEST_KEYS": "k"])
+        defer { server.stop() }
+        let idle = try #require(RawConnection(port: server.port))
+        idle.send("GET /livez HTTP/1.1\r\nHost: x\r\n\r\n")
+        #expect(idle.receive(until: "\"pass\"}").hasPrefix("HTTP/1.1 200"))
+        // Nothing more is sent: the server closes (end of stream) and writes no 408 that a client would take
+        // for the answer to its next request.
+        var after: String?
+        for _ in 0..<3 where after == nil { after = idle.receive() }
+        #expect(after == "", "\(after ?? "nothing")")
+
+        let slow = try #require(RawConnection(port: server.port))
+        slow.send("GET /livez HTTP/1.1\r\nHost: x\r\n\r\n")
+        #expect(slow.receive(until: "\"pass\"}").hasPrefix("HTTP/1.1 200"))
+        slow.send("POST /v1/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+        var answer: String?
+        for _ in 0..<3 where answer == nil { answer = slow.receive() }
+        #expect(answer?.hasPrefix("HTTP/1.1 408") == true, "\(answer ?? "nothing")")
     }
 
     @Test("oversized headers get 431 and malformed requests 400, as problem+json, without harm")

@@ -18,6 +18,8 @@ final class TestReceiver: Sendable {
         let timestamp: String
         let signature: String
         let body: [UInt8]
+        /// When it arrived.
+        var at = ContinuousClock.now
         var json: [String: Any] { (try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any]) ?? [:] }
         var type: String? { json["type"] as? String }
         var alert: [String: Any] { json["data"] as? [String: Any] ?? [:] }

@@ -1,0 +1,186 @@
+import Foundation
+import Synchronization
+import SyncHealthCore
+import SyncHealthTestSupport
+import Testing
+
+/// The replicas a client may post to; one of them dies during the test.
+final class Replicas: Sendable {
+    let alive: Mutex<[LiveServer]>
+    /// When a replica was killed.
+    let killedAt = Mutex<ContinuousClock.Instant?>(nil)
+    init(_ servers: [LiveServer]) { alive = Mutex(servers) }
+
+    func any() -> LiveServer? { alive.withLock { $0.randomElement() } }
+    func remove(_ server: LiveServer) { alive.withLock { $0.removeAll { $0 === server } } }
+}
+
+extension CrashState {
+    /// Posts the device's batches in order, each to a random live replica until one acknowledges it.
+    nonisolated func drive(_ index: Int, replicas: Replicas) async {
+        while let batch = await nextBatch(index) {
+            let body = #"{"device": {"deviceId": "\#(batch.id)", "appId": "com.crash"}, "events": [\#(batch.events.map(eventJSON).joined(separator: ","))]}"#
+            guard let server = replicas.any() else { return }
+            if let response = try? await server.request("POST", "/v1/events", key: "crash-ingest", body: Data(body.utf8)),
+               response.status == 202,
+               let json = try? JSONSerialization.jsonObject(with: response.body) as? [String: Any],
+               let accepted = json["accepted"] as? Int, let duplicates = json["duplicates"] as? Int {
+                await record(index, accepted: accepted, duplicates: duplicates)
+            } else {
+                // No answer (the replica died) or not accepted: unacknowledged, posted again.
+                await markRetrying(index)
+                try? await Task.sleep(for: .milliseconds(20))
+            }
+        }
+    }
+}
+
+/// The same random devices as the crash test, without sync errors: the alerts of this test come from the
+/// breaking devices only, so that every transition is known.
+func quietDevice(_ index: Int, rng: inout some RandomNumberGenerator) -> CrashDevice {
+    var device = randomDevice(index, rng: &rng)
+    device.batches = device.batches.map { batch in
+        batch.map { e in
+            guard case .activity(let a) = e.body else { return e }
+            return DeviceEvent(eventId: e.eventId, occurredAt: e.occurredAt,
+                               body: .activity(.init(phase: a.phase, state: a.state == .failed ? .succeeded : a.state, startedAt: a.startedAt)))
+        }
+    }
+    return device
+}
+
+/// Posts one batch of raw event JSON for a device until a replica acknowledges it.
+func postUntilAcknowledged(_ deviceId: String, _ events: [String], to replicas: Replicas) async throws {
+    let body = #"{"device": {"deviceId": "\#(deviceId)", "appId": "com.crash"}, "events": [\#(events.joined(separator: ","))]}"#
+    for _ in 0..<200 {
+        if let server = replicas.any(), let response = try? await server.request("POST", "/v1/events", key: "crash-ingest", body: Data(body.utf8)),
+           response.status == 202 {
+            return
+        }
+        try await Task.sleep(for: .milliseconds(20))
+    }
+    Issue.record("\(deviceId): no replica acknowledged the batch")
+}
+
+func breakingEvents(_ deviceId: String, at: Timestamp) -> [String] {
+    [#"{"eventId": "\#(deviceId)-n", "occurredAt": "\#(at.rfc3339)", "kind": "network", "available": true}"#,
+     #"{"eventId": "\#(deviceId)-f", "occurredAt": "\#((at + .milliseconds(1)).rfc3339)", "kind": "activity", "phase": "export", "state": "failed", "error": {"domain": "CKErrorDomain", "code": 9}}"#]
+}
+
+func recoveryEvents(_ deviceId: String, at: Timestamp) -> [String] {
+    [#"{"eventId": "\#(deviceId)-s", "occurredAt": "\#(at.rfc3339)", "kind": "activity", "phase": "export", "state": "started"}"#]
+}
+
+@Suite("Replicas: two servers on one PostgreSQL database", .serialized, .enabled(if: PostgresTesting.baseURL != nil))
+struct ReplicaTests {
+    @Test("posts go to both at random, one is SIGKILLed mid-run: events applied once, each transition delivered once, timers taken over")
+    func twoReplicasAndAKill() async throws {
+        var rng = SplitMix64(seed: UInt64(ProcessInfo.processInfo.environment["CRASH_SEED"] ?? "") ?? UInt64.random(in: 1...UInt64.max))
+        let seed = rng.state
+        let url = try await PostgresTesting.freshDatabase()
+        let receiver = TestReceiver()
+        try await withReceiver(receiver) { port in
+            var rng = SplitMix64(seed: seed)
+            let environment = ["SYNCHEALTH_DATABASE_URL": url, "SYNCHEALTH_INGEST_KEYS": "crash-ingest", "SYNCHEALTH_READ_KEYS": "crash-read",
+                               "SYNCHEALTH_ADMIN_KEYS": "crash-admin", "SYNCHEALTH_ERROR_AFTER": "1s", "SYNCHEALTH_WEBHOOK_ALLOW_PRIVATE": "1",
+                               "SYNCHEALTH_WEBHOOK_LEASE": "20s", "SYNCHEALTH_DEVICE_RATE_LIMIT": "off"]
+            let a = try LiveServer(environment: environment)
+            let b = try LiveServer(environment: environment)
+            let replicas = Replicas([a, b])
+            for server in [a, b] {
+                #expect(try await eventually { try await server.request("GET", "/readyz").status == 200 }, "seed \(seed): a replica never got ready")
+            }
+            let hook = try await b.request("POST", "/v1/webhooks", key: "crash-admin", body: Data(#"{"url": "http://127.0.0.1:\#(port)/hook"}"#.utf8))
+            #expect(hook.status == 201)
+
+            let devices = (0..<10).map { quietDevice($0, rng: &rng) }
+            let state = CrashState(devices: devices)
+            let firstWave = (0..<8).map { "brk-a\($0)" }
+            let secondWave = (0..<8).map { "brk-b\($0)" }
+            let killAfter = Duration.milliseconds(Int.random(in: 300...900, using: &rng))
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for index in devices.indices {
+                    group.addTask { await state.drive(index, replicas: replicas) }
+                }
+                for id in firstWave {
+                    group.addTask { try await postUntilAcknowledged(id, breakingEvents(id, at: Timestamp(seconds: Date().timeIntervalSince1970)), to: replicas) }
+                }
+                group.addTask {
+                    try await Task.sleep(for: killAfter)
+                    // The second wave goes to b alone, which dies right after: its timers are a's to run.
+                    let onlyB = Replicas([b])
+                    for id in secondWave {
+                        try await postUntilAcknowledged(id, breakingEvents(id, at: Timestamp(seconds: Date().timeIntervalSince1970)), to: onlyB)
+                    }
+                    kill(b.process.processIdentifier, SIGKILL)
+                    replicas.killedAt.withLock { $0 = .now }
+                    replicas.remove(b)
+                }
+                try await group.waitForAll()
+            }
+            b.process.waitUntilExit()
+
+            // Every breaking device fires once (a runs the timers of both waves), then recovers.
+            let breaking = firstWave + secondWave
+            func firing() async throws -> Set<String> {
+                let page = try await a.request("GET", "/v1/alerts?state=firing&kind=syncError&limit=200", key: "crash-read")
+                let data = (try JSONSerialization.jsonObject(with: page.body) as? [String: Any])?["data"] as? [[String: Any]] ?? []
+                return Set(data.compactMap { $0["deviceId"] as? String })
+            }
+            let tookOver = try await eventually { try await firing().isSuperset(of: breaking) }
+            let fired = try await firing()
+            #expect(tookOver, "seed \(seed): timers not taken over: \(breaking.filter { !fired.contains($0) })")
+            for id in breaking {
+                try await postUntilAcknowledged(id, recoveryEvents(id, at: Timestamp(seconds: Date().timeIntervalSince1970)), to: replicas)
+            }
+
+            // The alerts as the store has them: each one is a firing and a resolved message.
+            let listed = try await a.request("GET", "/v1/alerts?limit=200", key: "crash-read")
+            let alerts = (try JSONSerialization.jsonObject(with: listed.body) as? [String: Any])?["data"] as? [[String: Any]] ?? []
+            #expect(alerts.count == breaking.count, "seed \(seed): one incident per breaking device")
+            #expect(alerts.allSatisfy { $0["state"] as? String == "resolved" })
+            var expected = Set<String>()
+            for alert in alerts {
+                let id = alert["id"] as? String ?? "?"
+                expected.insert(id + " alert.firing")
+                expected.insert(id + " alert.resolved")
+            }
+            func delivered() -> [String] { receiver.all.map { ($0.alert["id"] as? String ?? "?") + " " + ($0.type ?? "?") } }
+            // A message in flight on b when it died waits for its lease (20 s) before a sends it.
+            for _ in 0..<300 where Set(delivered()) != expected { try await Task.sleep(for: .milliseconds(100)) }
+            #expect(Set(delivered()) == expected, "seed \(seed): every transition reaches the receiver")
+            // Exactly once, except a message that b sent and could not record before it died: a sends it again
+            // after the lease, with the same webhook-id (receivers drop repeats by id).
+            var byId: [String: [TestReceiver.Received]] = [:]
+            for message in receiver.all { byId[message.id, default: []].append(message) }
+            #expect(byId.count == expected.count, "seed \(seed): one webhook-id per transition")
+            let killInstant = replicas.killedAt.withLock { $0 }
+            for (id, copies) in byId where copies.count > 1 {
+                #expect(copies.count == 2 && killInstant.map { copies[0].at < $0 } == true, "seed \(seed): \(id) delivered \(copies.count) times")
+            }
+
+            // Every acknowledged event applied once: the state equals the fold of all events.
+            for device in await state.devices {
+                #expect(device.nextBatch == device.batches.count, "seed \(seed): \(device.id) not finished")
+                #expect(device.acceptedTotal <= device.allEvents.count, "seed \(seed): \(device.id) applied twice")
+                #expect(device.violations.isEmpty, "seed \(seed): \(device.id): \(device.violations)")
+                var reference = MonitorState()
+                for e in device.allEvents.sorted(by: { $0.occurredAt < $1.occurredAt }) { reference.apply(e, receivedAt: e.occurredAt) }
+                let response = try await a.request("GET", "/v1/devices/\(device.id)?appId=com.crash", key: "crash-read")
+                #expect(response.status == 200, "seed \(seed): \(device.id): \(String(decoding: response.body, as: UTF8.self))")
+                let status = try #require(try JSONSerialization.jsonObject(with: response.body) as? [String: Any])
+                #expect(status["syncStateSummary"] as? String == reference.summary.rawValue, "seed \(seed): \(device.id)")
+                #expect(status["pendingChanges"] as? Int == reference.pendingChanges, "seed \(seed): \(device.id)")
+                #expect((status["isNetworkAvailable"] as? Bool) == reference.network, "seed \(seed): \(device.id)")
+                for (name, phase) in [("setupState", Phase.setup), ("importState", .import), ("exportState", .export)] {
+                    let slot = status[name] as? [String: Any]
+                    #expect(slot?["status"] as? String == reference[phase].state.status.rawValue, "seed \(seed): \(device.id) \(name)")
+                }
+            }
+            let summary = try await a.request("GET", "/v1/summary", key: "crash-read")
+            let counts = try #require(try JSONSerialization.jsonObject(with: summary.body) as? [String: Any])
+            #expect(counts["devices"] as? Int == devices.count + breaking.count, "seed \(seed): counters agree with the devices")
+            #expect(a.stop() == 0)
+        }
+    }
+}
