@@ -62,6 +62,22 @@ func postUntilAcknowledged(_ deviceId: String, _ events: [String], to replicas: 
     Issue.record("\(deviceId): no replica acknowledged the batch")
 }
 
+/// Posts one batch until a replica acknowledges it; returns the number of its events the service accepted
+/// (not duplicates).
+func acceptedCount(_ deviceId: String, _ events: [String], to replicas: Replicas) async throws -> Int {
+    let body = #"{"device": {"deviceId": "\#(deviceId)", "appId": "com.crash"}, "events": [\#(events.joined(separator: ","))]}"#
+    for _ in 0..<200 {
+        if let server = replicas.any(), let response = try? await server.request("POST", "/v1/events", key: "crash-ingest", body: Data(body.utf8)),
+           response.status == 202,
+           let json = try? JSONSerialization.jsonObject(with: response.body) as? [String: Any], let accepted = json["accepted"] as? Int {
+            return accepted
+        }
+        try await Task.sleep(for: .milliseconds(20))
+    }
+    Issue.record("\(deviceId): no replica acknowledged the batch")
+    return 0
+}
+
 func breakingEvents(_ deviceId: String, at: Timestamp) -> [String] {
     [#"{"eventId": "\#(deviceId)-n", "occurredAt": "\#(at.rfc3339)", "kind": "network", "available": true}"#,
      #"{"eventId": "\#(deviceId)-f", "occurredAt": "\#((at + .milliseconds(1)).rfc3339)", "kind": "activity", "phase": "export", "state": "failed", "error": {"domain": "CKErrorDomain", "code": 9}}"#]
@@ -97,6 +113,7 @@ struct ReplicaTests {
             let state = CrashState(devices: devices)
             let firstWave = (0..<8).map { "brk-a\($0)" }
             let secondWave = (0..<8).map { "brk-b\($0)" }
+            let contendedEvents = 40
             let killAfter = Duration.milliseconds(Int.random(in: 300...900, using: &rng))
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for index in devices.indices {
@@ -104,6 +121,22 @@ struct ReplicaTests {
                 }
                 for id in firstWave {
                     group.addTask { try await postUntilAcknowledged(id, breakingEvents(id, at: Timestamp(seconds: Date().timeIntervalSince1970)), to: replicas) }
+                }
+                // One device written through both replicas at once: 40 single-event posts, 8 in flight at a time.
+                // Without a per-device lock, two replicas would read the same state and one write would be lost.
+                group.addTask {
+                    let base = Timestamp(seconds: Date().timeIntervalSince1970)
+                    let accepted = try await withThrowingTaskGroup(of: Int.self) { posts in
+                        var total = 0
+                        for i in 0..<contendedEvents {
+                            if i >= 8, let n = try await posts.next() { total += n }
+                            let event = #"{"eventId": "contended-\#(i)", "occurredAt": "\#((base + .milliseconds(i)).rfc3339)", "kind": "pending", "pendingChanges": \#(i)}"#
+                            posts.addTask { try await acceptedCount("contended", [event], to: replicas) }
+                        }
+                        for try await n in posts { total += n }
+                        return total
+                    }
+                    #expect(accepted == contendedEvents, "seed \(seed): every contended event accepted exactly once")
                 }
                 group.addTask {
                     try await Task.sleep(for: killAfter)
@@ -177,9 +210,12 @@ struct ReplicaTests {
                     #expect(slot?["status"] as? String == reference[phase].state.status.rawValue, "seed \(seed): \(device.id) \(name)")
                 }
             }
+            let contended = try await a.request("GET", "/v1/devices/contended?appId=com.crash", key: "crash-read")
+            let contendedStatus = try JSONSerialization.jsonObject(with: contended.body) as? [String: Any]
+            #expect(contendedStatus?["pendingChanges"] as? Int == contendedEvents - 1, "seed \(seed): the latest of the contended events wins")
             let summary = try await a.request("GET", "/v1/summary", key: "crash-read")
             let counts = try #require(try JSONSerialization.jsonObject(with: summary.body) as? [String: Any])
-            #expect(counts["devices"] as? Int == devices.count + breaking.count, "seed \(seed): counters agree with the devices")
+            #expect(counts["devices"] as? Int == devices.count + breaking.count + 1, "seed \(seed): counters agree with the devices")
             #expect(a.stop() == 0)
         }
     }
