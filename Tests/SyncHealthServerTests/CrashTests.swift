@@ -95,30 +95,36 @@ struct CrashTests {
             if killAfter == nil {
                 // Last round: every batch is acknowledged. Compare with the reference fold.
                 for device in await state.devices {
-                    #expect(device.nextBatch == device.batches.count, "seed \(seed): \(device.id) not finished")
-                    // A batch whose 202 was lost in a kill comes back as duplicates: never more accepted than sent.
-                    #expect(device.acceptedTotal <= device.allEvents.count, "seed \(seed): \(device.id) accepted \(device.acceptedTotal) of \(device.allEvents.count): applied twice")
-                    #expect(device.violations.isEmpty, "seed \(seed): \(device.id): \(device.violations)")
-                    var reference = MonitorState()
-                    for e in device.allEvents.sorted(by: { $0.occurredAt < $1.occurredAt }) { reference.apply(e, receivedAt: e.occurredAt) }
-                    let response = try await server.request("GET", "/v1/devices/\(device.id)", key: "crash-read")
-                    let status = try #require(try JSONSerialization.jsonObject(with: response.body) as? [String: Any])
-                    #expect(status["syncStateSummary"] as? String == reference.summary.rawValue, "seed \(seed): \(device.id)")
-                    #expect(status["pendingChanges"] as? Int == reference.pendingChanges, "seed \(seed): \(device.id)")
-                    #expect((status["isNetworkAvailable"] as? Bool) == reference.network, "seed \(seed): \(device.id)")
-                    #expect((status["accountStatus"] as? String) == reference.account?.rawValue, "seed \(seed): \(device.id)")
-                    #expect(((status["lastSyncError"] as? [String: Any])?["code"] as? Int) == reference.lastSyncError?.code, "seed \(seed): \(device.id)")
-                    for (name, phase) in [("setupState", Phase.setup), ("importState", .import), ("exportState", .export)] {
-                        let slot = status[name] as? [String: Any]
-                        #expect(slot?["status"] as? String == reference[phase].state.status.rawValue, "seed \(seed): \(device.id) \(name)")
-                        #expect(slot?["startedAt"] as? String == reference[phase].state.startedAt?.rfc3339, "seed \(seed): \(device.id) \(name)")
-                    }
+                    try await expectMatchesReference(device, on: server, path: "/v1/devices/\(device.id)", seed: seed)
                 }
                 #expect(server.stop() == 0)
             } else {
                 server.process.waitUntilExit()
             }
         }
+    }
+}
+
+/// Checks a device that finished its batches: never more accepted than sent (a batch whose `202` was lost comes
+/// back as duplicates), and the state the server shows equals the reference fold of all its events.
+func expectMatchesReference(_ device: CrashDevice, on server: LiveServer, path: String, seed: UInt64) async throws {
+    #expect(device.nextBatch == device.batches.count, "seed \(seed): \(device.id) not finished")
+    #expect(device.acceptedTotal <= device.allEvents.count, "seed \(seed): \(device.id) accepted \(device.acceptedTotal) of \(device.allEvents.count): applied twice")
+    #expect(device.violations.isEmpty, "seed \(seed): \(device.id): \(device.violations)")
+    var reference = MonitorState()
+    for e in device.allEvents.sorted(by: { $0.occurredAt < $1.occurredAt }) { reference.apply(e, receivedAt: e.occurredAt) }
+    let response = try await server.request("GET", path, key: "crash-read")
+    #expect(response.status == 200, "seed \(seed): \(device.id): \(String(decoding: response.body, as: UTF8.self))")
+    let status = try #require(try JSONSerialization.jsonObject(with: response.body) as? [String: Any])
+    #expect(status["syncStateSummary"] as? String == reference.summary.rawValue, "seed \(seed): \(device.id)")
+    #expect(status["pendingChanges"] as? Int == reference.pendingChanges, "seed \(seed): \(device.id)")
+    #expect((status["isNetworkAvailable"] as? Bool) == reference.network, "seed \(seed): \(device.id)")
+    #expect((status["accountStatus"] as? String) == reference.account?.rawValue, "seed \(seed): \(device.id)")
+    #expect(((status["lastSyncError"] as? [String: Any])?["code"] as? Int) == reference.lastSyncError?.code, "seed \(seed): \(device.id)")
+    for (name, phase) in [("setupState", Phase.setup), ("importState", .import), ("exportState", .export)] {
+        let slot = status[name] as? [String: Any]
+        #expect(slot?["status"] as? String == reference[phase].state.status.rawValue, "seed \(seed): \(device.id) \(name)")
+        #expect(slot?["startedAt"] as? String == reference[phase].state.startedAt?.rfc3339, "seed \(seed): \(device.id) \(name)")
     }
 }
 

@@ -194,21 +194,7 @@ struct ReplicaTests {
 
             // Every acknowledged event applied once: the state equals the fold of all events.
             for device in await state.devices {
-                #expect(device.nextBatch == device.batches.count, "seed \(seed): \(device.id) not finished")
-                #expect(device.acceptedTotal <= device.allEvents.count, "seed \(seed): \(device.id) applied twice")
-                #expect(device.violations.isEmpty, "seed \(seed): \(device.id): \(device.violations)")
-                var reference = MonitorState()
-                for e in device.allEvents.sorted(by: { $0.occurredAt < $1.occurredAt }) { reference.apply(e, receivedAt: e.occurredAt) }
-                let response = try await a.request("GET", "/v1/devices/\(device.id)?appId=com.crash", key: "crash-read")
-                #expect(response.status == 200, "seed \(seed): \(device.id): \(String(decoding: response.body, as: UTF8.self))")
-                let status = try #require(try JSONSerialization.jsonObject(with: response.body) as? [String: Any])
-                #expect(status["syncStateSummary"] as? String == reference.summary.rawValue, "seed \(seed): \(device.id)")
-                #expect(status["pendingChanges"] as? Int == reference.pendingChanges, "seed \(seed): \(device.id)")
-                #expect((status["isNetworkAvailable"] as? Bool) == reference.network, "seed \(seed): \(device.id)")
-                for (name, phase) in [("setupState", Phase.setup), ("importState", .import), ("exportState", .export)] {
-                    let slot = status[name] as? [String: Any]
-                    #expect(slot?["status"] as? String == reference[phase].state.status.rawValue, "seed \(seed): \(device.id) \(name)")
-                }
+                try await expectMatchesReference(device, on: a, path: "/v1/devices/\(device.id)?appId=com.crash", seed: seed)
             }
             let contended = try await a.request("GET", "/v1/devices/contended?appId=com.crash", key: "crash-read")
             let contendedStatus = try JSONSerialization.jsonObject(with: contended.body) as? [String: Any]

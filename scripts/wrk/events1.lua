@@ -3,6 +3,8 @@ local counter = 0
 local thread_id = 0
 local devices = tonumber(os.getenv("WRK_DEVICES") or "100000")
 local key = os.getenv("WRK_KEY") or "bench-ingest"
+-- Event ids start with WRK_PREFIX, so that two wrk processes (one per replica) never send the same id.
+local prefix = os.getenv("WRK_PREFIX") or ""
 
 function setup(thread)
   thread:set("tid", thread_id)
@@ -17,7 +19,7 @@ request = function()
   counter = counter + 1
   local device = math.random(devices)
   local body = string.format(
-    '{"device":{"deviceId":"dev-%d","appId":"com.bench","containerId":"iCloud.com.bench"},"events":[{"eventId":"t%d-%d","occurredAt":"2026-11-22T10:00:%02d.%03dZ","kind":"network","available":true}]}',
-    device, tid, counter, counter % 60, counter % 1000)
+    '{"device":{"deviceId":"dev-%d","appId":"com.bench","containerId":"iCloud.com.bench"},"events":[{"eventId":"%st%d-%d","occurredAt":"2026-11-22T10:00:%02d.%03dZ","kind":"network","available":true}]}',
+    device, prefix, tid, counter, counter % 60, counter % 1000)
   return wrk.format("POST", "/v1/events", {["Content-Type"] = "application/json", ["Authorization"] = "Bearer " .. key}, body)
 end

@@ -3,6 +3,8 @@ local counter = 0
 local thread_id = 0
 local devices = tonumber(os.getenv("WRK_DEVICES") or "100000")
 local key = os.getenv("WRK_KEY") or "bench-ingest"
+-- Event ids start with WRK_PREFIX, so that two wrk processes (one per replica) never send the same id.
+local prefix = os.getenv("WRK_PREFIX") or ""
 function setup(thread) thread:set("tid", thread_id); thread_id = thread_id + 1 end
 function init(args) math.randomseed(tid * 104729 + os.time()) end
 request = function()
@@ -15,7 +17,7 @@ request = function()
     elseif i % 4 == 1 then kind = '"kind":"activity","phase":"import","state":"started"'
     elseif i % 4 == 2 then kind = '"kind":"activity","phase":"import","state":"succeeded"'
     else kind = '"kind":"pending","pendingChanges":0' end
-    events[i] = string.format('{"eventId":"b%d-%d-%d","occurredAt":"2026-11-22T10:%02d:%02d.%03dZ",%s}', tid, counter, i, counter % 60, i % 60, i, kind)
+    events[i] = string.format('{"eventId":"%sb%d-%d-%d","occurredAt":"2026-11-22T10:%02d:%02d.%03dZ",%s}', prefix, tid, counter, i, counter % 60, i % 60, i, kind)
   end
   local body = string.format('{"device":{"deviceId":"dev-%d","appId":"com.bench","containerId":"iCloud.com.bench"},"events":[%s]}', device, table.concat(events, ","))
   return wrk.format("POST", "/v1/events", {["Content-Type"] = "application/json", ["Authorization"] = "Bearer " .. key}, body)
