@@ -6,19 +6,52 @@ import Foundation
 
 extension EventBatch {
     /// Decodes and validates a JSON body. Each event is judged alone; only a bad envelope throws.
+    ///
+    /// One pass of `JSONParser` over the bytes, then validation from the parsed values. The messages and
+    /// pointers are those of the earlier `JSONDecoder`-based decoder; a differential test holds them equal.
     public static func decode(json: Data) throws(BatchValidationError) -> EventBatch {
-        let envelope: Envelope
+        let result = json.withUnsafeBytes { raw in Result { () throws(BatchValidationError) in try decode(utf8: raw) } }
+        return try result.get()
+    }
+
+    /// Decodes and validates a JSON body held in memory (a request's buffer, without copying it).
+    public static func decode(utf8 bytes: UnsafeRawBufferPointer) throws(BatchValidationError) -> EventBatch {
+        let root: JSONValue
         do {
-            envelope = try JSONDecoder().decode(Envelope.self, from: json)
-        } catch let error as DecodingError {
-            throw BatchValidationError(Self.pointer(error), Self.detail(error))
+            root = try JSONParser.parse(bytes.assumingMemoryBound(to: UInt8.self))
         } catch {
             throw BatchValidationError("", "the body is not valid JSON")
         }
-        guard let device = envelope.device else { throw BatchValidationError("/device", "device is required") }
+        return try decode(root)
+    }
+
+    static func decode(_ root: JSONValue) throws(BatchValidationError) -> EventBatch {
+        guard case .object = root else { throw BatchValidationError("", root == .null ? "expected an object, found null" : "expected an object") }
+        // Type errors in the envelope are reported one at a time, in field order.
+        var device: [String: String] = [:]
+        var hasDevice = false
+        if let value = root["device"], value != .null {
+            guard case .object = value else { throw BatchValidationError("/device", "expected an object") }
+            hasDevice = true
+            for name in ["deviceId", "appId", "containerId", "platform", "osVersion", "appVersion"] {
+                switch value[name] {
+                case nil, .null?: break
+                case .string(let text)?: device[name] = text
+                default: throw BatchValidationError("/device/\(name)", "expected a string")
+                }
+            }
+        }
+        var rawEvents: [JSONValue]?
+        switch root["events"] {
+        case nil, .null?: break
+        case .array(let elements)?: rawEvents = elements
+        default: throw BatchValidationError("/events", "expected an array")
+        }
+        guard hasDevice else { throw BatchValidationError("/device", "device is required") }
+
         var problems: [BatchValidationError.Item] = []
-        for (name, value) in [("deviceId", device.deviceId), ("appId", device.appId)] {
-            guard let value else {
+        for name in ["deviceId", "appId"] {
+            guard let value = device[name] else {
                 problems.append(.init(pointer: "/device/\(name)", detail: "\(name) is required"))
                 continue
             }
@@ -26,171 +59,79 @@ extension EventBatch {
                 problems.append(.init(pointer: "/device/\(name)", detail: "\(name) must be 1-128 characters of A-Z a-z 0-9 . _ : -"))
             }
         }
-        for (name, value) in [("containerId", device.containerId), ("platform", device.platform), ("osVersion", device.osVersion), ("appVersion", device.appVersion)] {
-            if let value, value.count > Limits.maxFieldLength {
+        for name in ["containerId", "platform", "osVersion", "appVersion"] {
+            if let value = device[name], value.count > Limits.maxFieldLength {
                 problems.append(.init(pointer: "/device/\(name)", detail: "\(name) is longer than \(Limits.maxFieldLength) characters"))
             }
         }
-        guard let rawEvents = envelope.events else {
+        guard let rawEvents else {
             problems.append(.init(pointer: "/events", detail: "events is required"))
             throw BatchValidationError(problems)
         }
         if rawEvents.isEmpty || rawEvents.count > Limits.maxEvents {
             problems.append(.init(pointer: "/events", detail: "events must hold 1 to \(Limits.maxEvents) events"))
         }
-        guard problems.isEmpty, let deviceId = device.deviceId, let appId = device.appId else {
+        guard problems.isEmpty, let deviceId = device["deviceId"], let appId = device["appId"] else {
             throw BatchValidationError(problems)
         }
         var events: [DeviceEvent] = []
         events.reserveCapacity(rawEvents.count)
         var rejected: [Rejection] = []
         for (index, raw) in rawEvents.enumerated() {
-            switch raw.result {
-            case .success(let event): events.append(event)
-            case .failure(let problem): rejected.append(Rejection(index: index, detail: problem.detail))
+            do {
+                events.append(try EventFields.decodeEvent(raw))
+            } catch {
+                rejected.append(Rejection(index: index, detail: error.detail))
             }
         }
         return EventBatch(
             key: DeviceKey(appId: appId, deviceId: deviceId),
-            info: DeviceInfo(containerId: device.containerId, platform: device.platform, osVersion: device.osVersion, appVersion: device.appVersion),
+            info: DeviceInfo(containerId: device["containerId"], platform: device["platform"],
+                             osVersion: device["osVersion"], appVersion: device["appVersion"]),
             events: events,
             rejected: rejected
         )
     }
-
-    static func pointer(_ error: DecodingError) -> String {
-        let path: [any CodingKey]
-        switch error {
-        case .typeMismatch(_, let c), .valueNotFound(_, let c), .dataCorrupted(let c): path = c.codingPath
-        case .keyNotFound(let key, let c): path = c.codingPath + [key]
-        @unknown default: path = []
-        }
-        return path.map { "/" + ($0.intValue.map(String.init) ?? $0.stringValue) }.joined()
-    }
-
-    static func detail(_ error: DecodingError) -> String {
-        switch error {
-        case .typeMismatch(let type, _): "expected \(Self.jsonTypeName(type))"
-        case .valueNotFound(let type, _): "expected \(Self.jsonTypeName(type)), found null"
-        case .keyNotFound(let key, _): "\(key.stringValue) is required"
-        case .dataCorrupted: "the body is not valid JSON"
-        @unknown default: "the body is not a valid batch"
-        }
-    }
-
-    static func jsonTypeName(_ type: Any.Type) -> String {
-        switch type {
-        case is String.Type: "a string"
-        case is Bool.Type: "a boolean"
-        case is Int.Type, is Double.Type: "a number"
-        case is [RawEvent].Type: "an array"
-        default: "an object"
-        }
-    }
 }
 
-/// The envelope with every field optional, so that missing fields get a precise error.
-struct Envelope: Decodable {
-    var device: RawDevice?
-    var events: [RawEvent]?
-}
-
-struct RawDevice: Decodable {
-    var deviceId: String?
-    var appId: String?
-    var containerId: String?
-    var platform: String?
-    var osVersion: String?
-    var appVersion: String?
-}
-
+/// Why one event is invalid.
 struct EventProblem: Error {
     var detail: String
 }
 
-/// One event, decoded without ever failing the whole batch: `result` holds the event or why it is invalid.
-struct RawEvent: Decodable {
-    var result: Result<DeviceEvent, EventProblem>
-
-    enum Key: String, CodingKey {
-        case eventId, occurredAt, kind, phase, state, startedAt, endedAt, activityId, error
-        case available, status, pendingChanges, oldestPendingAt, clientSummary
-    }
-
-    enum ErrorKey: String, CodingKey {
-        case domain, code, message, retryAfterSeconds, partialErrors
-    }
-
-    init(from decoder: any Decoder) {
-        do {
-            result = .success(try Self.decodeEvent(decoder))
-        } catch let problem as EventProblem {
-            result = .failure(problem)
-        } catch {
-            result = .failure(EventProblem(detail: "an event must be a JSON object"))
-        }
-    }
-
-    static func field<T: Decodable>(_ c: KeyedDecodingContainer<Key>, _ key: Key, _ type: T.Type) throws -> T? {
-        do {
-            return try c.decodeIfPresent(type, forKey: key)
-        } catch {
-            throw EventProblem(detail: "\(key.rawValue) must be \(EventBatch.jsonTypeName(type))")
-        }
-    }
-
-    static func required<T: Decodable>(_ c: KeyedDecodingContainer<Key>, _ key: Key, _ type: T.Type) throws -> T {
-        guard let value = try field(c, key, type) else { throw EventProblem(detail: "\(key.rawValue) is required") }
-        return value
-    }
-
-    static func timestamp(_ c: KeyedDecodingContainer<Key>, _ key: Key) throws -> Timestamp? {
-        guard let text = try field(c, key, String.self) else { return nil }
-        guard let time = Timestamp(rfc3339: text) else {
-            throw EventProblem(detail: "\(key.rawValue) must be an RFC 3339 date-time")
-        }
-        return time
-    }
-
-    static func enumValue<E: RawRepresentable & CaseIterable>(_ c: KeyedDecodingContainer<Key>, _ key: Key, _ type: E.Type) throws -> E where E.RawValue == String {
-        let text = try required(c, key, String.self)
-        guard let value = E(rawValue: text) else {
-            throw EventProblem(detail: "\(key.rawValue) must be one of " + E.allCases.map(\.rawValue).joined(separator: ", "))
-        }
-        return value
-    }
-
-    static func decodeEvent(_ decoder: any Decoder) throws -> DeviceEvent {
-        let c = try decoder.container(keyedBy: Key.self)
-        let eventId = try required(c, .eventId, String.self)
+/// Reads and checks the fields of one event.
+enum EventFields {
+    static func decodeEvent(_ raw: JSONValue) throws(EventProblem) -> DeviceEvent {
+        guard case .object = raw else { throw EventProblem(detail: "an event must be a JSON object") }
+        let eventId = try required(raw, "eventId", string)
         guard !eventId.isEmpty, eventId.utf8.count <= EventBatch.Limits.maxIdLength else {
             throw EventProblem(detail: "eventId must be 1-\(EventBatch.Limits.maxIdLength) characters")
         }
-        guard let occurredAt = try timestamp(c, .occurredAt) else { throw EventProblem(detail: "occurredAt is required") }
-        let kind = try required(c, .kind, String.self)
+        guard let occurredAt = try timestamp(raw, "occurredAt") else { throw EventProblem(detail: "occurredAt is required") }
+        let kind = try required(raw, "kind", string)
         let body: DeviceEvent.Body
         switch kind {
         case "activity":
-            let phase = try enumValue(c, .phase, Phase.self)
-            let state = try enumValue(c, .state, ActivityState.self)
-            let activityId = try field(c, .activityId, String.self)
+            let phase = try enumValue(raw, "phase", Phase.self)
+            let state = try enumValue(raw, "state", ActivityState.self)
+            let activityId = try field(raw, "activityId", string)
             if let activityId, activityId.utf8.count > EventBatch.Limits.maxIdLength {
                 throw EventProblem(detail: "activityId must be at most \(EventBatch.Limits.maxIdLength) characters")
             }
-            let startedAt = try timestamp(c, .startedAt)
-            let endedAt = state == .started ? nil : try timestamp(c, .endedAt)
-            let error = try decodeError(c)
+            let startedAt = try timestamp(raw, "startedAt")
+            let endedAt = state == .started ? nil : try timestamp(raw, "endedAt")
+            let error = try decodeError(raw)
             body = .activity(.init(phase: phase, state: state, startedAt: startedAt, endedAt: endedAt, activityId: activityId, error: error))
         case "network":
-            body = .network(available: try required(c, .available, Bool.self))
+            body = .network(available: try required(raw, "available", bool))
         case "account":
-            body = .account(try enumValue(c, .status, AccountStatus.self))
+            body = .account(try enumValue(raw, "status", AccountStatus.self))
         case "pending":
-            let count = try required(c, .pendingChanges, Int.self)
+            let count = try required(raw, "pendingChanges", int)
             guard count >= 0 else { throw EventProblem(detail: "pendingChanges must be an integer >= 0") }
-            body = .pending(count: count, oldestPendingAt: try timestamp(c, .oldestPendingAt))
+            body = .pending(count: count, oldestPendingAt: try timestamp(raw, "oldestPendingAt"))
         case "heartbeat":
-            let summary = try field(c, .clientSummary, String.self)
+            let summary = try field(raw, "clientSummary", string)
             body = .heartbeat(clientSummary: summary.flatMap(SyncStateSummary.init(rawValue:)))
         default:
             throw EventProblem(detail: "kind must be one of activity, network, account, pending, heartbeat")
@@ -198,27 +139,66 @@ struct RawEvent: Decodable {
         return DeviceEvent(eventId: eventId, occurredAt: occurredAt, body: body)
     }
 
-    static func decodeError(_ c: KeyedDecodingContainer<Key>) throws -> SyncErrorReport? {
-        guard c.contains(.error), !((try? c.decodeNil(forKey: .error)) ?? false) else { return nil }
-        let e: KeyedDecodingContainer<ErrorKey>
-        do {
-            e = try c.nestedContainer(keyedBy: ErrorKey.self, forKey: .error)
-        } catch {
-            throw EventProblem(detail: "error must be an object")
+    /// Reads a JSON value as `T`, or `nil` when it is of another type. The name is what messages call it.
+    struct Reader<T>: Sendable {
+        var typeName: String
+        var read: @Sendable (JSONValue) -> T?
+    }
+
+    static let string = Reader<String>(typeName: "a string") { if case .string(let s) = $0 { s } else { nil } }
+    static let bool = Reader<Bool>(typeName: "a boolean") { if case .bool(let b) = $0 { b } else { nil } }
+    static let int = Reader<Int>(typeName: "a number") { if case .number(_, let n?) = $0 { n } else { nil } }
+    static let double = Reader<Double>(typeName: "a number") { if case .number(let d, _) = $0 { d } else { nil } }
+    static let intMap = Reader<[(String, Int)]>(typeName: "an object") { value in
+        guard case .object(let members) = value else { return nil }
+        var out: [(String, Int)] = []
+        for (name, item) in members {
+            guard case .number(_, let n?) = item else { return nil }
+            // A repeated name: the first one counts, as for the other members.
+            if !out.contains(where: { $0.0 == name }) { out.append((name, n)) }
         }
-        func get<T: Decodable>(_ key: ErrorKey, _ type: T.Type) throws -> T? {
-            do { return try e.decodeIfPresent(type, forKey: key) } catch {
-                throw EventProblem(detail: "error.\(key.rawValue) must be \(EventBatch.jsonTypeName(type))")
-            }
+        return out
+    }
+
+    /// A field that may be absent or null; any other type is a problem named `prefix + name`.
+    static func field<T>(_ object: JSONValue, _ name: String, _ reader: Reader<T>, prefix: String = "") throws(EventProblem) -> T? {
+        guard let value = object[name], value != .null else { return nil }
+        guard let read = reader.read(value) else { throw EventProblem(detail: "\(prefix)\(name) must be \(reader.typeName)") }
+        return read
+    }
+
+    static func required<T>(_ object: JSONValue, _ name: String, _ reader: Reader<T>) throws(EventProblem) -> T {
+        guard let value = try field(object, name, reader) else { throw EventProblem(detail: "\(name) is required") }
+        return value
+    }
+
+    static func timestamp(_ object: JSONValue, _ name: String) throws(EventProblem) -> Timestamp? {
+        guard let text = try field(object, name, string) else { return nil }
+        guard let time = Timestamp(rfc3339: text) else { throw EventProblem(detail: "\(name) must be an RFC 3339 date-time") }
+        return time
+    }
+
+    static func enumValue<E: RawRepresentable & CaseIterable>(_ object: JSONValue, _ name: String, _ type: E.Type) throws(EventProblem) -> E
+    where E.RawValue == String {
+        let text = try required(object, name, string)
+        guard let value = E(rawValue: text) else {
+            throw EventProblem(detail: "\(name) must be one of " + E.allCases.map(\.rawValue).joined(separator: ", "))
         }
-        guard let domain = try get(.domain, String.self), !domain.isEmpty, domain.utf8.count <= EventBatch.Limits.maxFieldLength else {
-            throw EventProblem(detail: "error.domain is required (1-\(EventBatch.Limits.maxFieldLength) characters)")
+        return value
+    }
+
+    static func decodeError(_ event: JSONValue) throws(EventProblem) -> SyncErrorReport? {
+        guard let e = event["error"], e != .null else { return nil }
+        guard case .object = e else { throw EventProblem(detail: "error must be an object") }
+        let limit = EventBatch.Limits.maxFieldLength
+        guard let domain = try field(e, "domain", string, prefix: "error."), !domain.isEmpty, domain.utf8.count <= limit else {
+            throw EventProblem(detail: "error.domain is required (1-\(limit) characters)")
         }
-        guard let code = try get(.code, Int.self) else { throw EventProblem(detail: "error.code is required") }
-        let message = try get(.message, String.self).map { String($0.prefix(EventBatch.Limits.maxMessageLength)) }
-        let retryAfter = try get(.retryAfterSeconds, Double.self)
+        guard let code = try field(e, "code", int, prefix: "error.") else { throw EventProblem(detail: "error.code is required") }
+        let message = try field(e, "message", string, prefix: "error.").map { String($0.prefix(EventBatch.Limits.maxMessageLength)) }
+        let retryAfter = try field(e, "retryAfterSeconds", double, prefix: "error.")
         var partial: [Int: Int]?
-        if let raw = try get(.partialErrors, [String: Int].self) {
+        if let raw = try field(e, "partialErrors", intMap, prefix: "error.") {
             var items: [Int: Int] = [:]
             for (key, count) in raw.prefix(64) {
                 guard let itemCode = Int(key), count >= 0 else {

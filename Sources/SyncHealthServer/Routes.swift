@@ -109,11 +109,11 @@ struct EventsRoutes {
         case let other?:
             throw APIError.unsupportedEncoding(other)
         }
+        let decoded = body.withUnsafeReadableBytes { bytes in Result { () throws(BatchValidationError) in try EventBatch.decode(utf8: bytes) } }
         let batch: EventBatch
-        do {
-            batch = try EventBatch.decode(json: Data(buffer: body, byteTransferStrategy: .noCopy))
-        } catch {
-            throw APIError.invalidBody(error.errors)
+        switch decoded {
+        case .success(let value): batch = value
+        case .failure(let error): throw APIError.invalidBody(error.errors)
         }
         let decision = deviceLimiter.take("\(batch.key.appId)\u{1}\(batch.key.deviceId)", now: engine.now)
         guard decision.allowed else {
@@ -126,7 +126,21 @@ struct EventsRoutes {
             throw error.apiError
         }
         context.logger.debug("Events ingested", metadata: ["device.id": "\(batch.key.deviceId)", "events.accepted": "\(receipt.accepted)"])
-        return try JSONResponse.make(IngestResponseDTO(accepted: receipt.accepted, duplicates: receipt.duplicates, rejected: batch.rejected), status: .accepted)
+        return try Self.response(receipt, rejected: batch.rejected)
+    }
+
+    /// The `202` answer.
+    static func response(_ receipt: IngestReceipt, rejected: [EventBatch.Rejection]) throws -> Response {
+        Response(status: .accepted, headers: [.contentType: "application/json"], body: .init(byteBuffer: try body(receipt, rejected: rejected)))
+    }
+
+    /// The `202` body. Without rejections (the usual case) it is written directly, byte for byte what the
+    /// encoder writes (sorted keys, no spaces); `EventsEndpointTests` hold the two equal.
+    static func body(_ receipt: IngestReceipt, rejected: [EventBatch.Rejection]) throws -> ByteBuffer {
+        guard rejected.isEmpty else {
+            return ByteBuffer(bytes: try JSONResponse.encoder.encode(IngestResponseDTO(accepted: receipt.accepted, duplicates: receipt.duplicates, rejected: rejected)))
+        }
+        return ByteBuffer(string: #"{"accepted":\#(receipt.accepted),"duplicates":\#(receipt.duplicates),"rejected":[]}"#)
     }
 
     /// Decompresses a gzip body, refusing anything that grows past the limit (a zip bomb stops there).

@@ -26,6 +26,16 @@ struct EventsEndpointTests {
         }
     }
 
+    @Test("the directly written 202 body is byte for byte what the encoder writes")
+    func directResponseMatchesEncoder() throws {
+        for (accepted, duplicates) in [(0, 0), (1, 0), (0, 1), (1000, 999), (Int.max, 7)] {
+            let receipt = IngestReceipt(accepted: accepted, duplicates: duplicates)
+            let direct = try EventsRoutes.body(receipt, rejected: [])
+            let encoded = try JSONResponse.encoder.encode(IngestResponseDTO(accepted: accepted, duplicates: duplicates, rejected: []))
+            #expect(direct == ByteBuffer(bytes: encoded), "\(String(buffer: direct))")
+        }
+    }
+
     @Test("invalid events are listed in rejected with their index, valid ones still applied")
     func perEventRejection() async throws {
         let service = TestService()
