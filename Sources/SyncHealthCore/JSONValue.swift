@@ -143,15 +143,19 @@ struct JSONParser: ~Copyable {
     private mutating func string() throws(JSONSyntaxError) -> String {
         i += 1
         let start = i
-        // Fast path: no escapes.
+        // Fast path: no escapes. ASCII needs no validation (`String(validating:)` is not specialized and was
+        // the top cost of decoding).
+        var ascii = true
         while i < bytes.count {
             let b = bytes[i]
             if b == UInt8(ascii: "\"") {
-                let text = String(validating: UnsafeBufferPointer(rebasing: bytes[start..<i]), as: UTF8.self)
+                let raw = UnsafeBufferPointer(rebasing: bytes[start..<i])
+                let text = ascii ? String(decoding: raw, as: UTF8.self) : String(validating: raw, as: UTF8.self)
                 guard let text else { throw JSONSyntaxError(offset: start) }
                 i += 1
                 return text
             }
+            ascii = ascii && b < 0x80
             if b == UInt8(ascii: "\\") { break }
             guard b >= 0x20 else { throw failure }
             i += 1
