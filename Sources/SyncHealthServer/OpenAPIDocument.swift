@@ -288,6 +288,7 @@ paths:
         "401": {$ref: "#/components/responses/Unauthorized"}
         "403": {$ref: "#/components/responses/Forbidden"}
         "429": {$ref: "#/components/responses/TooManyRequests"}
+        "503": {$ref: "#/components/responses/Unavailable"}
   /v1/webhooks/{id}:
     parameters:
       - {$ref: "#/components/parameters/WebhookId"}
@@ -305,6 +306,7 @@ paths:
         "403": {$ref: "#/components/responses/Forbidden"}
         "404": {$ref: "#/components/responses/NotFound"}
         "429": {$ref: "#/components/responses/TooManyRequests"}
+        "503": {$ref: "#/components/responses/Unavailable"}
     delete:
       tags: [webhooks]
       operationId: deleteWebhook
@@ -315,6 +317,7 @@ paths:
         "403": {$ref: "#/components/responses/Forbidden"}
         "404": {$ref: "#/components/responses/NotFound"}
         "429": {$ref: "#/components/responses/TooManyRequests"}
+        "503": {$ref: "#/components/responses/Unavailable"}
   /v1/webhooks/{id}/deliveries:
     parameters:
       - {$ref: "#/components/parameters/WebhookId"}
@@ -343,6 +346,7 @@ paths:
         "403": {$ref: "#/components/responses/Forbidden"}
         "404": {$ref: "#/components/responses/NotFound"}
         "429": {$ref: "#/components/responses/TooManyRequests"}
+        "503": {$ref: "#/components/responses/Unavailable"}
   /v1/webhooks/{id}/deliveries/{deliveryId}/resend:
     parameters:
       - {$ref: "#/components/parameters/WebhookId"}
@@ -370,6 +374,7 @@ paths:
         "403": {$ref: "#/components/responses/Forbidden"}
         "404": {$ref: "#/components/responses/NotFound"}
         "429": {$ref: "#/components/responses/TooManyRequests"}
+        "503": {$ref: "#/components/responses/Unavailable"}
   /livez:
     get:
       tags: [service]
