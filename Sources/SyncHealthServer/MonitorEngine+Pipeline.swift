@@ -8,14 +8,23 @@ extension MonitorEngine {
     /// Requests already queued at shutdown are committed before it returns; then the store is closed.
     public func run() async throws {
         do {
-            if let shared {
-                try await shared.prepare()
-                try await webhooks.load()
-                cache.withLock { $0.policy = NotificationPolicy(configuration: configuration.notifications) }
-            } else {
-                try await load()
+            // A shutdown while the store is still unreachable (a database that does not answer) ends the wait.
+            try await cancelWhenGracefulShutdown {
+                if let shared = self.shared {
+                    try await shared.prepare()
+                    try await self.webhooks.load()
+                    self.cache.withLock { $0.policy = NotificationPolicy(configuration: self.configuration.notifications) }
+                } else {
+                    try await self.load()
+                }
             }
         } catch {
+            if Task.isShuttingDownGracefully || Task.isCancelled {
+                phase.store(Phase.stopped.rawValue, ordering: .releasing)
+                try? await store.close()
+                logger.info("Monitor engine stopped before it was ready")
+                return
+            }
             // postgres-nio hides the server's message from the plain description; the reflection has it.
             logger.error("Monitor engine could not load the store", metadata: ["error": "\(String(reflecting: error))"])
             throw error

@@ -173,6 +173,17 @@ struct LiveServerTests {
         }
     }
 
+    @Test("SIGTERM while the database does not answer stops the server at once, not after the pool gives up")
+    func shutdownWhileTheDatabaseIsDown() async throws {
+        // Nothing listens on port 1: the pool retries with backoff for about a minute before it gives up.
+        let server = try LiveServer(environment: ["SYNCHEALTH_DATABASE_URL": "postgres://nobody@127.0.0.1:1/none?sslmode=disable"])
+        #expect(try await server.request("GET", "/readyz").status == 503)
+        let started = ContinuousClock.now
+        #expect(server.stop() == 0)
+        #expect(ContinuousClock.now - started < .seconds(15), "stopped after \(ContinuousClock.now - started)")
+        #expect(server.captured.text.withLock { $0 }.contains("Monitor engine stopped before it was ready"))
+    }
+
     @Test("bad configuration fails at start with the variable's name")
     func badConfiguration() async throws {
         do {

@@ -1,6 +1,8 @@
 import Testing
 import SyncHealthCore
-import SyncHealthPostgres
+import Logging
+import PostgresNIO
+@testable import SyncHealthPostgres
 @testable import SyncHealthStore
 import SyncHealthTestSupport
 
@@ -123,6 +125,38 @@ struct SharedStoreTests {
             #expect(try await store.devices(DeviceQuery(summary: summary), after: 0, limit: 10).records.contains { $0.key.appId == "a1" })
             #expect(try await store.devices(DeviceQuery(appId: "a1", containerId: "iCloud.x"), after: 0, limit: 10).records.map(\.key.deviceId) == ["x"])
             #expect(try await store.device(DeviceKey(appId: "a1", deviceId: "x")) == richRecord("x", app: "a1"))
+        }
+    }
+}
+
+@Suite("PostgreSQL schema", .enabled(if: PostgresTesting.baseURL != nil))
+struct PostgresSchemaTests {
+    @Test("preparing again changes nothing; a schema written by a newer version is refused, not altered")
+    func newerSchema() async throws {
+        let url = try await PostgresTesting.freshDatabase()
+        let store = try PostgresStore(url: url, logger: Logger(label: "test"))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            let service = store.service
+            group.addTask { try await service.run() }
+            defer { group.cancelAll() }
+            try await store.prepare()
+            try await store.prepare()
+            func versions() async throws -> [Int] {
+                try await store.withTransaction { connection in
+                    var out: [Int] = []
+                    for try await v in try await connection.query("SELECT version FROM synchealth_migrations ORDER BY version", logger: Logger(label: "test"))
+                        .decode(Int.self) { out.append(v) }
+                    return out
+                }
+            }
+            #expect(try await versions() == Array(1...PostgresStore.migrations.count))
+            // A future version registered a migration this one does not know.
+            let future = PostgresStore.migrations.count + 1
+            try await store.withTransaction { connection in
+                try await connection.query("INSERT INTO synchealth_migrations (version, name) VALUES (\(future), 'from the future')", logger: Logger(label: "test"))
+            }
+            await #expect(throws: StoreError.self) { try await store.prepare() }
+            #expect(try await versions() == Array(1...future))
         }
     }
 }
