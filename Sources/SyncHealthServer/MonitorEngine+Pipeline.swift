@@ -61,13 +61,9 @@ extension MonitorEngine {
             c.contributions.reserveCapacity(state.devices.count)
             c.deadlineOf.reserveCapacity(state.devices.count)
             for record in state.devices {
-                let i = c.records.count
-                c.index[record.key] = i
-                c.records.append(record)
                 let contribution = record.fleetContribution(now: now, configuration: alerts)
-                c.contributions.append(contribution)
+                let i = c.append(record, contribution: contribution)
                 c.counters.replace(nil, with: contribution)
-                c.deadlineOf.append(.max)
                 // Evaluate a copy: anything that came due while the server was down is served at once,
                 // through the pipeline, so that its transitions are committed like any other.
                 var probe = record
@@ -336,11 +332,7 @@ struct Plan {
                 c.records[i] = item.record
                 c.contributions[i] = item.contribution
             } else {
-                i = c.records.count
-                c.index[item.record.key] = i
-                c.records.append(item.record)
-                c.contributions.append(item.contribution)
-                c.deadlineOf.append(.max)
+                i = c.append(item.record, contribution: item.contribution)
             }
             c.setDeadline(item.deadline, for: i)
         }

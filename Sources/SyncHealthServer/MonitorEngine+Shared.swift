@@ -80,15 +80,3 @@ extension MonitorEngine {
         return true
     }
 }
-
-extension Cache {
-    /// Adds a device at the end; returns its index.
-    mutating func append(_ record: DeviceRecord, contribution: FleetContribution) -> Int {
-        let i = records.count
-        index[record.key] = i
-        records.append(record)
-        contributions.append(contribution)
-        deadlineOf.append(.max)
-        return i
-    }
-}

@@ -93,7 +93,7 @@ public final class MonitorEngine: Service, Sendable {
     public func devices(withId deviceId: String) async throws(EngineError) -> [DeviceKey] {
         try checkReadable()
         if let shared { return try await read { try await shared.deviceKeys(deviceId: deviceId) } }
-        return cache.withLock { c in c.records.lazy.filter { $0.key.deviceId == deviceId }.map(\.key) }
+        return cache.withLock { $0.keys(deviceId: deviceId) }
     }
 
     /// A page of devices matching `filter`, in first-seen order.
@@ -227,6 +227,24 @@ struct Cache {
     var fleetAlerts = FleetAlerts()
     var firing: [AlertKind: Int] = [:]
     var policy = NotificationPolicy()
+    /// Every app with a device here: a lookup by device id alone tries each (apps are few, devices many).
+    var appIds: Set<String> = []
+
+    /// Adds a device at the end; returns its index.
+    mutating func append(_ record: DeviceRecord, contribution: FleetContribution) -> Int {
+        let i = records.count
+        index[record.key] = i
+        records.append(record)
+        contributions.append(contribution)
+        deadlineOf.append(.max)
+        appIds.insert(record.key.appId)
+        return i
+    }
+
+    /// The devices with `deviceId`, in any app.
+    func keys(deviceId: String) -> [DeviceKey] {
+        appIds.sorted().map { DeviceKey(appId: $0, deviceId: deviceId) }.filter { index[$0] != nil }
+    }
 
     mutating func setDeadline(_ at: Timestamp?, for index: Int) {
         let value = at?.microseconds ?? .max

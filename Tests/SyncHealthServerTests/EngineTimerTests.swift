@@ -110,7 +110,7 @@ struct EngineTimerTests {
         }
     }
 
-    @Test("a restart on the same data directory keeps devices, counters and dedupe")
+    @Test("a restart on the same data directory keeps devices, counters, dedupe and lookups by id")
     func restartKeepsState() async throws {
         let dir = temporaryDirectory()
         let first = TestService(store: try SQLiteStore(directory: dir, synchronous: .normal))
@@ -120,6 +120,8 @@ struct EngineTimerTests {
         let second = TestService(store: try SQLiteStore(directory: dir, synchronous: .normal))
         try await second.test { client in
             #expect(try json(try await client.get("/v1/summary"))["devices"] as? Int == 3)
+            // Found by id alone (without appId) after the restart too.
+            #expect(try await client.get("/v1/devices/d1").status == .ok)
             let again = try json(try await client.post(batch(device: "d0", healthyEvents)))
             #expect(again["duplicates"] as? Int == 5)
             #expect(again["accepted"] as? Int == 0)
