@@ -40,10 +40,12 @@ public final class SQLiteStore: SyncStore {
             try Self.checkHeader(path)
             var configuration = Configuration()
             configuration.busyMode = .timeout(5)
-            configuration.prepareDatabase { db in
+            pool = try DatabasePool(path: path, configuration: configuration)
+            // Only the writer commits, so only its setting matters. It is set after the pool is open: opening a
+            // pool switches to WAL mode and sets `synchronous = NORMAL`, over anything `prepareDatabase` set.
+            try pool.writeWithoutTransaction { db in
                 try db.execute(sql: "PRAGMA synchronous = \(synchronous.rawValue)")
             }
-            pool = try DatabasePool(path: path, configuration: configuration)
             let migrator = Self.migrator
             try pool.read { db in
                 if try migrator.hasBeenSuperseded(db) { throw StoreError.newerSchema(path: self.path) }
@@ -199,6 +201,11 @@ public final class SQLiteStore: SyncStore {
             try db.execute(sql: "DELETE FROM seen_events WHERE recorded_at < ?", arguments: [cutoff.microseconds])
             return db.changesCount
         }
+    }
+
+    /// The writer connection's `PRAGMA synchronous`, as SQLite reports it: 1 is NORMAL, 2 is FULL.
+    func effectiveSynchronous() async throws -> Int {
+        try await pool.write { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1 }
     }
 
     public func close() async throws {

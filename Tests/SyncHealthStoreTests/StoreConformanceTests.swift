@@ -227,6 +227,16 @@ struct SQLiteStoreTests {
         #expect(throws: StoreError.self) { try SQLiteStore(directory: dir) }
     }
 
+    @Test("commits get the durability asked for: FULL by default, NORMAL when chosen", arguments: [
+        (SQLiteStore.Synchronous.full, 2), (.normal, 1),
+    ])
+    func synchronousSetting(mode: SQLiteStore.Synchronous, expected: Int) async throws {
+        let store = try SQLiteStore(directory: temporaryDirectory(), synchronous: mode)
+        // GRDB's pool sets NORMAL when it opens in WAL mode; the store's own setting must win.
+        #expect(try await store.effectiveSynchronous() == expected)
+        try await store.close()
+    }
+
     @Test("a database written by a newer schema is refused")
     func newerSchema() async throws {
         let dir = temporaryDirectory()
