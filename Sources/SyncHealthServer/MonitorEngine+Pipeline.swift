@@ -115,23 +115,12 @@ extension MonitorEngine {
         }
         if jobs.isEmpty && due.isEmpty && !settling { return false }
 
-        let seen: [Set<String>]
-        do {
-            seen = try await store.seenEventIds(jobs.map { ($0.batch.key, $0.batch.events.map(\.eventId)) })
-        } catch {
-            fail(jobs, due: due, now: now, error: error)
-            return true
-        }
-        let webhooks = self.webhooks
-        var plan = cache.withLock { c in
-            Plan.make(jobs: jobs, seen: seen, due: due, cache: c, now: now, configuration: configuration, subscribers: webhooks.subscribers(of:))
-        }
-        let counters = plan.counters
-        plan.evaluateFleet(counts: { counters[FleetScope(containerId: $0)] }, now: now, configuration: configuration,
-                           subscribers: webhooks.subscribers(of:))
+        let claims = jobs.map { (key: $0.batch.key, eventIds: $0.batch.events.map(\.eventId)) }
         let started = ContinuousClock.now
+        var plan: Plan
         do {
-            try await store.commit(plan.changes)
+            // Dedupe, plan and write in one store transaction; the plan is computed on copies of the cache.
+            plan = try await store.commit(claiming: claims, at: now) { seen in self.plan(jobs, seen: seen, due: due, now: now) }
         } catch {
             fail(jobs, due: due, now: now, error: error)
             return true
@@ -146,6 +135,18 @@ extension MonitorEngine {
         metrics.devices.record(deviceCount)
         finish(jobs, plan: plan)
         return true
+    }
+
+    /// The new states of a group, on copies of the cache: requests (given which of their ids were seen before),
+    /// due timers and the fleet rule.
+    func plan(_ jobs: [IngestJob], seen: [Set<String>], due: [Int], now: Timestamp) -> (changes: StoreChanges, result: Plan) {
+        var plan = cache.withLock { c in
+            Plan.make(jobs: jobs, seen: seen, due: due, cache: c, now: now, configuration: configuration, subscribers: webhooks.subscribers(of:))
+        }
+        let counters = plan.counters
+        plan.evaluateFleet(counts: { counters[FleetScope(containerId: $0)] }, now: now, configuration: configuration,
+                           subscribers: webhooks.subscribers(of:))
+        return (plan.changes, plan)
     }
 
     /// Up to `maxGroupRequests` queued requests, oldest first.

@@ -8,8 +8,9 @@ import SyncHealthStore
 /// The running monitor: an in-memory cache of every device over the durable store, a single serialized
 /// pipeline that applies batches and timers in group commits, and the fleet counters.
 ///
-/// Every change goes through `run()`'s pipeline, in order: read dedupe ids, plan the new states on copies,
-/// commit them in one store transaction, and only then install them in the cache and answer the requests.
+/// Every change goes through `run()`'s pipeline, in order, inside one store transaction: record the event ids
+/// (learning which were seen before), plan the new states on copies, write them and commit; only then install
+/// them in the cache and answer the requests.
 /// A failed commit changes nothing, and its requests get `EngineError.storeUnavailable`.
 public final class MonitorEngine: Service, Sendable {
     /// Tunables.

@@ -132,38 +132,37 @@ public final class SQLiteStore: SyncStore {
 
     public func commit(_ changes: StoreChanges) async throws {
         if changes.isEmpty { return }
-        let devices = changes.devices.map { (appId: $0.key.appId, deviceId: $0.key.deviceId, state: Data($0.binaryEncoded())) }
-        let ids = changes.eventIds.map { (hash: $0.key.stableHash, id: $0.eventId) }
-        let alerts = changes.alerts
-        let fleet = changes.fleetAlerts
-        let outbox = changes.outbox
-        let recordedAt = changes.recordedAt.microseconds
-        try await pool.write { db in
-            let upsertDevice = try db.cachedStatement(sql: """
-                INSERT INTO devices (app_id, device_id, state) VALUES (?, ?, ?)
-                ON CONFLICT (app_id, device_id) DO UPDATE SET state = excluded.state
-                """)
-            for d in devices { try upsertDevice.execute(arguments: [d.appId, d.deviceId, d.state]) }
-            let insertId = try db.cachedStatement(sql: "INSERT OR IGNORE INTO seen_events (device_hash, event_id, recorded_at) VALUES (?, ?, ?)")
-            for e in ids { try insertId.execute(arguments: [e.hash, e.id, recordedAt]) }
-            let upsertAlert = try db.cachedStatement(sql: """
-                INSERT INTO alerts (id, kind, state, app_id, device_id, container_id, starts_at, ends_at, summary, detail)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                ON CONFLICT (id) DO UPDATE SET state = excluded.state, ends_at = excluded.ends_at,
-                    summary = excluded.summary, detail = excluded.detail
-                """)
-            for a in alerts {
-                try upsertAlert.execute(arguments: [a.id, a.kind.rawValue, a.state.rawValue, a.appId, a.deviceId, a.containerId,
-                                                    a.startsAt.microseconds, a.endsAt?.microseconds, a.summary, a.detail])
-            }
-            for (container, startsAt) in fleet {
-                if let startsAt {
-                    try db.execute(sql: "INSERT OR REPLACE INTO fleet_alerts (container_id, starts_at) VALUES (?, ?)", arguments: [container, startsAt.microseconds])
-                } else {
-                    try db.execute(sql: "DELETE FROM fleet_alerts WHERE container_id = ?", arguments: [container])
+        let rows = Rows(changes)
+        try await pool.write { db in try rows.write(db) }
+    }
+
+    /// Records the claimed ids, plans and writes in one transaction on the writer: one B-tree descent per id
+    /// (the insert tells whether it was there), and no separate read on a reader connection.
+    public func commit<Result: Sendable>(claiming claims: [(key: DeviceKey, eventIds: [String])], at recordedAt: Timestamp,
+                                         plan: @escaping @Sendable (_ seen: [Set<String>]) throws -> (changes: StoreChanges, result: Result))
+        async throws -> Result {
+        let claims = claims.map { (hash: $0.key.stableHash, ids: $0.eventIds) }
+        return try await pool.write { db in
+            let insert = try db.cachedStatement(sql: "INSERT OR IGNORE INTO seen_events (device_hash, event_id, recorded_at) VALUES (?, ?, ?)")
+            var recordedNow: [Int64: Set<String>] = [:]
+            var seen: [Set<String>] = []
+            seen.reserveCapacity(claims.count)
+            for claim in claims {
+                var before = Set<String>()
+                for id in claim.ids {
+                    try insert.execute(arguments: [claim.hash, id, recordedAt.microseconds])
+                    if db.changesCount > 0 {
+                        recordedNow[claim.hash, default: []].insert(id)
+                    } else if recordedNow[claim.hash]?.contains(id) != true {
+                        before.insert(id)
+                    }
                 }
+                seen.append(before)
             }
-            try Self.insertOutbox(outbox, db)
+            var (changes, result) = try plan(seen)
+            changes.eventIds = []
+            try Rows(changes).write(db)
+            return result
         }
     }
 
@@ -219,4 +218,52 @@ public final class SQLiteStore: SyncStore {
 /// Closes a file descriptor (the store's own `close()` shadows the C function).
 private func closeDescriptor(_ fd: Int32) {
     _ = close(fd)
+}
+
+/// One group's rows, encoded for SQLite.
+private struct Rows: Sendable {
+    var devices: [(appId: String, deviceId: String, state: Data)]
+    var ids: [(hash: Int64, id: String)]
+    var alerts: [AlertRecord]
+    var fleet: [(containerId: String, startsAt: Timestamp?)]
+    var outbox: [OutboxMessage]
+    var recordedAt: Int64
+
+    init(_ changes: StoreChanges) {
+        devices = changes.devices.map { (appId: $0.key.appId, deviceId: $0.key.deviceId, state: Data($0.binaryEncoded())) }
+        ids = changes.eventIds.map { (hash: $0.key.stableHash, id: $0.eventId) }
+        alerts = changes.alerts
+        fleet = changes.fleetAlerts
+        outbox = changes.outbox
+        recordedAt = changes.recordedAt.microseconds
+    }
+
+    /// Writes the rows in `db`'s current transaction.
+    func write(_ db: Database) throws {
+        let upsertDevice = try db.cachedStatement(sql: """
+            INSERT INTO devices (app_id, device_id, state) VALUES (?, ?, ?)
+            ON CONFLICT (app_id, device_id) DO UPDATE SET state = excluded.state
+            """)
+        for d in devices { try upsertDevice.execute(arguments: [d.appId, d.deviceId, d.state]) }
+        let insertId = try db.cachedStatement(sql: "INSERT OR IGNORE INTO seen_events (device_hash, event_id, recorded_at) VALUES (?, ?, ?)")
+        for e in ids { try insertId.execute(arguments: [e.hash, e.id, recordedAt]) }
+        let upsertAlert = try db.cachedStatement(sql: """
+            INSERT INTO alerts (id, kind, state, app_id, device_id, container_id, starts_at, ends_at, summary, detail)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            ON CONFLICT (id) DO UPDATE SET state = excluded.state, ends_at = excluded.ends_at,
+                summary = excluded.summary, detail = excluded.detail
+            """)
+        for a in alerts {
+            try upsertAlert.execute(arguments: [a.id, a.kind.rawValue, a.state.rawValue, a.appId, a.deviceId, a.containerId,
+                                                a.startsAt.microseconds, a.endsAt?.microseconds, a.summary, a.detail])
+        }
+        for (container, startsAt) in fleet {
+            if let startsAt {
+                try db.execute(sql: "INSERT OR REPLACE INTO fleet_alerts (container_id, starts_at) VALUES (?, ?)", arguments: [container, startsAt.microseconds])
+            } else {
+                try db.execute(sql: "DELETE FROM fleet_alerts WHERE container_id = ?", arguments: [container])
+            }
+        }
+        try SQLiteStore.insertOutbox(outbox, db)
+    }
 }

@@ -15,6 +15,18 @@ public protocol SyncStore: WebhookStore {
     /// Durably writes one group of changes in a single transaction.
     func commit(_ changes: StoreChanges) async throws
 
+    /// Dedupes and writes one group: in one transaction, records every id in `claims` for its device, calls
+    /// `plan` with, per claim, the ids that were recorded before this call, and writes the changes it returns.
+    ///
+    /// Ids repeated within `claims` are not in the sets passed to `plan` (they were not recorded before): the
+    /// caller judges repeats within a group itself. If `plan` or the write throws, nothing is written, ids
+    /// included. `changes.eventIds` is ignored: the claimed ids are what is recorded, at `recordedAt`.
+    /// The default implementation reads with `seenEventIds` and then calls `commit(_:)`, which is the same when
+    /// one process writes; a store overrides it to do both in one pass.
+    func commit<Result: Sendable>(claiming claims: [(key: DeviceKey, eventIds: [String])], at recordedAt: Timestamp,
+                                  plan: @escaping @Sendable (_ seen: [Set<String>]) throws -> (changes: StoreChanges, result: Result))
+        async throws -> Result
+
     /// A page of alerts, newest first.
     func alerts(_ query: AlertQuery) async throws -> AlertPage
 
@@ -23,6 +35,19 @@ public protocol SyncStore: WebhookStore {
 
     /// Releases the store (closes files, releases the data directory lock).
     func close() async throws
+}
+
+extension SyncStore {
+    public func commit<Result: Sendable>(claiming claims: [(key: DeviceKey, eventIds: [String])], at recordedAt: Timestamp,
+                                         plan: @escaping @Sendable (_ seen: [Set<String>]) throws -> (changes: StoreChanges, result: Result))
+        async throws -> Result {
+        let seen = try await seenEventIds(claims)
+        var (changes, result) = try plan(seen)
+        changes.eventIds = StoreChanges.newIds(claims, seen: seen)
+        changes.recordedAt = recordedAt
+        try await commit(changes)
+        return result
+    }
 }
 
 /// What a store holds at start.
@@ -60,6 +85,18 @@ public struct StoreChanges: Sendable {
     /// Empty changes made at `recordedAt`.
     public init(recordedAt: Timestamp) {
         self.recordedAt = recordedAt
+    }
+
+    /// The claimed ids that were not recorded before, each (device, id) once, in claim order.
+    static func newIds(_ claims: [(key: DeviceKey, eventIds: [String])], seen: [Set<String>]) -> [(key: DeviceKey, eventId: String)] {
+        var listed: [DeviceKey: Set<String>] = [:]
+        var ids: [(key: DeviceKey, eventId: String)] = []
+        for (claim, seen) in zip(claims, seen) {
+            for id in claim.eventIds where !seen.contains(id) && listed[claim.key, default: []].insert(id).inserted {
+                ids.append((claim.key, id))
+            }
+        }
+        return ids
     }
 
     /// Whether there is nothing to write.

@@ -54,9 +54,9 @@ struct EventsEndpointTests {
         }
     }
 
-    @Test("a repeated eventId is counted as a duplicate and not applied again, across requests")
-    func duplicates() async throws {
-        let service = TestService()
+    @Test("a repeated eventId is counted as a duplicate and not applied again, across requests", arguments: EngineStore.allCases)
+    func duplicates(store: EngineStore) async throws {
+        let service = TestService(store: try store.make())
         try await service.test { client in
             try await client.post(batch([event("x", #""kind": "network", "available": true"#)]))
             // Same id with different content: a duplicate, so the network stays true.
@@ -68,6 +68,26 @@ struct EventsEndpointTests {
             let status = try json(try await client.get("/v1/devices/dev-1"))
             #expect(status["isNetworkAvailable"] as? Bool == true)
             #expect(status["accountStatus"] as? String == "available")
+        }
+    }
+
+    @Test("the same batch posted many times at once is applied once: one answer accepts it, the others are duplicates",
+          arguments: EngineStore.allCases)
+    func concurrentRepeats(store: EngineStore) async throws {
+        let service = TestService(store: try store.make())
+        try await service.test { client in
+            let body = batch(healthyEvents)
+            let answers = try await withThrowingTaskGroup(of: (Int, Int).self) { group in
+                for _ in 0..<24 {
+                    group.addTask {
+                        let answer = try json(try await client.post(body))
+                        return (answer["accepted"] as? Int ?? -1, answer["duplicates"] as? Int ?? -1)
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(answers.filter { $0 == (healthyEvents.count, 0) }.count == 1)
+            #expect(answers.filter { $0 == (0, healthyEvents.count) }.count == 23)
         }
     }
 

@@ -8,6 +8,7 @@ import SyncHealthCore
 import SyncHealthStore
 import SyncHealthWebhooks
 import Synchronization
+import Testing
 @testable import SyncHealthServer
 
 /// A transport that answers 200 and keeps what it was asked to send.
@@ -55,6 +56,20 @@ struct TestService {
         try await app.test(.router) { client in
             try await waitUntilReady(engine)
             try await body(client)
+        }
+    }
+}
+
+/// The single-process stores a test can run the engine over.
+enum EngineStore: String, CaseIterable, CustomTestStringConvertible {
+    case memory, sqlite
+
+    var testDescription: String { rawValue }
+
+    func make() throws -> any SyncStore {
+        switch self {
+        case .memory: InMemoryStore()
+        case .sqlite: try SQLiteStore(directory: temporaryDirectory(), synchronous: .normal)
         }
     }
 }

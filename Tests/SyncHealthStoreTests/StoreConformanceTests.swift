@@ -123,6 +123,48 @@ struct StoreConformanceTests {
         }
     }
 
+    @Test("a claiming commit records the ids, tells the plan which were recorded before, and writes what the plan returns",
+          arguments: StoreKind.allCases)
+    func claimingCommit(kind: StoreKind) async throws {
+        try await kind.withStore { store in
+            let k1 = DeviceKey(appId: "app", deviceId: "1"), k2 = DeviceKey(appId: "app", deviceId: "2")
+            var before = StoreChanges(recordedAt: t0)
+            before.eventIds = [(k1, "old")]
+            try await store.commit(before)
+            let seen = try await store.commit(claiming: [(k1, ["old", "new", "new"]), (k2, ["old"]), (k1, ["new", "x"])],
+                                              at: t0 + .seconds(10)) { seen in
+                var changes = StoreChanges(recordedAt: t0 + .seconds(10))
+                changes.devices = [DeviceRecord(key: k1, firstSeenAt: t0)]
+                changes.eventIds = [(k2, "not claimed")]
+                return (changes, seen)
+            }
+            // Repeats within the call were not recorded before it: the caller judges those.
+            #expect(seen == [["old"], [], []])
+            #expect(try await store.loadState().devices.map(\.key) == [k1])
+            let recorded = try await store.seenEventIds([(k1, ["old", "new", "x"]), (k2, ["old", "not claimed"])])
+            #expect(recorded == [["old", "new", "x"], ["old"]], "the claims are recorded; changes.eventIds is ignored")
+            // The claimed ids carry the claim's time: pruning before it removes only the older id.
+            #expect(try await store.pruneEventIds(recordedBefore: t0 + .seconds(5)) == 1)
+        }
+    }
+
+    @Test("a claiming commit whose plan throws writes nothing, its ids included", arguments: StoreKind.allCases)
+    func claimingCommitRollsBack(kind: StoreKind) async throws {
+        struct PlanFailed: Error {}
+        try await kind.withStore { store in
+            let k1 = DeviceKey(appId: "app", deviceId: "1")
+            await #expect(throws: PlanFailed.self) {
+                try await store.commit(claiming: [(k1, ["a", "b"])], at: t0) { _ -> (changes: StoreChanges, result: Int) in
+                    throw PlanFailed()
+                }
+            }
+            let recorded = try await store.seenEventIds([(k1, ["a", "b"])])
+            let state = try await store.loadState()
+            #expect(recorded == [[]])
+            #expect(state.devices.isEmpty)
+        }
+    }
+
     @Test("alerts insert, resolve in place, filter, and page newest first", arguments: StoreKind.allCases)
     func alerts(kind: StoreKind) async throws {
         try await kind.withStore { store in
