@@ -39,6 +39,8 @@ let package = Package(
             dependencies: [
                 "SyncHealthCore",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                // The SQLite C API, for binding the hot per-event insert without GRDB's argument boxing.
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -143,6 +143,10 @@ struct StoreConformanceTests {
             #expect(try await store.loadState().devices.map(\.key) == [k1])
             let recorded = try await store.seenEventIds([(k1, ["old", "new", "x"]), (k2, ["old", "not claimed"])])
             #expect(recorded == [["old", "new", "x"], ["old"]], "the claims are recorded; changes.eventIds is ignored")
+            // The first repeat of a group comes after ids it recorded (in earlier claims and earlier in its own).
+            let repeats = try await store.commit(claiming: [(k2, ["p", "r"]), (k2, ["q", "p"]), (k1, ["x", "r"]), (k2, ["r"])],
+                                                 at: t0 + .seconds(20)) { seen in (StoreChanges(recordedAt: t0 + .seconds(20)), seen) }
+            #expect(repeats == [[], [], ["x"], []])
             // The claimed ids carry the claim's time: pruning before it removes only the older id.
             #expect(try await store.pruneEventIds(recordedBefore: t0 + .seconds(5)) == 1)
         }
