@@ -144,7 +144,7 @@ public final class SQLiteStore: SyncStore {
         async throws -> Result {
         let claims = claims.map { (hash: $0.key.stableHash, ids: $0.eventIds) }
         return try await pool.write { db in
-            let insert = try EventIdInsert(db)
+            let insert = try FastStatement(db, Rows.insertEventId)
             // An insert that finds its id means "recorded before", unless this group recorded it: the index of
             // this group's ids is built only when the first such insert happens (a retry), not on the common path.
             var inserted: [[Bool]] = []
@@ -157,7 +157,7 @@ public final class SQLiteStore: SyncStore {
                 var flags: [Bool] = []
                 flags.reserveCapacity(claim.ids.count)
                 for id in claim.ids {
-                    let new = try insert.run(hash: claim.hash, id: id, recordedAt: recordedAt.microseconds)
+                    let new = try insert.run(.int(claim.hash), .text(id), .int(recordedAt.microseconds)) > 0
                     if new {
                         recordedNow?[claim.hash, default: []].insert(id)
                     } else {
@@ -246,7 +246,7 @@ private func closeDescriptor(_ fd: Int32) {
 
 /// One group's rows, encoded for SQLite.
 private struct Rows: Sendable {
-    var devices: [(appId: String, deviceId: String, state: Data)]
+    var devices: [(appId: String, deviceId: String, state: [UInt8])]
     var ids: [(hash: Int64, id: String)]
     var alerts: [AlertRecord]
     var fleet: [(containerId: String, startsAt: Timestamp?)]
@@ -254,7 +254,7 @@ private struct Rows: Sendable {
     var recordedAt: Int64
 
     init(_ changes: StoreChanges) {
-        devices = changes.devices.map { (appId: $0.key.appId, deviceId: $0.key.deviceId, state: Data($0.binaryEncoded())) }
+        devices = changes.devices.map { (appId: $0.key.appId, deviceId: $0.key.deviceId, state: $0.binaryEncoded()) }
         ids = changes.eventIds.map { (hash: $0.key.stableHash, id: $0.eventId) }
         alerts = changes.alerts
         fleet = changes.fleetAlerts
@@ -262,15 +262,17 @@ private struct Rows: Sendable {
         recordedAt = changes.recordedAt.microseconds
     }
 
+    static let insertEventId = "INSERT OR IGNORE INTO seen_events (device_hash, event_id, recorded_at) VALUES (?, ?, ?)"
+
     /// Writes the rows in `db`'s current transaction.
     func write(_ db: Database) throws {
-        let upsertDevice = try db.cachedStatement(sql: """
+        let upsertDevice = try FastStatement(db, """
             INSERT INTO devices (app_id, device_id, state) VALUES (?, ?, ?)
             ON CONFLICT (app_id, device_id) DO UPDATE SET state = excluded.state
             """)
-        for d in devices { try upsertDevice.execute(arguments: [d.appId, d.deviceId, d.state]) }
-        let insertId = try db.cachedStatement(sql: "INSERT OR IGNORE INTO seen_events (device_hash, event_id, recorded_at) VALUES (?, ?, ?)")
-        for e in ids { try insertId.execute(arguments: [e.hash, e.id, recordedAt]) }
+        for d in devices { try upsertDevice.run(.text(d.appId), .text(d.deviceId), .blob(d.state)) }
+        let insertId = try FastStatement(db, Self.insertEventId)
+        for e in ids { try insertId.run(.int(e.hash), .text(e.id), .int(recordedAt)) }
         let upsertAlert = try db.cachedStatement(sql: """
             INSERT INTO alerts (id, kind, state, app_id, device_id, container_id, starts_at, ends_at, summary, detail)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -292,35 +294,54 @@ private struct Rows: Sendable {
     }
 }
 
-/// `INSERT OR IGNORE` of one event id, bound through the C API: this runs once per event, and GRDB's
-/// general argument binding (an array of boxed values per call) was a tenth of the writer's time.
-private struct EventIdInsert {
+/// A cached statement bound and stepped through the SQLite C API. The per-event and per-device writes of a group
+/// commit run through it: GRDB's general binding (an array of boxed values per call) was a tenth of the
+/// writer's time.
+private struct FastStatement {
     let statement: Statement
     let db: Database
 
-    init(_ db: Database) throws {
+    init(_ db: Database, _ sql: String) throws {
         self.db = db
-        statement = try db.cachedStatement(sql: "INSERT OR IGNORE INTO seen_events (device_hash, event_id, recorded_at) VALUES (?, ?, ?)")
+        statement = try db.cachedStatement(sql: sql)
     }
 
-    /// Inserts the id; returns whether it was new (not recorded before for this device hash).
-    func run(hash: Int64, id: String, recordedAt: Int64) throws -> Bool {
+    /// A value to bind.
+    enum Value {
+        case int(Int64)
+        case text(String)
+        case blob([UInt8])
+    }
+
+    /// Binds `values` to the parameters in order and runs the statement; returns how many rows it changed.
+    @discardableResult
+    func run(_ values: Value...) throws -> Int32 {
         let raw = statement.sqliteStatement
         sqlite3_reset(raw)
-        sqlite3_bind_int64(raw, 1, hash)
-        var id = id
-        // SQLITE_TRANSIENT: SQLite copies the text before the call returns.
+        // SQLITE_TRANSIENT: SQLite copies text and blobs before the bind call returns.
         let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
-        let bound = id.withUTF8 { text -> Int32 in
-            guard let base = text.baseAddress else { return sqlite3_bind_text(raw, 2, "", 0, transient) }
-            return base.withMemoryRebound(to: CChar.self, capacity: text.count) { sqlite3_bind_text(raw, 2, $0, Int32(text.count), transient) }
+        var code = SQLITE_OK
+        for (i, value) in values.enumerated() where code == SQLITE_OK {
+            let index = Int32(i + 1)
+            switch value {
+            case .int(let v):
+                code = sqlite3_bind_int64(raw, index, v)
+            case .text(var v):
+                code = v.withUTF8 { text -> Int32 in
+                    guard let base = text.baseAddress else { return sqlite3_bind_text(raw, index, "", 0, transient) }
+                    return base.withMemoryRebound(to: CChar.self, capacity: text.count) {
+                        sqlite3_bind_text(raw, index, $0, Int32(text.count), transient)
+                    }
+                }
+            case .blob(let v):
+                code = v.withUnsafeBytes { sqlite3_bind_blob(raw, index, $0.baseAddress, Int32($0.count), transient) }
+            }
         }
-        sqlite3_bind_int64(raw, 3, recordedAt)
-        let code = bound == SQLITE_OK ? sqlite3_step(raw) : bound
+        if code == SQLITE_OK { code = sqlite3_step(raw) }
         sqlite3_reset(raw)
         guard code == SQLITE_DONE else {
             throw DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)), sql: statement.sql)
         }
-        return sqlite3_changes(db.sqliteConnection) > 0
+        return sqlite3_changes(db.sqliteConnection)
     }
 }
