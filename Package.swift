@@ -41,6 +41,7 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
                 // The SQLite C API, for binding the hot per-event insert without GRDB's argument boxing.
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),

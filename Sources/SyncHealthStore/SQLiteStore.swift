@@ -23,6 +23,8 @@ public final class SQLiteStore: SyncStore {
     /// The database file's path.
     public let path: String
     let pool: DatabasePool
+    /// The background checkpointer over this store's file; run it in the service group.
+    public let checkpointer: SQLiteCheckpointer
     private let lockDescriptor: Int32
 
     /// Opens (creating if needed) the store in `directory`.
@@ -48,14 +50,16 @@ public final class SQLiteStore: SyncStore {
                 try db.execute(sql: "PRAGMA synchronous = \(synchronous.rawValue)")
             }
             let migrator = Self.migrator
+            let path = self.path
             try pool.read { db in
-                if try migrator.hasBeenSuperseded(db) { throw StoreError.newerSchema(path: self.path) }
+                if try migrator.hasBeenSuperseded(db) { throw StoreError.newerSchema(path: path) }
             }
             try pool.writeWithoutTransaction { db in
                 let check = try String.fetchOne(db, sql: "PRAGMA quick_check") ?? "no answer"
-                if check != "ok" { throw StoreError.corrupt(path: self.path, reason: check) }
+                if check != "ok" { throw StoreError.corrupt(path: path, reason: check) }
             }
             try migrator.migrate(pool)
+            checkpointer = try SQLiteCheckpointer(path: path)
         } catch let error as StoreError {
             closeDescriptor(lockDescriptor)
             throw error
@@ -135,6 +139,7 @@ public final class SQLiteStore: SyncStore {
         if changes.isEmpty { return }
         let rows = Rows(changes)
         try await pool.write { db in try rows.write(db) }
+        checkpointer.signal()
     }
 
     /// Records the claimed ids, plans and writes in one transaction on the writer: one B-tree descent per id
@@ -143,6 +148,7 @@ public final class SQLiteStore: SyncStore {
                                          plan: @escaping @Sendable (_ seen: [Set<String>]) throws -> (changes: StoreChanges, result: Result))
         async throws -> Result {
         let claims = claims.map { (hash: $0.key.stableHash, ids: $0.eventIds) }
+        defer { checkpointer.signal() }
         return try await pool.write { db in
             let insert = try FastStatement(db, Rows.insertEventId)
             // An insert that finds its id means "recorded before", unless this group recorded it: the index of

@@ -283,6 +283,38 @@ struct SQLiteStoreTests {
         try await store.close()
     }
 
+    /// The devices stored in the main database file alone, as a copy without its WAL shows them.
+    static func devicesInMainFile(_ dir: String) throws -> Int {
+        let copy = temporaryDirectory() + "/main-only.sqlite"
+        try FileManager.default.copyItem(atPath: dir + "/synchealth.sqlite", toPath: copy)
+        let raw = try GRDBTestHelper.open(copy)
+        return try raw.queue.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM devices") ?? -1 }
+    }
+
+    @Test("the checkpointer copies each commit into the main database file; without it the pages wait in the WAL",
+          arguments: [true, false])
+    func checkpointer(running: Bool) async throws {
+        let dir = temporaryDirectory()
+        let store = try SQLiteStore(directory: dir, synchronous: .normal)
+        // The schema goes into the main file first, so that only the commit below is in the WAL.
+        _ = try await store.pool.writeWithoutTransaction { db in try db.checkpoint(.truncate) }
+        #expect(try Self.devicesInMainFile(dir) == 0)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            if running { group.addTask { try await store.checkpointer.run() } }
+            var changes = StoreChanges(recordedAt: t0)
+            changes.devices = [richRecord("a"), richRecord("b")]
+            try await store.commit(changes)
+            var copied = false
+            for _ in 0..<(running ? 200 : 20) where !copied {
+                copied = try Self.devicesInMainFile(dir) == 2
+                if !copied { try await Task.sleep(for: .milliseconds(10)) }
+            }
+            #expect(copied == running)
+            try await store.close()
+            group.cancelAll()
+        }
+    }
+
     @Test("a database written by a newer schema is refused")
     func newerSchema() async throws {
         let dir = temporaryDirectory()
