@@ -11,18 +11,36 @@ struct AuthMiddleware: RouterMiddleware {
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var context = context
-        if let header = request.headers[.authorization], header.count > 7, header.prefix(7).lowercased() == "bearer " {
-            let key = header.dropFirst(7).trimmingCharacters(in: .whitespaces)
-            context.scope = keys.scope(of: key)
+        if let header = request.headers[.authorization], let key = Self.bearerToken(header) {
+            let digest = KeyRing.digest(key)
+            context.scope = keys.scope(ofDigest: digest)
             if context.scope != nil, keyLimiter.limit != nil {
                 // Buckets are keyed by the key's digest, never by the key itself.
-                let decision = keyLimiter.take(KeyRing.digest(key).prefix(16).map { String($0, radix: 16) }.joined(), now: clock.now)
+                let decision = keyLimiter.take(KeyRing.hex(digest.prefix(16)), now: clock.now)
                 if !decision.allowed {
                     throw APIError.rateLimited(retryAfterSeconds: decision.retryAfterSeconds, limit: Int(keyLimiter.limit?.burst ?? 0))
                 }
             }
         }
         return try await next(request, context)
+    }
+
+    /// The token of an `Authorization: Bearer <token>` value (scheme case-insensitive, optional whitespace
+    /// around the token trimmed), or `nil` for another scheme or an empty token. Works on the bytes: this runs
+    /// for every request.
+    static func bearerToken(_ header: String) -> Substring? {
+        let utf8 = header.utf8
+        var i = utf8.startIndex
+        for expected in "bearer ".utf8 {
+            guard i != utf8.endIndex, utf8[i] | (expected == 0x20 ? 0 : 0x20) == expected else { return nil }
+            i = utf8.index(after: i)
+        }
+        func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 }
+        var end = utf8.endIndex
+        while i != end, isSpace(utf8[i]) { i = utf8.index(after: i) }
+        while end != i, isSpace(utf8[utf8.index(before: end)]) { end = utf8.index(before: end) }
+        guard i != end else { return nil }
+        return header[i..<end]
     }
 }
 
