@@ -72,10 +72,12 @@ public final class SQLiteStore: SyncStore {
         }
     }
 
-    /// Takes an exclusive, non-blocking lock on `directory/synchealth.lock`, released when the process dies.
+    /// Takes an exclusive, non-blocking lock on `directory/synchealth.lock`, released when the store closes or
+    /// the process dies. The descriptor is close-on-exec: a `flock` belongs to the open file, so a child process
+    /// that inherited it would hold the directory after this store closed.
     static func lockDirectory(_ directory: String) throws -> Int32 {
         let lockPath = (directory as NSString).appendingPathComponent("synchealth.lock")
-        let fd = open(lockPath, O_RDWR | O_CREAT, 0o600)
+        let fd = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw StoreError.unavailable(path: directory, reason: "cannot open \(lockPath)") }
         if flock(fd, LOCK_EX | LOCK_NB) != 0 {
             closeDescriptor(fd)
@@ -238,10 +240,28 @@ public final class SQLiteStore: SyncStore {
     }
 
     public func close() async throws {
-        // Fold the WAL back into the main file, so that a stopped server leaves one self-contained file.
-        _ = try await pool.writeWithoutTransaction { db in try db.checkpoint(.truncate) }
+        // The directory is released whatever happens below: the store is done with it.
+        defer { closeDescriptor(lockDescriptor) }
+        // Fold the WAL back into the main file, so that a stopped server leaves one self-contained file. If
+        // that fails, the WAL stays beside it and the next open replays it: nothing committed is lost.
+        // The checkpointer may be running a pass for the last commit: SQLite then answers busy at once, without
+        // waiting, so wait here (a pass takes milliseconds).
+        var checkpointError: (any Error)?
+        var busyAttempts = 0
+        while true {
+            do {
+                _ = try await pool.writeWithoutTransaction { db in try db.checkpoint(.truncate) }
+                break
+            } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY && busyAttempts < 100 {
+                busyAttempts += 1
+                try? await Task.sleep(for: .milliseconds(10))
+            } catch {
+                checkpointError = error
+                break
+            }
+        }
         try pool.close()
-        closeDescriptor(lockDescriptor)
+        if let checkpointError { throw checkpointError }
     }
 }
 

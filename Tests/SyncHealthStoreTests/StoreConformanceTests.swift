@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import Logging
 import ServiceLifecycle
 import Testing
@@ -238,6 +239,62 @@ struct SQLiteStoreTests {
         try await first.close()
         let again = try SQLiteStore(directory: dir)
         try await again.close()
+    }
+
+    @Test("close releases the data directory even when its final checkpoint fails")
+    func closeReleasesLockOnFailure() async throws {
+        let dir = temporaryDirectory()
+        let first = try SQLiteStore(directory: dir)
+        try await first.commit(StoreChanges(recordedAt: t0))
+        // A cancelled task's database access throws: the close's checkpoint fails.
+        let closing = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            try await first.close()
+        }
+        await #expect(throws: (any Error).self) { try await closing.value }
+        let again = try SQLiteStore(directory: dir)
+        try await again.close()
+    }
+
+    @Test("close waits for a checkpoint another connection is running instead of failing busy")
+    func closeWaitsForCheckpoint() async throws {
+        let dir = temporaryDirectory()
+        let path = dir + "/synchealth.sqlite"
+        let store = try SQLiteStore(directory: dir, synchronous: .normal)
+        var changes = StoreChanges(recordedAt: t0)
+        changes.devices = [richRecord("a")]
+        try await store.commit(changes)
+        // A reader holds an old snapshot, so a FULL checkpoint on another connection waits for it, holding
+        // SQLite's checkpoint lock: the close's own checkpoint is refused (busy) until the reader lets go.
+        let reader = try DatabaseQueue(path: path)
+        var busyWaiting = Configuration()
+        busyWaiting.busyMode = .timeout(5)
+        let other = try DatabaseQueue(path: path, configuration: busyWaiting)
+        let reading = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0), checkpointed = DispatchSemaphore(value: 0)
+        Thread {
+            try? reader.read { db in
+                _ = try Int.fetchOne(db, sql: "SELECT count(*) FROM devices")
+                reading.signal()
+                release.wait()
+            }
+        }.start()
+        reading.wait()
+        changes.devices = [richRecord("b")]
+        try await store.commit(changes)
+        Thread {
+            _ = try? other.writeWithoutTransaction { db in try db.checkpoint(.full) }
+            checkpointed.signal()
+        }.start()
+        try await Task.sleep(for: .milliseconds(100))
+        Thread {
+            usleep(200_000)
+            release.signal()
+        }.start()
+        try await store.close()
+        checkpointed.wait()
+        let reopened = try SQLiteStore(directory: dir)
+        #expect(try await reopened.loadState().devices.count == 2)
+        try await reopened.close()
     }
 
     @Test("a corrupt database file is refused with a clear error, and left untouched")
