@@ -135,10 +135,14 @@ public final class PostgresStore: SharedSyncStore {
         return AlertPage(alerts: Array(alerts.prefix(query.limit)), nextCursor: seqs[query.limit - 1])
     }
 
-    public func pruneEventIds(recordedBefore cutoff: Timestamp) async throws -> Int {
+    public func pruneEventIds(recordedBefore cutoff: Timestamp, limit: Int) async throws -> Int {
         var removed = 0
         for try await n in try await client.query("""
-            WITH gone AS (DELETE FROM seen_events WHERE recorded_at < \(cutoff.microseconds) RETURNING 1) SELECT COUNT(*) FROM gone
+            WITH gone AS (
+                DELETE FROM seen_events WHERE ctid IN
+                    (SELECT ctid FROM seen_events WHERE recorded_at < \(cutoff.microseconds) ORDER BY recorded_at LIMIT \(limit))
+                RETURNING 1)
+            SELECT COUNT(*) FROM gone
             """, logger: logger).decode(Int.self) {
             removed = n
         }

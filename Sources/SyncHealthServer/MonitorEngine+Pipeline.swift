@@ -79,17 +79,14 @@ extension MonitorEngine {
     }
 
     func loop() async {
-        var lastPrune = clock.now
+        var pruning = PruneSchedule(start: clock.now)
         while true {
             let current = phase.load(ordering: .acquiring)
             if current != Phase.ready.rawValue { return }
             if Task.isCancelled { return }
             let now = clock.now
-            if await step(now: now) { continue }
-            if now - lastPrune > .seconds(3600) {
-                lastPrune = now
-                await prune(now: now)
-            }
+            let worked = await step(now: now)
+            if await prune(&pruning, now: now) || worked { continue }
             let next = cache.withLock { c -> Timestamp? in
                 [c.deadlines.min?.at, c.policy.nextSettleTime].compactMap { $0 }.min()
             }
@@ -97,14 +94,20 @@ extension MonitorEngine {
         }
     }
 
-    /// Forgets event ids older than the dedupe retention window.
-    func prune(now: Timestamp) async {
+    /// Forgets one batch of event ids older than the dedupe retention window when a pass is under way (one
+    /// starts every hour), so that a pass runs between groups. Returns whether more batches are waiting.
+    func prune(_ schedule: inout PruneSchedule, now: Timestamp) async -> Bool {
+        guard let cutoff = schedule.cutoff(now: now, retention: configuration.dedupeRetention) else { return false }
         do {
-            let removed = try await store.pruneEventIds(recordedBefore: now - configuration.dedupeRetention)
-            logger.debug("Pruned event ids", metadata: ["events.pruned": "\(removed)"])
+            let removed = try await store.pruneEventIds(recordedBefore: cutoff, limit: configuration.pruneBatchSize)
+            schedule.removed(removed, limit: configuration.pruneBatchSize)
+            if !schedule.passUnderWay { logger.debug("Pruned event ids", metadata: ["events.pruned": "\(schedule.lastPassRemoved)"]) }
         } catch {
+            // The next pass, an hour later, tries again.
+            schedule.removed(0, limit: configuration.pruneBatchSize)
             logger.error("Pruning event ids failed", metadata: ["error": "\(error)"])
         }
+        return schedule.passUnderWay
     }
 
     /// Serves one group: queued requests and due timers. Returns whether there was anything to do.

@@ -10,15 +10,12 @@ import SyncHealthStore
 /// stays per replica.
 extension MonitorEngine {
     func sharedLoop(_ store: any SharedSyncStore) async {
-        var lastPrune = clock.now
+        var pruning = PruneSchedule(start: clock.now)
         while true {
             if phase.load(ordering: .acquiring) != Phase.ready.rawValue || Task.isCancelled { return }
             let now = clock.now
-            if await sharedStep(now: now, store: store) { continue }
-            if now - lastPrune > .seconds(3600) {
-                lastPrune = now
-                await prune(now: now)
-            }
+            let worked = await sharedStep(now: now, store: store)
+            if await prune(&pruning, now: now) || worked { continue }
             let poll = now + configuration.sharedPollInterval
             let due = (try? await store.nextDeviceDeadline()) ?? nil
             let settle = cache.withLock { $0.policy.nextSettleTime }

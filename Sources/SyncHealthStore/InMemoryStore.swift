@@ -85,13 +85,16 @@ public final class InMemoryStore: SyncStore {
         }
     }
 
-    public func pruneEventIds(recordedBefore cutoff: Timestamp) async throws -> Int {
+    public func pruneEventIds(recordedBefore cutoff: Timestamp, limit: Int) async throws -> Int {
         state.withLock { s in
             var removed = 0
-            for key in s.seen.keys {
-                let before = s.seen[key]?.count ?? 0
-                s.seen[key] = s.seen[key]?.filter { $0.value >= cutoff }
-                removed += before - (s.seen[key]?.count ?? 0)
+            for key in s.seen.keys where removed < limit {
+                guard var ids = s.seen[key] else { continue }
+                for (id, recordedAt) in ids where recordedAt < cutoff && removed < limit {
+                    ids[id] = nil
+                    removed += 1
+                }
+                s.seen[key] = ids
             }
             return removed
         }

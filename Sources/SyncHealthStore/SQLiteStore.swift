@@ -227,9 +227,13 @@ public final class SQLiteStore: SyncStore {
         }
     }
 
-    public func pruneEventIds(recordedBefore cutoff: Timestamp) async throws -> Int {
+    public func pruneEventIds(recordedBefore cutoff: Timestamp, limit: Int) async throws -> Int {
         try await pool.write { db in
-            try db.execute(sql: "DELETE FROM seen_events WHERE recorded_at < ?", arguments: [cutoff.microseconds])
+            // The oldest first, through the `recorded_at` index; each found by its key to be deleted.
+            try db.execute(sql: """
+                DELETE FROM seen_events WHERE (device_hash, event_id) IN
+                    (SELECT device_hash, event_id FROM seen_events WHERE recorded_at < ? ORDER BY recorded_at LIMIT ?)
+                """, arguments: [cutoff.microseconds, limit])
             return db.changesCount
         }
     }

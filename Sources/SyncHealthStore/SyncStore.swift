@@ -30,8 +30,10 @@ public protocol SyncStore: WebhookStore {
     /// A page of alerts, newest first.
     func alerts(_ query: AlertQuery) async throws -> AlertPage
 
-    /// Forgets event ids recorded before `cutoff` (the dedupe retention window). Returns how many.
-    func pruneEventIds(recordedBefore cutoff: Timestamp) async throws -> Int
+    /// Forgets at most `limit` of the event ids recorded before `cutoff` (the dedupe retention window), in one
+    /// short transaction. Returns how many; fewer than `limit` means none is left. The engine calls it between
+    /// groups, so that forgetting an hour of ids never holds up ingestion for long.
+    func pruneEventIds(recordedBefore cutoff: Timestamp, limit: Int) async throws -> Int
 
     /// Releases the store (closes files, releases the data directory lock).
     func close() async throws
@@ -47,6 +49,16 @@ extension SyncStore {
         changes.recordedAt = recordedAt
         try await commit(changes)
         return result
+    }
+
+    /// Forgets every event id recorded before `cutoff`, `limit` at a time. Returns how many.
+    public func pruneEventIds(recordedBefore cutoff: Timestamp, limit: Int = 10_000) async throws -> Int {
+        var total = 0
+        while true {
+            let removed = try await pruneEventIds(recordedBefore: cutoff, limit: limit)
+            total += removed
+            if removed < limit { return total }
+        }
     }
 }
 

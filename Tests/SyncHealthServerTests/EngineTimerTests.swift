@@ -110,6 +110,30 @@ struct EngineTimerTests {
         }
     }
 
+    @Test("expired event ids are forgotten an hour on, in batches between groups, until none is left",
+          arguments: EngineStore.allCases)
+    func pruneInBatches(store: EngineStore) async throws {
+        var configuration = EngineConfiguration()
+        configuration.dedupeRetention = .seconds(60)
+        configuration.pruneBatchSize = 2
+        let service = TestService(store: try store.make(), configuration: configuration)
+        try await service.test { client in
+            try await client.post(batch(healthyEvents))
+            let repeated = try json(try await client.post(batch(healthyEvents)))
+            #expect(repeated["duplicates"] as? Int == 5, "remembered within the retention")
+            // An hour on, the next group starts a pass; its batches of 2 run until the 5 ids are gone, with no
+            // further request to drive them. The other device's ids, recorded now, stay.
+            service.clock.advance(by: .seconds(3601))
+            try await client.post(batch(device: "other", healthyEvents))
+            let ids = ["h1", "h2", "h3", "h4", "h5"]
+            let first = DeviceKey(appId: "com.example.notes", deviceId: "dev-1"), other = DeviceKey(appId: "com.example.notes", deviceId: "other")
+            #expect(try await eventually { try await service.store.seenEventIds([(first, ids)]) == [[]] })
+            #expect(try await service.store.seenEventIds([(other, ids)]) == [Set(ids)])
+            let replay = try json(try await client.post(batch(healthyEvents)))
+            #expect(replay["duplicates"] as? Int == 0)
+        }
+    }
+
     @Test("a restart on the same data directory keeps devices, counters, dedupe and lookups by id")
     func restartKeepsState() async throws {
         let dir = temporaryDirectory()

@@ -124,6 +124,27 @@ struct StoreConformanceTests {
         }
     }
 
+    @Test("pruning forgets at most its limit of expired ids a call, until a short call says none is left; newer ids stay",
+          arguments: StoreKind.allCases)
+    func pruneInBatches(kind: StoreKind) async throws {
+        try await kind.withStore { store in
+            let keys = (0..<3).map { DeviceKey(appId: "app", deviceId: "\($0)") }
+            var old = StoreChanges(recordedAt: t0)
+            old.eventIds = keys.flatMap { key in (0..<3).map { (key, "old-\($0)") } }
+            try await store.commit(old)
+            var recent = StoreChanges(recordedAt: t0 + .seconds(100))
+            recent.eventIds = keys.map { ($0, "recent") }
+            try await store.commit(recent)
+            let cutoff = t0 + .seconds(50)
+            #expect(try await store.pruneEventIds(recordedBefore: cutoff, limit: 4) == 4)
+            #expect(try await store.pruneEventIds(recordedBefore: cutoff, limit: 4) == 4)
+            #expect(try await store.pruneEventIds(recordedBefore: cutoff, limit: 4) == 1)
+            #expect(try await store.pruneEventIds(recordedBefore: cutoff, limit: 4) == 0)
+            let left = try await store.seenEventIds(keys.map { ($0, ["old-0", "old-1", "old-2", "recent"]) })
+            #expect(left == [["recent"], ["recent"], ["recent"]])
+        }
+    }
+
     @Test("a claiming commit records the ids, tells the plan which were recorded before, and writes what the plan returns",
           arguments: StoreKind.allCases)
     func claimingCommit(kind: StoreKind) async throws {

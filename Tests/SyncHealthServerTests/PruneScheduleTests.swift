@@ -1,0 +1,27 @@
+import SyncHealthCore
+import Testing
+@testable import SyncHealthServer
+
+@Suite("Prune schedule")
+struct PruneScheduleTests {
+    let start = Timestamp(microseconds: 1_795_000_000_000_000)
+    let retention = Duration.seconds(600)
+
+    @Test("no pass in the first hour; then one pass with the cutoff of its start, batch after batch until one is short")
+    func passRunsUntilShortBatch() {
+        var schedule = PruneSchedule(start: start)
+        #expect(schedule.cutoff(now: start + .seconds(3600), retention: retention) == nil)
+        let passStart = start + .seconds(3601)
+        #expect(schedule.cutoff(now: passStart, retention: retention) == passStart - retention)
+        schedule.removed(100, limit: 100)
+        #expect(schedule.passUnderWay)
+        // Later batches of the same pass keep its cutoff.
+        #expect(schedule.cutoff(now: passStart + .seconds(5), retention: retention) == passStart - retention)
+        schedule.removed(30, limit: 100)
+        #expect(!schedule.passUnderWay)
+        #expect(schedule.lastPassRemoved == 130)
+        #expect(schedule.cutoff(now: passStart + .seconds(3600), retention: retention) == nil, "the next pass is an hour after this one began")
+        #expect(schedule.cutoff(now: passStart + .seconds(3601), retention: retention) == passStart + .seconds(3601) - retention)
+        #expect(schedule.lastPassRemoved == 0)
+    }
+}
