@@ -50,16 +50,6 @@ extension SyncStore {
         try await commit(changes)
         return result
     }
-
-    /// Forgets every event id recorded before `cutoff`, `limit` at a time. Returns how many.
-    public func pruneEventIds(recordedBefore cutoff: Timestamp, limit: Int = 10_000) async throws -> Int {
-        var total = 0
-        while true {
-            let removed = try await pruneEventIds(recordedBefore: cutoff, limit: limit)
-            total += removed
-            if removed < limit { return total }
-        }
-    }
 }
 
 /// What a store holds at start.

@@ -404,3 +404,15 @@ struct SQLiteStoreTests {
         #expect(throws: StoreError.newerSchema(path: dir + "/synchealth.sqlite")) { try SQLiteStore(directory: dir) }
     }
 }
+
+extension SyncStore {
+    /// Forgets every event id recorded before `cutoff`, in batches as the engine does. Returns how many.
+    func pruneEventIds(recordedBefore cutoff: Timestamp) async throws -> Int {
+        var total = 0
+        while true {
+            let removed = try await pruneEventIds(recordedBefore: cutoff, limit: 2)
+            total += removed
+            if removed < 2 { return total }
+        }
+    }
+}
