@@ -103,8 +103,7 @@ extension MonitorEngine {
             schedule.removed(removed, limit: configuration.pruneBatchSize)
             if !schedule.passUnderWay { logger.debug("Pruned event ids", metadata: ["events.pruned": "\(schedule.lastPassRemoved)"]) }
         } catch {
-            // The next pass, an hour later, tries again.
-            schedule.removed(0, limit: configuration.pruneBatchSize)
+            schedule.abandonPass()
             logger.error("Pruning event ids failed", metadata: ["error": "\(error)"])
         }
         return schedule.passUnderWay

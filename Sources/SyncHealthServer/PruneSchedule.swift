@@ -35,4 +35,9 @@ struct PruneSchedule {
         lastPassRemoved += count
         if count < limit { pending = nil }
     }
+
+    /// Ends the pass under way without finishing it; the next pass, an hour on, takes up what is left.
+    mutating func abandonPass() {
+        pending = nil
+    }
 }
