@@ -133,6 +133,7 @@ let package = Package(
                 "SyncHealthServer",
                 "SyncHealthCore",
                 "SyncHealthStore",
+                "SyncHealthPostgres",
                 "SyncHealthWebhooks",
                 "SyncHealthTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),

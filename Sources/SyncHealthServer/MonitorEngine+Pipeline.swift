@@ -197,6 +197,8 @@ extension MonitorEngine {
 
 /// The new states of one group, computed on copies; installed in the cache only after the commit.
 struct Plan {
+    /// What to write. Its `eventIds` stay empty: a store records the claimed ids itself
+    /// (`SyncStore.commit(claiming:at:plan:)`), and the shared path sets them from `StoreChanges.newIds`.
     var changes: StoreChanges
     var receipts: [IngestReceipt] = []
     /// Touched devices: cache index (or `nil` for new ones) and new record, in first-touch order.
@@ -212,6 +214,10 @@ struct Plan {
                      subscribers: (AlertKind) -> [WebhookSubscription]) -> Plan {
         var plan = Plan(changes: StoreChanges(recordedAt: now), counters: c.counters, fleetAlerts: c.fleetAlerts, policy: c.policy)
         var slot: [DeviceKey: Int] = [:]
+        // A device with several requests in the group: the ids its earlier requests brought are duplicates in the
+        // later ones. Kept only for such devices; most have one request.
+        var requestsOf: [DeviceKey: Int] = [:]
+        for job in jobs { requestsOf[job.batch.key, default: 0] += 1 }
         var seenInGroup: [DeviceKey: Set<String>] = [:]
         let alerts = configuration.alerts
 
@@ -254,13 +260,15 @@ struct Plan {
         for (job, seenIds) in zip(jobs, seen) {
             let key = job.batch.key
             let s = touch(key) { DeviceRecord(key: key, info: job.batch.info, firstSeenAt: now) }
-            var inGroup = seenInGroup[key] ?? []
-            let (fresh, duplicates) = job.batch.events.removingDuplicates { seenIds.contains($0) || inGroup.contains($0) }
-            for event in fresh {
-                inGroup.insert(event.eventId)
-                plan.changes.eventIds.append((key, event.eventId))
+            let (fresh, duplicates): ([DeviceEvent], Int)
+            if requestsOf[key, default: 0] > 1 {
+                var inGroup = seenInGroup[key] ?? []
+                (fresh, duplicates) = job.batch.events.removingDuplicates { seenIds.contains($0) || inGroup.contains($0) }
+                for event in fresh { inGroup.insert(event.eventId) }
+                seenInGroup[key] = inGroup
+            } else {
+                (fresh, duplicates) = job.batch.events.removingDuplicates { seenIds.contains($0) }
             }
-            seenInGroup[key] = inGroup
             var device = plan.touched[s].record
             let result = device.ingest(fresh, info: job.batch.info, now: now, skew: configuration.skew, configuration: alerts)
             record(result.transitions, of: device)

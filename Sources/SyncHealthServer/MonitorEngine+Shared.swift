@@ -42,7 +42,8 @@ extension MonitorEngine {
             plan = try await store.transaction { tx in
                 let locked = try await tx.lockDevices(keys)
                 let claimed = try await tx.claimDueDevices(now: now, limit: configuration.maxTimersPerGroup)
-                let seen = try await tx.seenEventIds(jobs.map { ($0.batch.key, $0.batch.events.map(\.eventId)) })
+                let claims = jobs.map { (key: $0.batch.key, eventIds: $0.batch.events.map(\.eventId)) }
+                let seen = try await tx.seenEventIds(claims)
                 var c = Cache()
                 c.policy = policy
                 var due: [Int] = []
@@ -56,6 +57,7 @@ extension MonitorEngine {
                 c.fleetAlerts = FleetAlerts(firing: try await tx.fleetAlerts(known.sorted()))
                 var plan = Plan.make(jobs: jobs, seen: seen, due: due, cache: c, now: now, configuration: configuration,
                                      subscribers: webhooks.subscribers(of:))
+                plan.changes.eventIds = StoreChanges.newIds(claims, seen: seen)
                 guard !plan.changes.isEmpty || !plan.transitions.isEmpty else { return plan }
                 let counts = try await tx.addCounts(plan.counters, returning: plan.containers)
                 plan.fleetAlerts = FleetAlerts(firing: try await tx.fleetAlerts(plan.containers))

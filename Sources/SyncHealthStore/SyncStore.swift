@@ -89,8 +89,9 @@ public struct StoreChanges: Sendable {
         self.recordedAt = recordedAt
     }
 
-    /// The claimed ids that were not recorded before, each (device, id) once, in claim order.
-    static func newIds(_ claims: [(key: DeviceKey, eventIds: [String])], seen: [Set<String>]) -> [(key: DeviceKey, eventId: String)] {
+    /// The claimed ids that were not recorded before, each (device, id) once, in claim order: the ids a group
+    /// records, for stores that write them after planning.
+    public static func newIds(_ claims: [(key: DeviceKey, eventIds: [String])], seen: [Set<String>]) -> [(key: DeviceKey, eventId: String)] {
         var listed: [DeviceKey: Set<String>] = [:]
         var ids: [(key: DeviceKey, eventId: String)] = []
         for (claim, seen) in zip(claims, seen) {

@@ -89,6 +89,10 @@ struct OrderingAndDuplicateTests {
         let split = [a, b, c].removingDuplicates(alreadySeen: { $0 == "y" })
         #expect(split.fresh == [a])
         #expect(split.duplicates == 2)
+        // A batch of one event, the common request, takes a shorter path with the same answers.
+        #expect([b].removingDuplicates(alreadySeen: { $0 == "y" }) == ([], 1))
+        #expect([a].removingDuplicates(alreadySeen: { $0 == "y" }) == ([a], 0))
+        #expect([DeviceEvent]().removingDuplicates(alreadySeen: { _ in true }) == ([], 0))
     }
 
     @Test("a timestamp far in the future is clamped to receipt and cannot block later real events")

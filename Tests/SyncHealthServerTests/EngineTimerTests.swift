@@ -116,7 +116,7 @@ struct EngineTimerTests {
         var configuration = EngineConfiguration()
         configuration.dedupeRetention = .seconds(60)
         configuration.pruneBatchSize = 2
-        let service = TestService(store: try store.make(), configuration: configuration)
+        let service = TestService(store: try await store.make(), configuration: configuration)
         try await service.test { client in
             try await client.post(batch(healthyEvents))
             let repeated = try json(try await client.post(batch(healthyEvents)))

@@ -54,9 +54,9 @@ struct EventsEndpointTests {
         }
     }
 
-    @Test("a repeated eventId is counted as a duplicate and not applied again, across requests", arguments: EngineStore.allCases)
+    @Test("a repeated eventId is counted as a duplicate and not applied again, across requests", arguments: EngineStore.withShared)
     func duplicates(store: EngineStore) async throws {
-        let service = TestService(store: try store.make())
+        let service = TestService(store: try await store.make())
         try await service.test { client in
             try await client.post(batch([event("x", #""kind": "network", "available": true"#)]))
             // Same id with different content: a duplicate, so the network stays true.
@@ -72,9 +72,9 @@ struct EventsEndpointTests {
     }
 
     @Test("the same batch posted many times at once is applied once: one answer accepts it, the others are duplicates",
-          arguments: EngineStore.allCases)
+          arguments: EngineStore.withShared)
     func concurrentRepeats(store: EngineStore) async throws {
-        let service = TestService(store: try store.make())
+        let service = TestService(store: try await store.make())
         try await service.test { client in
             let body = batch(healthyEvents)
             let answers = try await withThrowingTaskGroup(of: (Int, Int).self) { group in

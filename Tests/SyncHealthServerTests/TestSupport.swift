@@ -4,8 +4,11 @@ import HummingbirdTesting
 import Logging
 import NIOCore
 import Prometheus
+import ServiceLifecycle
 import SyncHealthCore
+import SyncHealthPostgres
 import SyncHealthStore
+import SyncHealthTestSupport
 import SyncHealthWebhooks
 import Synchronization
 import Testing
@@ -48,7 +51,9 @@ struct TestService {
         let center = WebhookCenter(store: store, transport: transport, clock: serviceClock, configuration: webhooks, logger: testLogger())
         engine = MonitorEngine(store: store, clock: serviceClock, configuration: configuration, webhooks: center, logger: testLogger())
         let router = SyncHealthApplication.makeRouter(engine: engine, keys: testKeys, registry: PrometheusCollectorRegistry(), limits: limits)
-        app = Application(router: router, services: [engine, center], logger: testLogger())
+        // PostgreSQL's connection pool runs first and stops last, as in the service.
+        let pool: [any Service] = (store as? PostgresStore).map { [$0.service] } ?? []
+        app = Application(router: router, services: pool + [engine, center], logger: testLogger())
     }
 
     /// Runs `body` against the router once the engine is ready.
@@ -61,15 +66,21 @@ struct TestService {
 }
 
 /// The single-process stores a test can run the engine over.
-enum EngineStore: String, CaseIterable, CustomTestStringConvertible {
-    case memory, sqlite
+enum EngineStore: String, CustomTestStringConvertible {
+    case memory, sqlite, postgres
+
+    /// The embedded stores.
+    static var allCases: [EngineStore] { [.memory, .sqlite] }
+    /// The embedded stores and, when the run has a throwaway cluster, PostgreSQL: the engine's shared path.
+    static var withShared: [EngineStore] { PostgresTesting.baseURL == nil ? allCases : allCases + [.postgres] }
 
     var testDescription: String { rawValue }
 
-    func make() throws -> any SyncStore {
+    func make() async throws -> any SyncStore {
         switch self {
         case .memory: InMemoryStore()
         case .sqlite: try SQLiteStore(directory: temporaryDirectory(), synchronous: .normal)
+        case .postgres: try PostgresStore(url: try await PostgresTesting.freshDatabase(), logger: testLogger())
         }
     }
 }
