@@ -78,6 +78,18 @@ extension SQLiteStore {
                 CREATE INDEX deliveries_webhook ON deliveries (webhook_id, seq);
                 """)
         }
+        migrator.registerMigration("v3: event ids expire through a log per commit, not an index") { db in
+            // See `EventIdLog`. Ids stored before are logged by their time, through the index, which then goes.
+            try db.execute(sql: """
+                CREATE TABLE event_id_log (
+                    seq INTEGER PRIMARY KEY,
+                    recorded_at INTEGER NOT NULL,
+                    ids BLOB NOT NULL
+                );
+                """)
+            try EventIdLog.migrate(db)
+            try db.execute(sql: "DROP INDEX seen_events_recorded_at")
+        }
         return migrator
     }
 }

@@ -158,6 +158,7 @@ public final class SQLiteStore: SyncStore {
             var inserted: [[Bool]] = []
             var recordedNow: [Int64: Set<String>]?
             var seen: [Set<String>] = []
+            var logged: [(hash: Int64, id: String)] = []
             inserted.reserveCapacity(claims.count)
             seen.reserveCapacity(claims.count)
             for (c, claim) in claims.enumerated() {
@@ -168,6 +169,7 @@ public final class SQLiteStore: SyncStore {
                     let new = try insert.run(.int(claim.hash), .text(id), .int(recordedAt.microseconds)) > 0
                     if new {
                         recordedNow?[claim.hash, default: []].insert(id)
+                        logged.append((claim.hash, id))
                     } else {
                         if recordedNow == nil {
                             recordedNow = Self.recorded(by: claims, upTo: c, inserted: inserted, current: flags, of: claim.ids)
@@ -179,6 +181,7 @@ public final class SQLiteStore: SyncStore {
                 inserted.append(flags)
                 seen.append(before)
             }
+            try EventIdLog.append(logged, recordedAt: recordedAt.microseconds, db)
             var (changes, result) = try plan(seen)
             changes.eventIds = []
             try Rows(changes).write(db)
@@ -228,14 +231,7 @@ public final class SQLiteStore: SyncStore {
     }
 
     public func pruneEventIds(recordedBefore cutoff: Timestamp, limit: Int) async throws -> Int {
-        try await pool.write { db in
-            // The oldest first, through the `recorded_at` index; each found by its key to be deleted.
-            try db.execute(sql: """
-                DELETE FROM seen_events WHERE (device_hash, event_id) IN
-                    (SELECT device_hash, event_id FROM seen_events WHERE recorded_at < ? ORDER BY recorded_at LIMIT ?)
-                """, arguments: [cutoff.microseconds, limit])
-            return db.changesCount
-        }
+        try await pool.write { db in try EventIdLog.prune(recordedBefore: cutoff.microseconds, limit: limit, db) }
     }
 
     /// The writer connection's `PRAGMA synchronous`, as SQLite reports it: 1 is NORMAL, 2 is FULL.
@@ -302,7 +298,9 @@ private struct Rows: Sendable {
             """)
         for d in devices { try upsertDevice.run(.text(d.appId), .text(d.deviceId), .blob(d.state)) }
         let insertId = try FastStatement(db, Self.insertEventId)
-        for e in ids { try insertId.run(.int(e.hash), .text(e.id), .int(recordedAt)) }
+        var logged: [(hash: Int64, id: String)] = []
+        for e in ids where try insertId.run(.int(e.hash), .text(e.id), .int(recordedAt)) > 0 { logged.append(e) }
+        try EventIdLog.append(logged, recordedAt: recordedAt, db)
         let upsertAlert = try db.cachedStatement(sql: """
             INSERT INTO alerts (id, kind, state, app_id, device_id, container_id, starts_at, ends_at, summary, detail)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)

@@ -393,6 +393,53 @@ struct SQLiteStoreTests {
         }
     }
 
+    @Test("event ids stored before the expiry log are still known after the upgrade, and expire by their time")
+    func eventIdsSurviveLogMigration() async throws {
+        let dir = temporaryDirectory()
+        let key = DeviceKey(appId: "app", deviceId: "1"), other = DeviceKey(appId: "app", deviceId: "2")
+        let seconds = { @Sendable (s: Int64) in Timestamp(microseconds: s * 1_000_000) }
+        // A store as the version before the log left it: ids with their time, expired through an index.
+        let old = try DatabaseQueue(path: dir + "/synchealth.sqlite")
+        try SQLiteStore.migrator.migrate(old, upTo: "v2: webhooks, outbox, delivery log")
+        try await old.write { db in
+            for (hash, id, at) in [(key.stableHash, "e-1", seconds(10)), (key.stableHash, "e-2", seconds(20)), (other.stableHash, "e-3", seconds(30))] {
+                try db.execute(sql: "INSERT INTO seen_events (device_hash, event_id, recorded_at) VALUES (?, ?, ?)",
+                               arguments: [hash, id, at.microseconds])
+            }
+        }
+        try old.close()
+
+        let store = try SQLiteStore(directory: dir, synchronous: .normal)
+        #expect(try await store.seenEventIds([(key: key, eventIds: ["e-1", "e-2", "e-3"]), (key: other, eventIds: ["e-3"])]) == [["e-1", "e-2"], ["e-3"]])
+        #expect(try await store.pruneEventIds(recordedBefore: seconds(25)) == 2)
+        #expect(try await store.seenEventIds([(key: key, eventIds: ["e-1", "e-2"]), (key: other, eventIds: ["e-3"])]) == [[], ["e-3"]])
+        #expect(try await store.pruneEventIds(recordedBefore: seconds(31)) == 1)
+        #expect(try await store.seenEventIds([(key: other, eventIds: ["e-3"])]) == [[]])
+        try await store.close()
+        let raw = try DatabaseQueue(path: dir + "/synchealth.sqlite")
+        #expect(try await raw.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM sqlite_master WHERE name = 'seen_events_recorded_at'") } == 0)
+        try raw.close()
+    }
+
+    @Test("an id forgotten and recorded again is kept until its new time expires")
+    func idRecordedAgainAfterExpiry() async throws {
+        let store = try SQLiteStore(directory: temporaryDirectory(), synchronous: .normal)
+        let key = DeviceKey(appId: "app", deviceId: "1")
+        let seconds = { (s: Int64) in Timestamp(microseconds: s * 1_000_000) }
+        func record(_ id: String, at: Timestamp) async throws -> [Set<String>] {
+            try await store.commit(claiming: [(key: key, eventIds: [id])], at: at) { seen in (changes: StoreChanges(recordedAt: at), result: seen) }
+        }
+        #expect(try await record("x", at: seconds(10)) == [[]])
+        #expect(try await record("x", at: seconds(15)) == [["x"]], "a repeat is not logged again")
+        #expect(try await store.pruneEventIds(recordedBefore: seconds(20)) == 1)
+        #expect(try await record("x", at: seconds(30)) == [[]], "forgotten, so new again")
+        #expect(try await store.pruneEventIds(recordedBefore: seconds(25)) == 0)
+        #expect(try await store.seenEventIds([(key: key, eventIds: ["x"])]) == [["x"]])
+        #expect(try await store.pruneEventIds(recordedBefore: seconds(31)) == 1)
+        #expect(try await store.seenEventIds([(key: key, eventIds: ["x"])]) == [[]])
+        try await store.close()
+    }
+
     @Test("a database written by a newer schema is refused")
     func newerSchema() async throws {
         let dir = temporaryDirectory()
