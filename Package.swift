@@ -159,5 +159,10 @@ if Context.environment["SYNCHEALTH_BENCHMARKS"] != nil {
             dependencies: ["SyncHealthCore"],
             path: "Benchmarks/StateSize"
         ),
+        .executableTarget(
+            name: "PruneCost",
+            dependencies: ["SyncHealthCore", "SyncHealthStore"],
+            path: "Benchmarks/PruneCost"
+        ),
     ]
 }
