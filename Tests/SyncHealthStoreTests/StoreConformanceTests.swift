@@ -440,6 +440,24 @@ struct SQLiteStoreTests {
         try await store.close()
     }
 
+    @Test("an unreadable row at the head of the expiry log is dropped, and the ids after it still expire")
+    func unreadableLogRow() async throws {
+        let dir = temporaryDirectory()
+        let key = DeviceKey(appId: "app", deviceId: "1")
+        let seconds = { @Sendable (s: Int64) in Timestamp(microseconds: s * 1_000_000) }
+        var store = try SQLiteStore(directory: dir, synchronous: .normal)
+        _ = try await store.commit(claiming: [(key: key, eventIds: ["a"])], at: seconds(10)) { _ in (changes: StoreChanges(recordedAt: seconds(10)), result: 0) }
+        try await store.close()
+        let raw = try GRDBTestHelper.open(dir + "/synchealth.sqlite")
+        try raw.execute("INSERT INTO event_id_log (seq, recorded_at, ids) VALUES (0, 5000000, x'0102')")
+        try raw.queue.close()
+
+        store = try SQLiteStore(directory: dir, synchronous: .normal)
+        #expect(try await store.pruneEventIds(recordedBefore: seconds(20)) == 1)
+        #expect(try await store.seenEventIds([(key: key, eventIds: ["a"])]) == [[]])
+        try await store.close()
+    }
+
     @Test("a database written by a newer schema is refused")
     func newerSchema() async throws {
         let dir = temporaryDirectory()
