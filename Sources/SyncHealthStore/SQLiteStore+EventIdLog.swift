@@ -47,7 +47,7 @@ enum EventIdLog {
             // Oldest first by sequence; a clock that went back only delays rows behind the first unexpired one.
             guard let row = try Row.fetchOne(db, sql: "SELECT seq, recorded_at, ids FROM event_id_log ORDER BY seq LIMIT 1"),
                   let seq = row[0] as Int64?, let recordedAt = row[1] as Int64?, recordedAt < cutoff else { break }
-            // A row that cannot be read is dropped (its ids then stay until the device is gone) rather than left
+            // A row that cannot be read is dropped (its ids are then never forgotten) rather than left
             // at the head of the log, where it would stop every later pass.
             let ids = (try? decode([UInt8](row[2] as Data? ?? Data()))) ?? []
             let take = min(ids.count, limit - forgotten)
