@@ -397,7 +397,6 @@ struct SQLiteStoreTests {
     func eventIdsSurviveLogMigration() async throws {
         let dir = temporaryDirectory()
         let key = DeviceKey(appId: "app", deviceId: "1"), other = DeviceKey(appId: "app", deviceId: "2")
-        let seconds = { @Sendable (s: Int64) in Timestamp(microseconds: s * 1_000_000) }
         // A store as the version before the log left it: ids with their time, expired through an index.
         let old = try DatabaseQueue(path: dir + "/synchealth.sqlite")
         try SQLiteStore.migrator.migrate(old, upTo: "v2: webhooks, outbox, delivery log")
@@ -425,14 +424,11 @@ struct SQLiteStoreTests {
     func idRecordedAgainAfterExpiry() async throws {
         let store = try SQLiteStore(directory: temporaryDirectory(), synchronous: .normal)
         let key = DeviceKey(appId: "app", deviceId: "1")
-        let seconds = { (s: Int64) in Timestamp(microseconds: s * 1_000_000) }
-        func record(_ id: String, at: Timestamp) async throws -> [Set<String>] {
-            try await store.commit(claiming: [(key: key, eventIds: [id])], at: at) { seen in (changes: StoreChanges(recordedAt: at), result: seen) }
-        }
-        #expect(try await record("x", at: seconds(10)) == [[]])
-        #expect(try await record("x", at: seconds(15)) == [["x"]], "a repeat is not logged again")
+        func record(_ id: String, at: Timestamp) async throws -> Set<String> { try await store.record([id], of: key, at: at) }
+        #expect(try await record("x", at: seconds(10)) == [])
+        #expect(try await record("x", at: seconds(15)) == ["x"], "a repeat is not logged again")
         #expect(try await store.pruneEventIds(recordedBefore: seconds(20)) == 1)
-        #expect(try await record("x", at: seconds(30)) == [[]], "forgotten, so new again")
+        #expect(try await record("x", at: seconds(30)) == [], "forgotten, so new again")
         #expect(try await store.pruneEventIds(recordedBefore: seconds(25)) == 0)
         #expect(try await store.seenEventIds([(key: key, eventIds: ["x"])]) == [["x"]])
         #expect(try await store.pruneEventIds(recordedBefore: seconds(31)) == 1)
@@ -444,9 +440,8 @@ struct SQLiteStoreTests {
     func unreadableLogRow() async throws {
         let dir = temporaryDirectory()
         let key = DeviceKey(appId: "app", deviceId: "1")
-        let seconds = { @Sendable (s: Int64) in Timestamp(microseconds: s * 1_000_000) }
         var store = try SQLiteStore(directory: dir, synchronous: .normal)
-        _ = try await store.commit(claiming: [(key: key, eventIds: ["a"])], at: seconds(10)) { _ in (changes: StoreChanges(recordedAt: seconds(10)), result: 0) }
+        _ = try await store.record(["a"], of: key, at: seconds(10))
         try await store.close()
         let raw = try GRDBTestHelper.open(dir + "/synchealth.sqlite")
         try raw.execute("INSERT INTO event_id_log (seq, recorded_at, ids) VALUES (0, 5000000, x'0102')")
@@ -470,7 +465,17 @@ struct SQLiteStoreTests {
     }
 }
 
+/// `s` seconds after the epoch.
+func seconds(_ s: Int64) -> Timestamp { Timestamp(microseconds: s * 1_000_000) }
+
 extension SyncStore {
+    /// Records `ids` of one device at `at` through a group commit that writes nothing else; returns which were
+    /// recorded before.
+    func record(_ ids: [String], of key: DeviceKey, at: Timestamp) async throws -> Set<String> {
+        let seen = try await commit(claiming: [(key: key, eventIds: ids)], at: at) { seen in (changes: StoreChanges(recordedAt: at), result: seen) }
+        return seen.first ?? []
+    }
+
     /// Forgets every event id recorded before `cutoff`, in batches as the engine does. Returns how many.
     func pruneEventIds(recordedBefore cutoff: Timestamp) async throws -> Int {
         var total = 0
