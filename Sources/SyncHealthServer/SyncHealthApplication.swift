@@ -17,8 +17,8 @@ public enum SyncHealthApplication {
                                   limits: RateLimits = RateLimits()) -> Router<AppRequestContext> {
         let routes = apiRoutes(engine: engine, registry: registry, limits: limits)
         let router = Router(context: AppRequestContext.self)
+        router.middlewares.add(RequestMetricsMiddleware())
         router.middlewares.add(ProblemMiddleware(paths: KnownPaths(routes)))
-        router.middlewares.add(MetricsMiddleware())
         router.middlewares.add(AuthMiddleware(keys: keys, keyLimiter: RateLimiter(limit: limits.perKey), clock: engine.clock))
         for route in routes {
             router.on(RouterPath(route.path), method: route.method, use: route.handler)

@@ -125,6 +125,26 @@ struct LiveServerTests {
         #expect(again.stop() == 0)
     }
 
+    @Test("request metrics count each answer under its route and real status, errors included")
+    func requestMetrics() async throws {
+        let server = try LiveServer(environment: ["SYNCHEALTH_INGEST_KEYS": "ingest-1", "SYNCHEALTH_READ_KEYS": "read-1"])
+        let body = Data(#"{"device": {"deviceId": "m", "appId": "a"}, "events": [{"eventId": "a", "occurredAt": "2026-11-22T10:00:00Z", "kind": "heartbeat"}]}"#.utf8)
+        #expect(try await server.request("POST", "/v1/events", key: "ingest-1", body: body).status == 202)
+        #expect(try await server.request("POST", "/v1/events", key: "read-1", body: body).status == 403)
+        #expect(try await server.request("GET", "/v1/summary", key: "wrong").status == 401)
+        #expect(try await server.request("GET", "/no/such/path").status == 404)
+        let metrics = String(decoding: try await server.request("GET", "/metrics").body, as: UTF8.self)
+        let post = #"http_route="/v1/events",http_request_method="POST""#
+        #expect(metrics.contains(#"hb_requests{\#(post),http_response_status_code="202"} 1"#))
+        #expect(metrics.contains(#"http_server_request_duration_count{\#(post),http_response_status_code="202"} 1"#))
+        #expect(metrics.contains(#"hb_requests{\#(post),http_response_status_code="403"} 1"#))
+        #expect(metrics.contains(#"hb_request_errors{\#(post),error_type="403"} 1"#))
+        #expect(metrics.contains(#"hb_requests{http_route="/v1/summary",http_request_method="GET",http_response_status_code="401"} 1"#))
+        #expect(metrics.contains(#"hb_requests{http_route="NotFound",http_request_method="GET",http_response_status_code="404"} 1"#))
+        #expect(!metrics.contains(#"http_response_status_code="500""#), "no answer above was a 500")
+        #expect(server.stop() == 0)
+    }
+
     @Test("keys never appear in the logs, even at debug level with failed logins")
     func keysNotLogged() async throws {
         let server = try LiveServer(environment: ["SYNCHEALTH_INGEST_KEYS": "ingest-SECRET-1", "SYNCHEALTH_ADMIN_KEYS": "admin-SECRET-2",
