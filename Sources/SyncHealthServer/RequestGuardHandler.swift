@@ -13,6 +13,10 @@ import NIOHTTPTypes
 /// - a kept-alive connection on which no new request began within `requestTimeout` of the previous response is
 ///   closed without an answer: a `408` there would be read as the answer to the client's next request.
 ///   (This handler sees parsed parts: a request whose head is still trickling in looks idle and is closed too.)
+///
+/// The timer is lazy: a request only moves `deadline`, and the one scheduled task, when it fires early, schedules
+/// itself again for the deadline. Scheduling and cancelling a task for every request cost ~5% of a trivial
+/// request's CPU.
 final class RequestGuardHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
@@ -20,7 +24,10 @@ final class RequestGuardHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias OutboundOut = HTTPResponsePart
 
     let requestTimeout: TimeAmount
+    /// The one pending check, if any. It may fire before `deadline`.
     private var timer: Scheduled<Void>?
+    /// When the request being awaited must have arrived; `nil` while one is being answered.
+    private var deadline: NIODeadline?
     private var closing = false
     /// Whether a response has been sent on this connection.
     private var answeredOne = false
@@ -57,8 +64,7 @@ final class RequestGuardHandler: ChannelDuplexHandler, RemovableChannelHandler {
             headSeen = true
         case .end:
             // The request is complete: the deadline is met. It starts again after the response.
-            timer?.cancel()
-            timer = nil
+            deadline = nil
         case .body:
             break
         }
@@ -87,21 +93,38 @@ final class RequestGuardHandler: ChannelDuplexHandler, RemovableChannelHandler {
             detail: tooLarge ? "The request's headers are larger than the server accepts." : "The request is not valid HTTP/1.1."))
     }
 
+    /// Starts waiting for a request: one `requestTimeout` from now.
     private func arm(_ context: ChannelHandlerContext) {
-        timer?.cancel()
+        let due = NIODeadline.now() + requestTimeout
+        deadline = due
+        if timer == nil { schedule(context, at: due) }
+    }
+
+    private func schedule(_ context: ChannelHandlerContext, at due: NIODeadline) {
         let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-        timer = context.eventLoop.scheduleTask(in: requestTimeout) {
+        timer = context.eventLoop.scheduleTask(deadline: due) {
             let (handler, context) = bound.value
             handler.timer = nil
-            if handler.answeredOne && !handler.headSeen {
-                handler.closing = true
-                context.close(promise: nil)
-                return
-            }
-            handler.respond(context, problem: Problem(
-                slug: "request-timeout", title: "Request timeout", status: .requestTimeout,
-                detail: "The request did not arrive in full in time; the connection is closed."))
+            handler.check(context)
         }
+    }
+
+    private func check(_ context: ChannelHandlerContext) {
+        // No request awaited: the next `arm` schedules again.
+        guard let deadline, !closing else { return }
+        if deadline > .now() {
+            schedule(context, at: deadline)
+            return
+        }
+        self.deadline = nil
+        if answeredOne && !headSeen {
+            closing = true
+            context.close(promise: nil)
+            return
+        }
+        respond(context, problem: Problem(
+            slug: "request-timeout", title: "Request timeout", status: .requestTimeout,
+            detail: "The request did not arrive in full in time; the connection is closed."))
     }
 
     /// Writes a problem+json response and closes the connection.

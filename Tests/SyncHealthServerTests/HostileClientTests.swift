@@ -89,6 +89,31 @@ struct HostileClientTests {
         #expect(answer?.hasPrefix("HTTP/1.1 408") == true, "\(answer ?? "nothing")")
     }
 
+    @Test("a connection used again before its idle deadline gets a new one: it is still open past the first, and closed after the second")
+    func idleDeadlineMoves() async throws {
+        let server = try LiveServer(environment: ["SYNCHEALTH_REQUEST_TIMEOUT": "4"])
+        defer { server.stop() }
+        let connection = try #require(RawConnection(port: server.port))
+        let request = "GET /livez HTTP/1.1\r\nHost: x\r\n\r\n"
+        connection.send(request)
+        #expect(connection.receive(until: "\"pass\"}").hasPrefix("HTTP/1.1 200"))
+        let first = Date()
+        try await Task.sleep(for: .seconds(2))
+        connection.send(request)
+        #expect(connection.receive(until: "\"pass\"}").hasPrefix("HTTP/1.1 200"))
+        let second = Date()
+        // Half a second past the first deadline, well before the second one.
+        let wait = 4.5 - Date().timeIntervalSince(first)
+        if wait > 0 { try await Task.sleep(for: .seconds(wait)) }
+        #expect(Date().timeIntervalSince(second) < 3.5, "the test itself ran late")
+        connection.send(request)
+        #expect(connection.receive(until: "\"pass\"}").hasPrefix("HTTP/1.1 200"), "closed at the first deadline")
+        // Then left idle, it is closed without an answer.
+        var after: String?
+        for _ in 0..<3 where after == nil { after = connection.receive() }
+        #expect(after == "", "\(after ?? "nothing")")
+    }
+
     @Test("oversized headers get 431 and malformed requests 400, as problem+json, without harm")
     func garbage() async throws {
         let server = try LiveServer()
