@@ -20,7 +20,8 @@ struct RequestMetricsMiddleware<Context: RequestContext>: RouterMiddleware {
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let started = DispatchTime.now().uptimeNanoseconds
-        let active = cache.active(request.method)
+        let method = RequestMetricsCache.label(request.method)
+        let active = cache.active(method)
         active.increment()
         defer { active.decrement() }
         let status: HTTPResponse.Status
@@ -30,15 +31,15 @@ struct RequestMetricsMiddleware<Context: RequestContext>: RouterMiddleware {
             status = response.status
         } catch {
             // Only if something outside ProblemMiddleware throws.
-            record(request, context, status: (error as? any HTTPResponseError)?.status ?? .internalServerError, since: started)
+            record(method, context, status: (error as? any HTTPResponseError)?.status ?? .internalServerError, since: started)
             throw error
         }
-        record(request, context, status: status, since: started)
+        record(method, context, status: status, since: started)
         return response
     }
 
-    private func record(_ request: Request, _ context: Context, status: HTTPResponse.Status, since started: UInt64) {
-        let metrics = cache.endpoint(.init(route: context.endpointPath ?? "NotFound", method: request.method, status: status))
+    private func record(_ method: String, _ context: Context, status: HTTPResponse.Status, since started: UInt64) {
+        let metrics = cache.endpoint(.init(route: context.endpointPath ?? "NotFound", method: method, status: status))
         metrics.requests.increment()
         metrics.duration.recordNanoseconds(DispatchTime.now().uptimeNanoseconds - started)
         if status.code >= 400 { metrics.errors.increment() }
@@ -46,12 +47,21 @@ struct RequestMetricsMiddleware<Context: RequestContext>: RouterMiddleware {
 }
 
 /// The metric objects of each route, method and status, created on first use. Routes are the router's (or
-/// `Unknown` / `NotFound`), so the set is bounded.
+/// `NotFound`), methods the standard ones (or `_OTHER`), statuses the server's own: the set is bounded.
 final class RequestMetricsCache: Sendable {
     struct Key: Hashable {
         var route: String
-        var method: HTTPRequest.Method
+        var method: String
         var status: HTTPResponse.Status
+    }
+
+    /// The HTTP parser lets some thirty methods through (WebDAV's among them); any but the standard ones is
+    /// counted as `_OTHER` (OpenTelemetry's name), so clients choose no label values.
+    static func label(_ method: HTTPRequest.Method) -> String {
+        switch method {
+        case .get, .head, .post, .put, .delete, .connect, .options, .trace, .patch: method.rawValue
+        default: "_OTHER"
+        }
     }
 
     struct Endpoint: Sendable {
@@ -60,7 +70,7 @@ final class RequestMetricsCache: Sendable {
         let errors: Counter
 
         init(_ key: Key) {
-            let labels = [("http.route", key.route), ("http.request.method", key.method.description),
+            let labels = [("http.route", key.route), ("http.request.method", key.method),
                           ("http.response.status_code", key.status.code.description)]
             requests = Counter(label: "hb.requests", dimensions: labels)
             duration = Timer(label: "http.server.request.duration", dimensions: labels, preferredDisplayUnit: .seconds)
@@ -69,7 +79,7 @@ final class RequestMetricsCache: Sendable {
     }
 
     private let endpoints = Mutex<[Key: Endpoint]>([:])
-    private let actives = Mutex<[HTTPRequest.Method: Meter]>([:])
+    private let actives = Mutex<[String: Meter]>([:])
 
     func endpoint(_ key: Key) -> Endpoint {
         endpoints.withLock { map in
@@ -80,10 +90,10 @@ final class RequestMetricsCache: Sendable {
         }
     }
 
-    func active(_ method: HTTPRequest.Method) -> Meter {
+    func active(_ method: String) -> Meter {
         actives.withLock { map in
             if let found = map[method] { return found }
-            let made = Meter(label: "http.server.active_requests", dimensions: [("http.request.method", method.description)])
+            let made = Meter(label: "http.server.active_requests", dimensions: [("http.request.method", method)])
             map[method] = made
             return made
         }

@@ -125,7 +125,7 @@ struct LiveServerTests {
         #expect(again.stop() == 0)
     }
 
-    @Test("request metrics count each answer under its route and real status, errors included")
+    @Test("request metrics count each answer under its route and real status, errors included, and non-standard methods as _OTHER")
     func requestMetrics() async throws {
         let server = try LiveServer(environment: ["SYNCHEALTH_INGEST_KEYS": "ingest-1", "SYNCHEALTH_READ_KEYS": "read-1"])
         let body = Data(#"{"device": {"deviceId": "m", "appId": "a"}, "events": [{"eventId": "a", "occurredAt": "2026-11-22T10:00:00Z", "kind": "heartbeat"}]}"#.utf8)
@@ -133,6 +133,7 @@ struct LiveServerTests {
         #expect(try await server.request("POST", "/v1/events", key: "read-1", body: body).status == 403)
         #expect(try await server.request("GET", "/v1/summary", key: "wrong").status == 401)
         #expect(try await server.request("GET", "/no/such/path").status == 404)
+        #expect(try await server.request("PURGE", "/livez").status == 405)
         let metrics = String(decoding: try await server.request("GET", "/metrics").body, as: UTF8.self)
         let post = #"http_route="/v1/events",http_request_method="POST""#
         #expect(metrics.contains(#"hb_requests{\#(post),http_response_status_code="202"} 1"#))
@@ -142,6 +143,8 @@ struct LiveServerTests {
         #expect(metrics.contains(#"hb_requests{http_route="/v1/summary",http_request_method="GET",http_response_status_code="401"} 1"#))
         #expect(metrics.contains(#"hb_requests{http_route="NotFound",http_request_method="GET",http_response_status_code="404"} 1"#))
         #expect(!metrics.contains(#"http_response_status_code="500""#), "no answer above was a 500")
+        #expect(metrics.contains(#"hb_requests{http_route="NotFound",http_request_method="_OTHER",http_response_status_code="405"} 1"#))
+        #expect(!metrics.contains("PURGE"), "a method outside the standard ones makes no series of its own")
         #expect(server.stop() == 0)
     }
 
