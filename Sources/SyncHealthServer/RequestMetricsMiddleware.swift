@@ -24,17 +24,15 @@ struct RequestMetricsMiddleware<Context: RequestContext>: RouterMiddleware {
         let active = cache.active(method)
         active.increment()
         defer { active.decrement() }
-        let status: HTTPResponse.Status
         let response: Response
         do {
             response = try await next(request, context)
-            status = response.status
         } catch {
             // Only if something outside ProblemMiddleware throws.
             record(method, context, status: (error as? any HTTPResponseError)?.status ?? .internalServerError, since: started)
             throw error
         }
-        record(method, context, status: status, since: started)
+        record(method, context, status: response.status, since: started)
         return response
     }
 
