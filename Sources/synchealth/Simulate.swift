@@ -30,6 +30,9 @@ struct Simulate: AsyncParsableCommand {
     @Option(help: "How long to play, in seconds.")
     var duration: Double = 30
 
+    @Option(help: "Stop after this many rounds (the launch is round 0), even before the duration is over.")
+    var rounds: Int?
+
     @Option(help: "Share of devices that break (0-1).")
     var brokenShare = 0.1
 
@@ -50,29 +53,34 @@ struct Simulate: AsyncParsableCommand {
         let fleet = (0..<devices).map { SimulatedDevice(index: $0, brokenShare: brokenShare, offlineShare: offlineShare, appId: appId) }
         let stats = SimulationStats()
         let end = Date().addingTimeInterval(duration)
+        let lastRound = rounds.map { max(0, $0 - 1) } ?? Int.max
         await withTaskGroup(of: Void.self) { group in
+            // Progress, once a second, until the workers are done.
             group.addTask {
                 while Date().addingTimeInterval(1) < end {
-                    try? await Task.sleep(for: .seconds(1))
+                    do { try await Task.sleep(for: .seconds(1)) } catch { return }
                     await stats.printLine()
                 }
             }
-            for worker in 0..<max(1, concurrency) {
-                group.addTask {
-                    var round = 0
-                    while Date() < end {
-                        var any = false
-                        for index in stride(from: worker, to: fleet.count, by: max(1, concurrency)) {
-                            guard Date() < end else { break }
-                            guard let body = fleet[index].batch(round: round) else { continue }
-                            any = true
-                            await stats.record(await Self.post(body, to: endpoint, key: key))
+            await withTaskGroup(of: Void.self) { workers in
+                for worker in 0..<max(1, concurrency) {
+                    workers.addTask {
+                        var round = 0
+                        while Date() < end, round <= lastRound {
+                            var any = false
+                            for index in stride(from: worker, to: fleet.count, by: max(1, concurrency)) {
+                                guard Date() < end else { break }
+                                guard let body = fleet[index].batch(round: round) else { continue }
+                                any = true
+                                await stats.record(await Self.post(body, to: endpoint, key: key))
+                            }
+                            round += 1
+                            if !any { try? await Task.sleep(for: .milliseconds(200)) }
                         }
-                        round += 1
-                        if !any { try? await Task.sleep(for: .milliseconds(200)) }
                     }
                 }
             }
+            group.cancelAll()
         }
         await stats.printLine(final: true)
     }

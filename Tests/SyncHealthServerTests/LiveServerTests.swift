@@ -168,8 +168,10 @@ struct LiveServerTests {
         defer { server.stop() }
         let process = Process()
         process.executableURL = builtBinary()
+        // Three rounds (the launch and two steady ones), however slow the machine: a duration alone left devices
+        // out when the disk stalled under a parallel test run.
         process.arguments = ["simulate", "--url", "http://127.0.0.1:\(server.port)", "--key", "sim", "--devices", "60",
-                             "--duration", "2", "--broken-share", "0.5"]
+                             "--duration", "120", "--rounds", "3", "--broken-share", "0.5"]
         let output = Pipe()
         process.standardOutput = output
         try process.run()
@@ -177,6 +179,8 @@ struct LiveServerTests {
         #expect(process.terminationStatus == 0)
         let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         #expect(printed.contains("done:"))
+        #expect(printed.contains("[202: "), "\(printed)")
+        #expect(!printed.contains("failed"), "\(printed)")
         let summary = try #require(try JSONSerialization.jsonObject(with: try await server.request("GET", "/v1/summary", key: "read").body) as? [String: Any])
         #expect(summary["devices"] as? Int == 60)
         #expect((summary["broken"] as? Int ?? 0) > 10)
