@@ -168,8 +168,8 @@ struct LiveServerTests {
         defer { server.stop() }
         let process = Process()
         process.executableURL = builtBinary()
-        // Three rounds (the launch and two steady ones), however slow the machine: a duration alone left devices
-        // out when the disk stalled under a parallel test run.
+        // Three rounds (the launch and two steady ones), however slow the machine: 2 s alone once left 10 of the
+        // 60 devices out during a full parallel test run.
         process.arguments = ["simulate", "--url", "http://127.0.0.1:\(server.port)", "--key", "sim", "--devices", "60",
                              "--duration", "120", "--rounds", "3", "--broken-share", "0.5"]
         let output = Pipe()
