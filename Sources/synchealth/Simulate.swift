@@ -50,10 +50,11 @@ struct Simulate: AsyncParsableCommand {
             throw ValidationError("an ingest key is needed: --key or SYNCHEALTH_INGEST_KEY")
         }
         guard let endpoint = URL(string: url + "/v1/events") else { throw ValidationError("--url is not a URL") }
+        if let rounds, rounds < 1 { throw ValidationError("--rounds must be at least 1") }
         let fleet = (0..<devices).map { SimulatedDevice(index: $0, brokenShare: brokenShare, offlineShare: offlineShare, appId: appId) }
         let stats = SimulationStats()
         let end = Date().addingTimeInterval(duration)
-        let lastRound = rounds.map { max(0, $0 - 1) } ?? Int.max
+        let roundLimit = rounds ?? Int.max
         await withTaskGroup(of: Void.self) { group in
             // Progress, once a second, until the workers are done.
             group.addTask {
@@ -66,7 +67,7 @@ struct Simulate: AsyncParsableCommand {
                 for worker in 0..<max(1, concurrency) {
                     workers.addTask {
                         var round = 0
-                        while Date() < end, round <= lastRound {
+                        while Date() < end, round < roundLimit {
                             var any = false
                             for index in stride(from: worker, to: fleet.count, by: max(1, concurrency)) {
                                 guard Date() < end else { break }
