@@ -90,6 +90,26 @@ extension SQLiteStore {
             try EventIdLog.migrate(db)
             try db.execute(sql: "DROP INDEX seen_events_recorded_at")
         }
+        migrator.registerMigration("v4: event ids in buckets, a row per bucket of a device's ids") { db in
+            // See `EventIdBuckets`. The ids of `seen_events` move into buckets with their times; the table and the
+            // expiry log of v3 go.
+            try db.execute(sql: """
+                CREATE TABLE event_id_buckets (
+                    seq INTEGER PRIMARY KEY,
+                    device_hash INTEGER NOT NULL,
+                    lo BLOB NOT NULL,
+                    oldest INTEGER NOT NULL,
+                    entries BLOB NOT NULL
+                );
+                CREATE UNIQUE INDEX event_id_buckets_device ON event_id_buckets (device_hash, lo);
+                """)
+            try EventIdBuckets.migrate(db)
+            try db.execute(sql: """
+                CREATE INDEX event_id_buckets_oldest ON event_id_buckets (oldest);
+                DROP TABLE seen_events;
+                DROP TABLE event_id_log;
+                """)
+        }
         return migrator
     }
 }

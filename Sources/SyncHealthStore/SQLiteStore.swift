@@ -119,20 +119,11 @@ public final class SQLiteStore: SyncStore {
     }
 
     public func seenEventIds(_ requests: [(key: DeviceKey, eventIds: [String])]) async throws -> [Set<String>] {
-        let requests = requests.map { (hash: $0.key.stableHash, ids: $0.eventIds) }
+        let claims = requests.map { (hash: $0.key.stableHash, ids: $0.eventIds.map { Array($0.utf8) }) }
         return try await pool.read { db in
-            try requests.map { request in
-                guard !request.ids.isEmpty else { return [] }
-                var seen = Set<String>()
-                // Chunks stay far below SQLite's bound-variable limit.
-                for start in stride(from: 0, to: request.ids.count, by: 500) {
-                    let chunk = Array(request.ids[start..<min(start + 500, request.ids.count)])
-                    let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
-                    let statement = try db.cachedStatement(sql: "SELECT event_id FROM seen_events WHERE device_hash = ? AND event_id IN (\(marks))")
-                    let arguments = StatementArguments([request.hash] + chunk as [any DatabaseValueConvertible])
-                    for id in try String.fetchAll(statement, arguments: arguments) { seen.insert(id) }
-                }
-                return seen
+            let group = try EventIdBuckets.Group(claims, db)
+            return zip(requests, claims).map { request, claim in
+                Set(zip(request.eventIds, claim.ids).filter { group.recordedBefore(claim.hash, $0.1) }.map(\.0))
             }
         }
     }
@@ -144,61 +135,36 @@ public final class SQLiteStore: SyncStore {
         checkpointer.signal()
     }
 
-    /// Records the claimed ids, plans and writes in one transaction on the writer: one B-tree descent per id
-    /// (the insert tells whether it was there), and no separate read on a reader connection.
+    /// Records the claimed ids, plans and writes in one transaction on the writer: each device's buckets of ids
+    /// are read once, judged and recorded in memory, and written back once.
     public func commit<Result: Sendable>(claiming claims: [(key: DeviceKey, eventIds: [String])], at recordedAt: Timestamp,
                                          plan: @escaping @Sendable (_ seen: [Set<String>]) throws -> (changes: StoreChanges, result: Result))
         async throws -> Result {
-        let claims = claims.map { (hash: $0.key.stableHash, ids: $0.eventIds) }
+        let encoded = claims.map { (hash: $0.key.stableHash, ids: $0.eventIds.map { Array($0.utf8) }) }
         defer { checkpointer.signal() }
         return try await pool.write { db in
-            let insert = try FastStatement(db, Rows.insertEventId)
-            // An insert that finds its id means "recorded before", unless this group recorded it: the index of
-            // this group's ids is built only when the first such insert happens (a retry), not on the common path.
-            var inserted: [[Bool]] = []
-            var recordedNow: [Int64: Set<String>]?
+            var group = try EventIdBuckets.Group(encoded, db)
+            // An id in a bucket was recorded before this group; one this group recorded is a repeat within it,
+            // which the caller judges.
             var seen: [Set<String>] = []
-            var logged: [(hash: Int64, id: String)] = []
-            inserted.reserveCapacity(claims.count)
             seen.reserveCapacity(claims.count)
-            for (c, claim) in claims.enumerated() {
+            for (claim, ids) in zip(claims, encoded) {
                 var before = Set<String>()
-                var flags: [Bool] = []
-                flags.reserveCapacity(claim.ids.count)
-                for id in claim.ids {
-                    let new = try insert.run(.int(claim.hash), .text(id), .int(recordedAt.microseconds)) > 0
-                    if new {
-                        recordedNow?[claim.hash, default: []].insert(id)
-                        logged.append((claim.hash, id))
+                for (id, bytes) in zip(claim.eventIds, ids.ids) {
+                    if group.recordedBefore(ids.hash, bytes) {
+                        before.insert(id)
                     } else {
-                        if recordedNow == nil {
-                            recordedNow = Self.recorded(by: claims, upTo: c, inserted: inserted, current: flags, of: claim.ids)
-                        }
-                        if recordedNow?[claim.hash]?.contains(id) != true { before.insert(id) }
+                        _ = group.record(ids.hash, bytes, at: recordedAt.microseconds)
                     }
-                    flags.append(new)
                 }
-                inserted.append(flags)
                 seen.append(before)
             }
-            try EventIdLog.append(logged, recordedAt: recordedAt.microseconds, db)
+            try group.write(db)
             var (changes, result) = try plan(seen)
             changes.eventIds = []
             try Rows(changes).write(db)
             return result
         }
-    }
-
-    /// The ids this group has recorded so far, by device hash: claims before `upTo`, then the current one's
-    /// first `current.count` ids.
-    static func recorded(by claims: [(hash: Int64, ids: [String])], upTo c: Int, inserted: [[Bool]], current: [Bool],
-                         of ids: [String]) -> [Int64: Set<String>] {
-        var index: [Int64: Set<String>] = [:]
-        for (claim, flags) in zip(claims.prefix(c), inserted) {
-            for (id, new) in zip(claim.ids, flags) where new { index[claim.hash, default: []].insert(id) }
-        }
-        for (id, new) in zip(ids, current) where new { index[claims[c].hash, default: []].insert(id) }
-        return index
     }
 
     public func alerts(_ query: AlertQuery) async throws -> AlertPage {
@@ -231,7 +197,7 @@ public final class SQLiteStore: SyncStore {
     }
 
     public func pruneEventIds(recordedBefore cutoff: Timestamp, limit: Int) async throws -> Int {
-        try await pool.write { db in try EventIdLog.prune(recordedBefore: cutoff.microseconds, limit: limit, db) }
+        try await pool.write { db in try EventIdBuckets.prune(recordedBefore: cutoff.microseconds, limit: limit, db) }
     }
 
     /// The writer connection's `PRAGMA synchronous`, as SQLite reports it: 1 is NORMAL, 2 is FULL.
@@ -288,8 +254,6 @@ private struct Rows: Sendable {
         recordedAt = changes.recordedAt.microseconds
     }
 
-    static let insertEventId = "INSERT OR IGNORE INTO seen_events (device_hash, event_id, recorded_at) VALUES (?, ?, ?)"
-
     /// Writes the rows in `db`'s current transaction.
     func write(_ db: Database) throws {
         let upsertDevice = try FastStatement(db, """
@@ -297,10 +261,14 @@ private struct Rows: Sendable {
             ON CONFLICT (app_id, device_id) DO UPDATE SET state = excluded.state
             """)
         for d in devices { try upsertDevice.run(.text(d.appId), .text(d.deviceId), .blob(d.state)) }
-        let insertId = try FastStatement(db, Self.insertEventId)
-        var logged: [(hash: Int64, id: String)] = []
-        for e in ids where try insertId.run(.int(e.hash), .text(e.id), .int(recordedAt)) > 0 { logged.append(e) }
-        try EventIdLog.append(logged, recordedAt: recordedAt, db)
+        if !ids.isEmpty {
+            let claims = ids.map { (hash: $0.hash, ids: [Array($0.id.utf8)]) }
+            var group = try EventIdBuckets.Group(claims, db)
+            for claim in claims where !group.recordedBefore(claim.hash, claim.ids[0]) {
+                _ = group.record(claim.hash, claim.ids[0], at: recordedAt)
+            }
+            try group.write(db)
+        }
         let upsertAlert = try db.cachedStatement(sql: """
             INSERT INTO alerts (id, kind, state, app_id, device_id, container_id, starts_at, ends_at, summary, detail)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -319,57 +287,5 @@ private struct Rows: Sendable {
             }
         }
         try SQLiteStore.insertOutbox(outbox, db)
-    }
-}
-
-/// A cached statement bound and stepped through the SQLite C API. The per-event and per-device writes of a group
-/// commit run through it: GRDB's general binding (an array of boxed values per call) was a tenth of the
-/// writer's time.
-private struct FastStatement {
-    let statement: Statement
-    let db: Database
-
-    init(_ db: Database, _ sql: String) throws {
-        self.db = db
-        statement = try db.cachedStatement(sql: sql)
-    }
-
-    /// A value to bind.
-    enum Value {
-        case int(Int64)
-        case text(String)
-        case blob([UInt8])
-    }
-
-    /// Binds `values` to the parameters in order and runs the statement; returns how many rows it changed.
-    @discardableResult
-    func run(_ values: Value...) throws -> Int32 {
-        let raw = statement.sqliteStatement
-        sqlite3_reset(raw)
-        // SQLITE_TRANSIENT: SQLite copies text and blobs before the bind call returns.
-        let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
-        var code = SQLITE_OK
-        for (i, value) in values.enumerated() where code == SQLITE_OK {
-            let index = Int32(i + 1)
-            switch value {
-            case .int(let v):
-                code = sqlite3_bind_int64(raw, index, v)
-            case .text(var v):
-                code = v.withUTF8 { text -> Int32 in
-                    guard let base = text.baseAddress else { return sqlite3_bind_text(raw, index, "", 0, transient) }
-                    return base.withMemoryRebound(to: CChar.self, capacity: text.count) {
-                        sqlite3_bind_text(raw, index, $0, Int32(text.count), transient)
-                    }
-                }
-            case .blob(let v):
-                code = v.withUnsafeBytes { sqlite3_bind_blob(raw, index, $0.baseAddress, Int32($0.count), transient) }
-            }
-        }
-        if code == SQLITE_OK { code = sqlite3_step(raw) }
-        sqlite3_reset(raw)
-        guard code == SQLITE_DONE else {
-            throw DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)), sql: statement.sql)
-        }
-        return sqlite3_changes(db.sqliteConnection)
     }
 }
