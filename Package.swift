@@ -31,6 +31,10 @@ let package = Package(
         // Pure domain: the per-device monitor, error classes, alert rules, fleet counters. No I/O, no clock.
         .target(
             name: "SyncHealthCore",
+            dependencies: [
+                // A heap for the notification policy's settle queue: a data structure, no I/O.
+                .product(name: "HeapModule", package: "swift-collections"),
+            ],
             swiftSettings: swiftSettings
         ),
         // Storage: the `SyncStore` protocol, an in-memory store for tests, the SQLite store (GRDB).

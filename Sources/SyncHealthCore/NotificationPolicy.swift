@@ -1,7 +1,13 @@
 /// Decides which alert transitions are worth telling ops about: a flapping alert is told once, and while a
 /// container's `fleetDegraded` fires, that container's device alerts are held back and counted.
 ///
+import HeapModule
+
 /// A value type: `decide` and `settle` return what to deliver, and the caller writes the messages.
+///
+/// Every call costs in proportion to the lines it touches, not to all the lines kept (one per device alert that
+/// changed in the last window, so tens of thousands in a large fleet): lines wait for `settle` in a queue
+/// ordered by time, and a group's changes can be taken back (`beginChanges`, `discardChanges`) without copying.
 public struct NotificationPolicy: Sendable, Equatable {
     /// Thresholds.
     public struct Configuration: Sendable, Equatable {
@@ -36,6 +42,22 @@ public struct NotificationPolicy: Sendable, Equatable {
         public var lastDelivered: AlertTransition.Change?
         /// When the last transition happened.
         public var lastAt: Timestamp?
+        /// When the line's entry in the settle queue comes due, if it has one (then at most its settle time).
+        var settleAt: Timestamp?
+    }
+
+    /// A line's turn in `settle`. An entry whose time is not its line's `settleAt` is stale and skipped.
+    struct Entry: Comparable, Sendable {
+        var at: Timestamp
+        var key: String
+
+        static func < (a: Entry, b: Entry) -> Bool { (a.at, a.key) < (b.at, b.key) }
+    }
+
+    /// The values a group's calls replaced, so that they can be put back.
+    struct Journal: Sendable {
+        var lines: [String: Line?] = [:]
+        var heldBack: [String: Int?] = [:]
     }
 
     /// Thresholds.
@@ -44,6 +66,10 @@ public struct NotificationPolicy: Sendable, Equatable {
     public private(set) var lines: [String: Line] = [:]
     /// Device transitions held back per container while its fleet alert fires.
     public private(set) var heldBack: [String: Int] = [:]
+    /// Lines by when `settle` should look at them: each line with a `settleAt` has an entry at that time.
+    private var queue = Heap<Entry>()
+    /// Set between `beginChanges` and `keepChanges` or `discardChanges`.
+    private var journal: Journal?
 
     /// An empty policy.
     public init(configuration: Configuration = Configuration()) {
@@ -52,14 +78,21 @@ public struct NotificationPolicy: Sendable, Equatable {
 
     /// Decides about one device transition on line `key`.
     public mutating func decide(key: String, containerId: String?, transition: AlertTransition, fleetFiring: Bool, now: Timestamp) -> Decision {
+        remember(line: key)
         var line = lines[key] ?? Line()
         let windowStart = now - configuration.flapWindow
         line.fires.removeAll { $0 < windowStart }
         if transition.change == .fire { line.fires.append(now) }
         line.last = transition
         line.lastAt = now
+        // An entry already queued comes due earlier than this line now does: `settle` puts it back for later.
+        if line.settleAt == nil {
+            line.settleAt = now + configuration.flapWindow
+            queue.insert(Entry(at: now + configuration.flapWindow, key: key))
+        }
         defer { lines[key] = line }
         if fleetFiring, let containerId {
+            remember(heldBack: containerId)
             heldBack[containerId, default: 0] += 1
             return .holdForFleet
         }
@@ -77,30 +110,78 @@ public struct NotificationPolicy: Sendable, Equatable {
     /// current state differs from what ops last heard, with the transition to deliver now.
     public mutating func settle(now: Timestamp) -> [(key: String, transition: AlertTransition)] {
         var deliver: [(String, AlertTransition)] = []
-        for (key, var line) in lines {
-            guard let lastAt = line.lastAt, now >= lastAt + configuration.flapWindow else { continue }
+        while let top = queue.min, top.at <= now {
+            _ = queue.popMin()
+            guard var line = lines[top.key], line.settleAt == top.at else { continue }
+            remember(line: top.key)
+            if let lastAt = line.lastAt, now < lastAt + configuration.flapWindow {
+                // Active since the entry was queued: its turn comes a window after its last transition.
+                line.settleAt = lastAt + configuration.flapWindow
+                queue.insert(Entry(at: lastAt + configuration.flapWindow, key: top.key))
+                lines[top.key] = line
+                continue
+            }
             if line.flappingSince != nil, let last = line.last, last.change != line.lastDelivered {
-                deliver.append((key, last))
+                deliver.append((top.key, last))
             }
             line.flappingSince = nil
             line.fires.removeAll()
+            line.settleAt = nil
             if line.last?.change == .resolve || line.last == nil {
-                lines[key] = nil
+                lines[top.key] = nil
             } else {
                 line.lastDelivered = line.last?.change
-                lines[key] = line
+                lines[top.key] = line
             }
         }
         return deliver.sorted { $0.0 < $1.0 }
     }
 
-    /// When `settle` next has something to do.
+    /// When `settle` next has something to look at (it may find the line active since, and look again later).
     public var nextSettleTime: Timestamp? {
-        lines.values.compactMap { line in line.flappingSince != nil || !line.fires.isEmpty ? line.lastAt.map { $0 + configuration.flapWindow } : nil }.min()
+        queue.min?.at
     }
 
     /// The number of device transitions held back for a container, which is reset.
     public mutating func takeHeldBack(containerId: String) -> Int {
-        heldBack.removeValue(forKey: containerId) ?? 0
+        remember(heldBack: containerId)
+        return heldBack.removeValue(forKey: containerId) ?? 0
+    }
+
+    /// Starts recording what the calls change, so that `discardChanges` can put it back: a group decides on the
+    /// policy in place, before its commit, and takes its decisions back if the commit fails.
+    public mutating func beginChanges() {
+        journal = Journal()
+    }
+
+    /// Keeps the changes since `beginChanges`.
+    public mutating func keepChanges() {
+        journal = nil
+    }
+
+    /// Puts back what changed since `beginChanges` (nothing if it was not called).
+    public mutating func discardChanges() {
+        guard let journal else { return }
+        self.journal = nil
+        for (key, line) in journal.lines {
+            lines[key] = line
+            // Its queue entry may have been taken meanwhile; a second one at the same time is skipped as stale.
+            if let at = line?.settleAt { queue.insert(Entry(at: at, key: key)) }
+        }
+        for (containerId, count) in journal.heldBack { heldBack[containerId] = count }
+    }
+
+    private mutating func remember(line key: String) {
+        guard journal != nil, journal?.lines.index(forKey: key) == nil else { return }
+        journal?.lines.updateValue(lines[key], forKey: key)
+    }
+
+    private mutating func remember(heldBack containerId: String) {
+        guard journal != nil, journal?.heldBack.index(forKey: containerId) == nil else { return }
+        journal?.heldBack.updateValue(heldBack[containerId], forKey: containerId)
+    }
+
+    public static func == (a: NotificationPolicy, b: NotificationPolicy) -> Bool {
+        a.configuration == b.configuration && a.lines == b.lines && a.heldBack == b.heldBack
     }
 }

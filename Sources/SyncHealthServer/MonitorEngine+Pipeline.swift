@@ -141,14 +141,19 @@ extension MonitorEngine {
 
     /// The new states of a group, on copies of the cache: requests (given which of their ids were seen before),
     /// due timers and the fleet rule.
+    ///
+    /// The notification policy is the one part changed in place (copying it costs in proportion to the alerts of the
+    /// last hour): its changes are kept when the plan is installed, and taken back by `fail`.
     func plan(_ jobs: [IngestJob], seen: [Set<String>], due: [Int], now: Timestamp) -> (changes: StoreChanges, result: Plan) {
-        var plan = cache.withLock { c in
-            Plan.make(jobs: jobs, seen: seen, due: due, cache: c, now: now, configuration: configuration, subscribers: webhooks.subscribers(of:))
+        cache.withLock { c in
+            c.policy.beginChanges()
+            var plan = Plan.make(jobs: jobs, seen: seen, due: due, cache: &c, now: now, configuration: configuration,
+                                 subscribers: webhooks.subscribers(of:))
+            let counters = plan.counters
+            plan.evaluateFleet(counts: { counters[FleetScope(containerId: $0)] }, policy: &c.policy, now: now, configuration: configuration,
+                               subscribers: webhooks.subscribers(of:))
+            return (plan.changes, plan)
         }
-        let counters = plan.counters
-        plan.evaluateFleet(counts: { counters[FleetScope(containerId: $0)] }, now: now, configuration: configuration,
-                           subscribers: webhooks.subscribers(of:))
-        return (plan.changes, plan)
     }
 
     /// Up to `maxGroupRequests` queued requests, oldest first.
@@ -184,6 +189,7 @@ extension MonitorEngine {
         metrics.commitFailures.increment()
         logger.error("Store commit failed; the group was not applied", metadata: ["error": "\(error)", "group.requests": "\(jobs.count)"])
         cache.withLock { c in
+            c.policy.discardChanges()
             for i in due { c.setDeadline(now + .seconds(1), for: i) }
         }
         for job in jobs { job.continuation.resume(returning: .failure(.storeUnavailable)) }
@@ -205,14 +211,14 @@ struct Plan {
     var touched: [(index: Int?, record: DeviceRecord, contribution: FleetContribution, deadline: Timestamp?)] = []
     var counters: FleetCounters
     var fleetAlerts: FleetAlerts
-    var policy: NotificationPolicy
     var transitions: [(id: String, kind: AlertKind, change: AlertTransition.Change)] = []
     /// Containers a touched device left or joined, sorted: the fleet rule is evaluated for these.
     var containers: [String] = []
 
-    static func make(jobs: [IngestJob], seen: [Set<String>], due: [Int], cache c: Cache, now: Timestamp, configuration: EngineConfiguration,
+    /// Decides on `c.policy` in place; everything else in `c` is only read.
+    static func make(jobs: [IngestJob], seen: [Set<String>], due: [Int], cache c: inout Cache, now: Timestamp, configuration: EngineConfiguration,
                      subscribers: (AlertKind) -> [WebhookSubscription]) -> Plan {
-        var plan = Plan(changes: StoreChanges(recordedAt: now), counters: c.counters, fleetAlerts: c.fleetAlerts, policy: c.policy)
+        var plan = Plan(changes: StoreChanges(recordedAt: now), counters: c.counters, fleetAlerts: c.fleetAlerts)
         var slot: [DeviceKey: Int] = [:]
         // A device with several requests in the group: the ids its earlier requests brought are duplicates in the
         // later ones. Kept only for such devices; most have one request.
@@ -241,7 +247,7 @@ struct Plan {
                 plan.transitions.append((alert.id, alert.kind, transition.change))
                 let line = OutboxBuilder.orderingKey(device.key, alert.kind)
                 let fleetFiring = device.info.containerId.map { plan.fleetAlerts.firing[$0] != nil } ?? false
-                switch plan.policy.decide(key: line, containerId: device.info.containerId, transition: transition, fleetFiring: fleetFiring, now: now) {
+                switch c.policy.decide(key: line, containerId: device.info.containerId, transition: transition, fleetFiring: fleetFiring, now: now) {
                 case .deliver(let flapping):
                     var told = alert
                     if flapping {
@@ -287,7 +293,7 @@ struct Plan {
         }
 
         // Flapping alerts that have been quiet for a window: tell ops the state they have not heard.
-        for (line, transition) in plan.policy.settle(now: now) {
+        for (line, transition) in c.policy.settle(now: now) {
             guard let key = OutboxBuilder.deviceKey(orderingKey: line), let i = c.index[key] else { continue }
             let s = touch(key) { c.records[i] }
             let alert = AlertText.record(for: transition, device: plan.touched[s].record)
@@ -314,8 +320,8 @@ struct Plan {
     }
 
     /// Evaluates the fleet rule of every container the group touched, given their counts after the group.
-    mutating func evaluateFleet(counts countsOf: (String) -> FleetCounts, now: Timestamp, configuration: EngineConfiguration,
-                                subscribers: (AlertKind) -> [WebhookSubscription]) {
+    mutating func evaluateFleet(counts countsOf: (String) -> FleetCounts, policy: inout NotificationPolicy, now: Timestamp,
+                                configuration: EngineConfiguration, subscribers: (AlertKind) -> [WebhookSubscription]) {
         for container in containers {
             let counts = countsOf(container)
             guard let transition = fleetAlerts.evaluate(containerId: container, counts: counts, now: now, configuration: configuration.alerts) else { continue }
@@ -350,7 +356,7 @@ struct Plan {
         c.compactDeadlinesIfNeeded()
         c.counters = counters
         c.fleetAlerts = fleetAlerts
-        c.policy = policy
+        c.policy.keepChanges()
         for t in transitions { c.firing[t.kind, default: 0] += t.change == .fire ? 1 : -1 }
     }
 }

@@ -35,11 +35,12 @@ extension MonitorEngine {
         let configuration = self.configuration
         let webhooks = self.webhooks
         let plan: Plan
+        let decided: NotificationPolicy
         let started = ContinuousClock.now
         do {
             // Subscriptions may have changed on another replica.
             try await webhooks.load()
-            plan = try await store.transaction { tx in
+            (plan, decided) = try await store.transaction { tx in
                 let locked = try await tx.lockDevices(keys)
                 let claimed = try await tx.claimDueDevices(now: now, limit: configuration.maxTimersPerGroup)
                 let claims = jobs.map { (key: $0.batch.key, eventIds: $0.batch.events.map(\.eventId)) }
@@ -55,26 +56,26 @@ extension MonitorEngine {
                 // Which containers' fleet alerts fire, for holding device alerts back; re-read under lock below.
                 let known = Set(c.records.compactMap(\.info.containerId) + jobs.compactMap(\.batch.info.containerId))
                 c.fleetAlerts = FleetAlerts(firing: try await tx.fleetAlerts(known.sorted()))
-                var plan = Plan.make(jobs: jobs, seen: seen, due: due, cache: c, now: now, configuration: configuration,
+                var plan = Plan.make(jobs: jobs, seen: seen, due: due, cache: &c, now: now, configuration: configuration,
                                      subscribers: webhooks.subscribers(of:))
                 plan.changes.eventIds = StoreChanges.newIds(claims, seen: seen)
-                guard !plan.changes.isEmpty || !plan.transitions.isEmpty else { return plan }
+                guard !plan.changes.isEmpty || !plan.transitions.isEmpty else { return (plan, c.policy) }
                 let counts = try await tx.addCounts(plan.counters, returning: plan.containers)
                 plan.fleetAlerts = FleetAlerts(firing: try await tx.fleetAlerts(plan.containers))
-                plan.evaluateFleet(counts: { counts[$0] ?? FleetCounts() }, now: now, configuration: configuration,
+                plan.evaluateFleet(counts: { counts[$0] ?? FleetCounts() }, policy: &c.policy, now: now, configuration: configuration,
                                    subscribers: webhooks.subscribers(of:))
                 try await tx.write(plan.changes)
-                return plan
+                return (plan, c.policy)
             }
         } catch {
             fail(jobs, due: [], now: now, error: error)
             return !jobs.isEmpty
         }
-        if jobs.isEmpty && plan.changes.isEmpty && policy == plan.policy { return false }
+        if jobs.isEmpty && plan.changes.isEmpty && policy == decided { return false }
         metrics.commitDuration.recordNanoseconds(Int64((ContinuousClock.now - started).microseconds) * 1000)
         metrics.commits.increment()
         metrics.groupSize.record(jobs.count)
-        cache.withLock { $0.policy = plan.policy }
+        cache.withLock { $0.policy = decided }
         finish(jobs, plan: plan)
         return true
     }

@@ -3,6 +3,7 @@ import Hummingbird
 import HummingbirdTesting
 import NIOCore
 import SyncHealthCore
+import SyncHealthStore
 import SyncHealthWebhooks
 import Testing
 @testable import SyncHealthServer
@@ -50,6 +51,30 @@ struct NotificationPolicyServiceTests {
             // so the six incidents share one deterministic id).
             let history = try json(try await client.get("/v1/alerts?kind=syncError"))["data"] as? [[String: Any]]
             #expect(history?.first?["state"] as? String == "resolved")
+        }
+    }
+
+    @Test("a group whose commit fails takes back its flap counting: the retried fire is the 4th, told as flapping once")
+    func failedCommitTakesBackDecisions() async throws {
+        let transport = RecordingTransport()
+        let store = InMemoryStore()
+        let service = TestService(store: store, transport: transport, webhooks: Self.allowPrivate)
+        try await service.test { client in
+            _ = try await createWebhook(client, url: "http://127.0.0.1:9/hook")
+            func fire(_ i: Int) -> ByteBuffer { batch([event("n\(i)", "2026-11-22T10:00:\(10 + i * 8)Z", #""kind": "network", "available": true"#),
+                                                       event("f\(i)", "2026-11-22T10:00:\(10 + i * 8)Z", urgentError)]) }
+            for i in 0..<3 {
+                try await client.post(fire(i))
+                try await client.post(batch([event("s\(i)", "2026-11-22T10:00:\(14 + i * 8)Z", #""kind": "activity", "phase": "export", "state": "started""#)]))
+            }
+            #expect(try await eventually { payloads(transport).count == 6 })
+            store.failNextCommit(with: CancellationError())
+            #expect(try await client.post(fire(3)).status == .serviceUnavailable)
+            #expect(try await client.post(fire(3)).status == .accepted)
+            #expect(try await eventually { payloads(transport).count == 7 })
+            // Had the failed attempt counted, the retry would be the 5th fire, past the threshold already: held back.
+            let notice = (payloads(transport).last?["data"] as? [String: Any])?["detail"] as? String
+            #expect(notice?.contains("Flapping") == true)
         }
     }
 
