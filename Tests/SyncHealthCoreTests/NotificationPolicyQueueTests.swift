@@ -3,7 +3,7 @@ import Testing
 import SyncHealthTestSupport
 
 /// The policy as it was before its settle queue: every `settle` and `nextSettleTime` scanned every line. Kept as
-/// the reference the queued policy must agree with.
+/// the reference the queued policy must agree with; a copy on purpose, sharing no code with what it checks.
 struct ReferencePolicy {
     var configuration = NotificationPolicy.Configuration()
     var lines: [String: NotificationPolicy.Line] = [:]
@@ -95,21 +95,17 @@ enum Answer: Equatable {
     case count(Int)
 }
 
-extension NotificationPolicy {
-    mutating func run(_ call: PolicyScript.Call) -> Answer {
-        switch call {
-        case .decide(let key, let containerId, let transition, let fleetFiring, let now):
-            return .decision(decide(key: key, containerId: containerId, transition: transition, fleetFiring: fleetFiring, now: now))
-        case .settle(let now):
-            let settled = settle(now: now)
-            return .settled(settled.map(\.key), settled.map(\.transition))
-        case .takeHeldBack(let containerId):
-            return .count(takeHeldBack(containerId: containerId))
-        }
-    }
+/// The calls a script makes, on either policy.
+protocol PolicyCalls {
+    mutating func decide(key: String, containerId: String?, transition: AlertTransition, fleetFiring: Bool, now: Timestamp) -> NotificationPolicy.Decision
+    mutating func settle(now: Timestamp) -> [(key: String, transition: AlertTransition)]
+    mutating func takeHeldBack(containerId: String) -> Int
 }
 
-extension ReferencePolicy {
+extension NotificationPolicy: PolicyCalls {}
+extension ReferencePolicy: PolicyCalls {}
+
+extension PolicyCalls {
     mutating func run(_ call: PolicyScript.Call) -> Answer {
         switch call {
         case .decide(let key, let containerId, let transition, let fleetFiring, let now):
