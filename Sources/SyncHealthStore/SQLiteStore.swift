@@ -5,7 +5,6 @@ import Darwin
 #endif
 import Foundation
 import GRDB
-import GRDBSQLite
 import SyncHealthCore
 
 /// The embedded default store: one SQLite database in WAL mode, through GRDB.
