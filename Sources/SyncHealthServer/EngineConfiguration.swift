@@ -24,6 +24,9 @@ public struct EngineConfiguration: Sendable {
     /// or left by one that died).
     public var sharedPollInterval: Duration = .milliseconds(250)
 
+    /// Most devices a device listing looks at per hold of the cache lock (each hold ~1 ms at most).
+    public var listScanChunk = 8_192
+
     /// The defaults.
     public init() {}
 }

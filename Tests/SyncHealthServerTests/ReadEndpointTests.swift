@@ -58,9 +58,12 @@ struct ReadEndpointTests {
         }
     }
 
-    @Test("the device list filters and pages with a cursor")
-    func list() async throws {
-        let service = TestService()
+    @Test("the device list filters and pages with a cursor, whatever the devices looked at per hold of the cache lock",
+          arguments: [8_192, 2, 1])
+    func list(chunk: Int) async throws {
+        var configuration = EngineConfiguration()
+        configuration.listScanChunk = chunk
+        let service = TestService(configuration: configuration)
         try await service.test { client in
             for i in 0..<5 { try await client.post(batch(device: "ok-\(i)", healthyEvents)) }
             for i in 0..<3 { try await client.post(batch(device: "ns-\(i)", container: "iCloud.other", notSyncingEvents)) }
