@@ -131,18 +131,9 @@ struct EventIdBucketTests {
     func migrationFromRows() async throws {
         let dir = temporaryDirectory()
         let key = DeviceKey(appId: "app", deviceId: "1"), other = DeviceKey(appId: "app", deviceId: "2")
-        let old = try DatabaseQueue(path: dir + "/synchealth.sqlite")
-        try SQLiteStore.migrator.migrate(old, upTo: "v3: event ids expire through a log per commit, not an index")
         let ids = (0..<600).map { "id-\($0)" }
-        try await old.write { db in
-            for (i, id) in ids.enumerated() {
-                try db.execute(sql: "INSERT INTO seen_events (device_hash, event_id, recorded_at) VALUES (?, ?, ?)",
-                               arguments: [key.stableHash, id, seconds(Int64(i % 10)).microseconds])
-            }
-            try db.execute(sql: "INSERT INTO seen_events (device_hash, event_id, recorded_at) VALUES (?, ?, ?)",
-                           arguments: [other.stableHash, "x", seconds(100).microseconds])
-        }
-        try old.close()
+        try await oldStore(in: dir, upTo: "v3: event ids expire through a log per commit, not an index",
+                           eventIds: ids.enumerated().map { (key, $0.element, seconds(Int64($0.offset % 10))) } + [(other, "x", seconds(100))])
 
         let store = try SQLiteStore(directory: dir, synchronous: .normal)
         #expect(try await store.seenEventIds([(key: key, eventIds: ids + ["id-600"]), (key: other, eventIds: ["x", "id-1"])]) == [Set(ids), ["x"]])

@@ -398,15 +398,8 @@ struct SQLiteStoreTests {
         let dir = temporaryDirectory()
         let key = DeviceKey(appId: "app", deviceId: "1"), other = DeviceKey(appId: "app", deviceId: "2")
         // A store as the version before the log left it: ids with their time, expired through an index.
-        let old = try DatabaseQueue(path: dir + "/synchealth.sqlite")
-        try SQLiteStore.migrator.migrate(old, upTo: "v2: webhooks, outbox, delivery log")
-        try await old.write { db in
-            for (hash, id, at) in [(key.stableHash, "e-1", seconds(10)), (key.stableHash, "e-2", seconds(20)), (other.stableHash, "e-3", seconds(30))] {
-                try db.execute(sql: "INSERT INTO seen_events (device_hash, event_id, recorded_at) VALUES (?, ?, ?)",
-                               arguments: [hash, id, at.microseconds])
-            }
-        }
-        try old.close()
+        try await oldStore(in: dir, upTo: "v2: webhooks, outbox, delivery log",
+                           eventIds: [(key, "e-1", seconds(10)), (key, "e-2", seconds(20)), (other, "e-3", seconds(30))])
 
         let store = try SQLiteStore(directory: dir, synchronous: .normal)
         #expect(try await store.seenEventIds([(key: key, eventIds: ["e-1", "e-2", "e-3"]), (key: other, eventIds: ["e-3"])]) == [["e-1", "e-2"], ["e-3"]])
