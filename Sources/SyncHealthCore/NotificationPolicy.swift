@@ -1,8 +1,8 @@
+import HeapModule
+
 /// Decides which alert transitions are worth telling ops about: a flapping alert is told once, and while a
 /// container's `fleetDegraded` fires, that container's device alerts are held back and counted.
 ///
-import HeapModule
-
 /// A value type: `decide` and `settle` return what to deliver, and the caller writes the messages.
 ///
 /// Every call costs in proportion to the lines it touches, not to all the lines kept (one per device alert that

@@ -111,12 +111,13 @@ public final class MonitorEngine: Service, Sendable {
         // the whole budget (~20 ms with 1M devices) stalled every commit and read behind it (BENCHMARKS.md).
         // Indices only grow, so a page taken over several holds lists each device once.
         let scanBudget = 200_000
+        let start = max(0, cursor)
+        let chunk = max(1, configuration.listScanChunk)
         var result: [DeviceSnapshot] = []
-        var index = max(0, cursor)
-        var scanned = 0
+        var index = start
         var total = 0
         repeat {
-            let end = min(index + configuration.listScanChunk, max(0, cursor) + scanBudget)
+            let end = min(index + chunk, start + scanBudget)
             (index, total) = cache.withLock { c in
                 var i = index
                 while i < min(end, c.records.count), result.count < limit {
@@ -127,8 +128,7 @@ public final class MonitorEngine: Service, Sendable {
                 }
                 return (i, c.records.count)
             }
-            scanned = index - max(0, cursor)
-        } while index < total && result.count < limit && scanned < scanBudget
+        } while index < total && result.count < limit && index - start < scanBudget
         return DevicePage(devices: result, nextCursor: index < total ? index : nil)
     }
 
