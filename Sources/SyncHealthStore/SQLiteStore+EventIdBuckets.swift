@@ -81,7 +81,7 @@ enum EventIdBuckets {
                                 try updateOldest.run(.blob(piece.bytes), .int(piece.oldest), .int(seq))
                             }
                         } else {
-                            try insert.run(.int(hash), .blob(i == 0 ? bucket.lo : piece.lo), .int(piece.oldest), .blob(piece.bytes))
+                            try insert.run(.int(hash), .blob(piece.lo), .int(piece.oldest), .blob(piece.bytes))
                         }
                     }
                 }
@@ -159,10 +159,9 @@ enum EventIdBuckets {
 
         /// The order of `id` against the entry at `offset`: negative, zero or positive.
         func compare(_ id: [UInt8], entryAt offset: Int) -> Int {
-            let count = Int(bytes[offset]) | Int(bytes[offset + 1]) << 8
-            return bytes.withUnsafeBufferPointer { entries in
+            bytes.withUnsafeBufferPointer { entries in
                 id.withUnsafeBufferPointer { key in
-                    EventIdBuckets.compare(key, UnsafeBufferPointer(rebasing: entries[(offset + 2)..<(offset + 2 + count)]))
+                    EventIdBuckets.compare(key, UnsafeBufferPointer(rebasing: entries[EventIdBuckets.idRange(bytes, entryAt: offset)]))
                 }
             }
         }
@@ -187,36 +186,40 @@ enum EventIdBuckets {
                 for i in next..<offsets.count { starts.append(all.bytes.count + offsets[i] - offsets[next]) }
                 all.bytes.append(contentsOf: bytes[offsets[next]...])
             }
-            return EventIdBuckets.pieces(all.bytes, starts: starts)
+            return EventIdBuckets.pieces(all.bytes, starts: starts, firstLo: lo)
         }
 
         private func end(of entry: Int) -> Int { entry + 1 < offsets.count ? offsets[entry + 1] : bytes.count }
     }
 
     /// Cuts entries into the fewest pieces of about `maxBytes` at most (a piece may pass it by less than one
-    /// entry), as even as can be, each with its first id as `lo` and its oldest time.
-    static func pieces(_ bytes: [UInt8], starts: [Int]) -> [(lo: [UInt8], oldest: Int64, bytes: [UInt8])] {
+    /// entry), as even as can be, each with its oldest time and a `lo`: `firstLo` for the first (the bucket's
+    /// own), each other's first id.
+    static func pieces(_ bytes: [UInt8], starts: [Int], firstLo: [UInt8]) -> [(lo: [UInt8], oldest: Int64, bytes: [UInt8])] {
         let count = max(1, (bytes.count + maxBytes - 1) / maxBytes)
         var pieces: [(lo: [UInt8], oldest: Int64, bytes: [UInt8])] = []
         var pieceStart = 0
         var oldest = Int64.max
+        func cut(upTo end: Int) {
+            let lo = pieces.isEmpty ? firstLo : Array(bytes[idRange(bytes, entryAt: pieceStart)])
+            pieces.append((lo, oldest == .max ? 0 : oldest, Array(bytes[pieceStart..<end])))
+        }
         for (i, start) in starts.enumerated() {
             // A piece ends at the first entry that starts past its share of the bytes.
             if start > pieceStart, start >= (pieces.count + 1) * bytes.count / count {
-                pieces.append(piece(bytes, pieceStart..<start, oldest: oldest))
+                cut(upTo: start)
                 pieceStart = start
                 oldest = .max
             }
             oldest = min(oldest, time(bytes, entryEnd: i + 1 < starts.count ? starts[i + 1] : bytes.count))
         }
-        pieces.append(piece(bytes, pieceStart..<bytes.count, oldest: oldest))
+        cut(upTo: bytes.count)
         return pieces
     }
 
-    private static func piece(_ bytes: [UInt8], _ range: Range<Int>, oldest: Int64) -> (lo: [UInt8], oldest: Int64, bytes: [UInt8]) {
-        let count = range.isEmpty ? 0 : Int(bytes[range.lowerBound]) | Int(bytes[range.lowerBound + 1]) << 8
-        let lo = range.isEmpty ? [] : Array(bytes[(range.lowerBound + 2)..<(range.lowerBound + 2 + count)])
-        return (lo, oldest == .max ? 0 : oldest, Array(bytes[range]))
+    /// Where the id of the entry at `offset` lies: after its 2-byte length.
+    static func idRange(_ bytes: [UInt8], entryAt offset: Int) -> Range<Int> {
+        (offset + 2)..<(offset + 2 + (Int(bytes[offset]) | Int(bytes[offset + 1]) << 8))
     }
 
     /// Forgets up to `limit` entries recorded before `cutoff`, from the buckets whose oldest entry is oldest; a
@@ -259,8 +262,8 @@ enum EventIdBuckets {
     static func migrate(_ db: Database) throws {
         let insert = try FastStatement(db, "INSERT INTO event_id_buckets (device_hash, lo, oldest, entries) VALUES (?, ?, ?, ?)")
         func flush(_ hash: Int64, _ writer: ByteWriter, _ starts: [Int]) throws {
-            for (i, piece) in pieces(writer.bytes, starts: starts).enumerated() {
-                try insert.run(.int(hash), .blob(i == 0 ? [] : piece.lo), .int(piece.oldest), .blob(piece.bytes))
+            for piece in pieces(writer.bytes, starts: starts, firstLo: []) {
+                try insert.run(.int(hash), .blob(piece.lo), .int(piece.oldest), .blob(piece.bytes))
             }
         }
         // SQLite orders text by its bytes, as buckets do.

@@ -29,7 +29,7 @@ struct EventIdBucketTests {
                 var times: [Int64] = []
                 for (i, start) in starts.enumerated() {
                     let end = i + 1 < starts.count ? starts[i + 1] : bytes.count
-                    ids.append(Array(bytes[(start + 2)..<(end - 8)]))
+                    ids.append(Array(bytes[EventIdBuckets.idRange(bytes, entryAt: start)]))
                     times.append(EventIdBuckets.time(bytes, entryEnd: end))
                 }
                 return StoredBucket(device: row[0], lo: [UInt8](row[1] as Data? ?? Data()), oldest: row[2], ids: ids, times: times, size: bytes.count)
@@ -158,7 +158,7 @@ struct EventIdBucketTests {
             let length = Int(random.next() % 120) + 1
             EventIdBuckets.append(Array(repeating: UInt8(ascii: "a"), count: length) + [UInt8(starts.count % 256)], at: Int64(starts.count), to: &writer)
         }
-        let pieces = EventIdBuckets.pieces(writer.bytes, starts: starts)
+        let pieces = EventIdBuckets.pieces(writer.bytes, starts: starts, firstLo: [])
         #expect(pieces.count == (writer.bytes.count + EventIdBuckets.maxBytes - 1) / EventIdBuckets.maxBytes)
         #expect(pieces.flatMap(\.bytes) == writer.bytes)
         let share = writer.bytes.count / pieces.count
