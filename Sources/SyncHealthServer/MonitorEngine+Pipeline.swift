@@ -147,7 +147,7 @@ extension MonitorEngine {
     func plan(_ jobs: [IngestJob], seen: [Set<String>], due: [Int], now: Timestamp) -> (changes: StoreChanges, result: Plan) {
         cache.withLock { c in
             c.policy.beginChanges()
-            var plan = Plan.make(jobs: jobs, seen: seen, due: due, cache: &c, now: now, configuration: configuration,
+            var plan = Plan.make(batches: jobs.lazy.map(\.batch), seen: seen, due: due, cache: &c, now: now, configuration: configuration,
                                  subscribers: webhooks.subscribers(of:))
             let counters = plan.counters
             plan.evaluateFleet(counts: { counters[FleetScope(containerId: $0)] }, policy: &c.policy, now: now, configuration: configuration,
@@ -216,15 +216,16 @@ struct Plan {
     var containers: [String] = []
 
     /// Decides on `c.policy` in place; everything else in `c` is only read.
-    static func make(jobs: [IngestJob], seen: [Set<String>], due: [Int], cache c: inout Cache, now: Timestamp, configuration: EngineConfiguration,
+    static func make(batches: some Collection<EventBatch>, seen: [Set<String>], due: [Int], cache c: inout Cache, now: Timestamp, configuration: EngineConfiguration,
                      subscribers: (AlertKind) -> [WebhookSubscription]) -> Plan {
         var plan = Plan(changes: StoreChanges(recordedAt: now), counters: c.counters, fleetAlerts: c.fleetAlerts)
         var slot: [DeviceKey: Int] = [:]
         // A device with several requests in the group: the ids its earlier requests brought are duplicates in the
         // later ones. Kept only for such devices; most have one request.
         var requestsOf: [DeviceKey: Int] = [:]
-        for job in jobs { requestsOf[job.batch.key, default: 0] += 1 }
+        for batch in batches { requestsOf[batch.key, default: 0] += 1 }
         var seenInGroup: [DeviceKey: Set<String>] = [:]
+        var gathered: [DeviceKey: (events: [DeviceEvent], requests: Int)] = [:]
         let alerts = configuration.alerts
 
         func touch(_ key: DeviceKey, make: () -> DeviceRecord) -> Int {
@@ -263,24 +264,35 @@ struct Plan {
             }
         }
 
-        for (job, seenIds) in zip(jobs, seen) {
-            let key = job.batch.key
-            let s = touch(key) { DeviceRecord(key: key, info: job.batch.info, firstSeenAt: now) }
+        for (batch, seenIds) in zip(batches, seen) {
+            let key = batch.key
+            let s = touch(key) { DeviceRecord(key: key, info: batch.info, firstSeenAt: now) }
             let (fresh, duplicates): ([DeviceEvent], Int)
             if requestsOf[key, default: 0] > 1 {
                 var inGroup = seenInGroup[key] ?? []
-                (fresh, duplicates) = job.batch.events.removingDuplicates { seenIds.contains($0) || inGroup.contains($0) }
+                (fresh, duplicates) = batch.events.removingDuplicates { seenIds.contains($0) || inGroup.contains($0) }
                 for event in fresh { inGroup.insert(event.eventId) }
                 seenInGroup[key] = inGroup
             } else {
-                (fresh, duplicates) = job.batch.events.removingDuplicates { seenIds.contains($0) }
+                (fresh, duplicates) = batch.events.removingDuplicates { seenIds.contains($0) }
+            }
+            plan.receipts.append(IngestReceipt(accepted: fresh.count, duplicates: duplicates))
+            // A device's requests in one group are applied together, at its last one, and evaluated once: every
+            // transition of the group happens at `now`, so a fire, resolve and fire again would be one incident id.
+            var events = fresh
+            if let requests = requestsOf[key], requests > 1 {
+                let earlier = gathered[key, default: (events: [], requests: 0)]
+                guard earlier.requests + 1 == requests else {
+                    gathered[key] = (earlier.events + fresh, earlier.requests + 1)
+                    continue
+                }
+                events = earlier.events + fresh
             }
             var device = plan.touched[s].record
-            let result = device.ingest(fresh, info: job.batch.info, now: now, skew: configuration.skew, configuration: alerts)
+            let result = device.ingest(events, info: batch.info, now: now, skew: configuration.skew, configuration: alerts)
             record(result.transitions, of: device)
             plan.touched[s].record = device
             plan.touched[s].deadline = result.nextDeadline
-            plan.receipts.append(IngestReceipt(accepted: fresh.count, duplicates: duplicates))
         }
 
         for i in due {

@@ -56,7 +56,7 @@ extension MonitorEngine {
                 // Which containers' fleet alerts fire, for holding device alerts back; re-read under lock below.
                 let known = Set(c.records.compactMap(\.info.containerId) + jobs.compactMap(\.batch.info.containerId))
                 c.fleetAlerts = FleetAlerts(firing: try await tx.fleetAlerts(known.sorted()))
-                var plan = Plan.make(jobs: jobs, seen: seen, due: due, cache: &c, now: now, configuration: configuration,
+                var plan = Plan.make(batches: jobs.lazy.map(\.batch), seen: seen, due: due, cache: &c, now: now, configuration: configuration,
                                      subscribers: webhooks.subscribers(of:))
                 plan.changes.eventIds = StoreChanges.newIds(claims, seen: seen)
                 guard !plan.changes.isEmpty || !plan.transitions.isEmpty else { return (plan, c.policy) }

@@ -31,7 +31,10 @@ struct NotificationPolicyServiceTests {
                 // Within the 5-minute skew tolerance of the frozen test clock.
                 let t0 = "2026-11-22T10:00:\(10 + i * 8)Z", t1 = "2026-11-22T10:00:\(14 + i * 8)Z"
                 try await client.post(batch([event("n\(i)", t0, #""kind": "network", "available": true"#), event("f\(i)", t0, urgentError)]))
+                service.clock.advance(by: .seconds(1))
                 try await client.post(batch([event("s\(i)", t1, #""kind": "activity", "phase": "export", "state": "started""#)]))
+                // Each incident starts at its own instant, so has its own id (a frozen clock would give all six one).
+                service.clock.advance(by: .seconds(1))
             }
             #expect(try await eventually { payloads(transport).count == 7 })
             try await Task.sleep(for: .milliseconds(200))
@@ -47,10 +50,10 @@ struct NotificationPolicyServiceTests {
             func syncErrors() -> [[String: Any]] { payloads(transport).filter { ($0["data"] as? [String: Any])?["kind"] as? String == "syncError" } }
             #expect(try await eventually { syncErrors().count == 8 })
             #expect(syncErrors().last?["type"] as? String == "alert.resolved")
-            // The history still has the incident (with the clock frozen, every fire starts at the same instant,
-            // so the six incidents share one deterministic id).
+            // The history has every incident, each resolved, the flapping one included.
             let history = try json(try await client.get("/v1/alerts?kind=syncError"))["data"] as? [[String: Any]]
-            #expect(history?.first?["state"] as? String == "resolved")
+            #expect(history?.count == 6)
+            #expect(history?.allSatisfy { $0["state"] as? String == "resolved" } == true)
         }
     }
 
@@ -65,7 +68,9 @@ struct NotificationPolicyServiceTests {
                                                        event("f\(i)", "2026-11-22T10:00:\(10 + i * 8)Z", urgentError)]) }
             for i in 0..<3 {
                 try await client.post(fire(i))
+                service.clock.advance(by: .seconds(1))
                 try await client.post(batch([event("s\(i)", "2026-11-22T10:00:\(14 + i * 8)Z", #""kind": "activity", "phase": "export", "state": "started""#)]))
+                service.clock.advance(by: .seconds(1))
             }
             #expect(try await eventually { payloads(transport).count == 6 })
             store.failNextCommit(with: CancellationError())

@@ -1,0 +1,55 @@
+import Foundation
+import NIOCore
+import SyncHealthCore
+import SyncHealthStore
+import Testing
+@testable import SyncHealthServer
+
+@Suite("A group's plan, without a server")
+struct PlanTests {
+    static let hook = WebhookSubscription(id: "wh_1", url: "http://127.0.0.1:9/hook", kinds: [], description: nil, secret: "s",
+                                          createdAt: testStart)
+
+    static func decoded(_ body: ByteBuffer) throws -> EventBatch {
+        try EventBatch.decode(json: Data(buffer: body))
+    }
+
+    static func make(_ batches: [EventBatch], cache: inout Cache) -> Plan {
+        Plan.make(batches: batches, seen: batches.map { _ in [] }, due: [], cache: &cache, now: testStart, configuration: EngineConfiguration(),
+                  subscribers: { _ in [hook] })
+    }
+
+    @Test("one device's fire, resolve and fire again in one group are one incident, told once as firing")
+    func requestsOfOneDeviceAreEvaluatedTogether() throws {
+        let fire = try Self.decoded(batch([event("n0", "2026-11-22T10:00:10Z", #""kind": "network", "available": true"#),
+                                           event("f0", "2026-11-22T10:00:10Z", urgentError)]))
+        let recover = try Self.decoded(batch([event("s0", "2026-11-22T10:00:14Z", #""kind": "activity", "phase": "export", "state": "started""#)]))
+        let fireAgain = try Self.decoded(batch([event("f1", "2026-11-22T10:00:18Z", urgentError), event("f0", "2026-11-22T10:00:10Z", urgentError)]))
+        var cache = Cache()
+        let plan = Self.make([fire, recover, fireAgain], cache: &cache)
+        // Every transition of a group happens at its `now`: taken one request at a time, the two incidents would
+        // share an id, and the second firing message would be the first one's duplicate.
+        #expect(plan.transitions.map(\.change) == [.fire])
+        #expect(plan.changes.alerts.map(\.state) == [.firing])
+        let types = plan.changes.outbox.map { (try? JSONSerialization.jsonObject(with: Data($0.payload.utf8)) as? [String: Any])?["type"] as? String }
+        #expect(types == ["alert.firing"])
+        // Each request still gets its own receipt, and an id an earlier request of the group brought is a duplicate.
+        #expect(plan.receipts == [IngestReceipt(accepted: 2, duplicates: 0), IngestReceipt(accepted: 1, duplicates: 0),
+                                  IngestReceipt(accepted: 1, duplicates: 1)])
+        #expect(plan.touched.count == 1)
+        #expect(plan.touched.first?.record.monitor.hasSyncError == true)
+    }
+
+    @Test("requests of different devices in one group are each evaluated after their own events")
+    func devicesAreIndependent() throws {
+        let a = try Self.decoded(batch(device: "a", [event("n", #""kind": "network", "available": true"#), event("f", "2026-11-22T10:00:01Z", urgentError)]))
+        let b = try Self.decoded(batch(device: "b", healthyEvents))
+        let a2 = try Self.decoded(batch(device: "a", [event("s", "2026-11-22T10:00:02Z", #""kind": "activity", "phase": "export", "state": "succeeded""#)]))
+        var cache = Cache()
+        let plan = Self.make([a, b, a2], cache: &cache)
+        // a's error is followed by a success within the group: evaluated once, it never fired.
+        #expect(plan.transitions.isEmpty)
+        #expect(plan.touched.map(\.record.key.deviceId) == ["a", "b"])
+        #expect(plan.receipts.map(\.accepted) == [2, 5, 1])
+    }
+}
