@@ -154,6 +154,12 @@ public struct NotificationPolicy: Sendable, Equatable {
         journal = Journal()
     }
 
+    /// Whether anything changed since `beginChanges` (a line or a held-back count touched).
+    public var hasChanges: Bool {
+        guard let journal else { return false }
+        return !journal.lines.isEmpty || !journal.heldBack.isEmpty
+    }
+
     /// Keeps the changes since `beginChanges`.
     public mutating func keepChanges() {
         journal = nil

@@ -150,12 +150,16 @@ struct NotificationPolicyQueueTests {
         var policy = NotificationPolicy()
         for _ in 0..<200 { _ = policy.run(script.next()) }
         let before = policy
+        #expect(!policy.hasChanges, "nothing recorded before beginChanges")
         policy.beginChanges()
+        #expect(!policy.hasChanges)
         var group = script
         for _ in 0..<30 { _ = policy.run(group.next()) }
         #expect(policy != before, "the group changed something")
+        #expect(policy.hasChanges)
         policy.discardChanges()
         #expect(policy == before)
+        #expect(!policy.hasChanges)
         // The same later calls on both give the same answers (the queue was put back too).
         var untouched = before
         var later = group

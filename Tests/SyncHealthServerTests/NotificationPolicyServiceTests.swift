@@ -3,7 +3,9 @@ import Hummingbird
 import HummingbirdTesting
 import NIOCore
 import SyncHealthCore
+import SyncHealthPostgres
 import SyncHealthStore
+import SyncHealthTestSupport
 import SyncHealthWebhooks
 import Testing
 @testable import SyncHealthServer
@@ -21,10 +23,10 @@ struct NotificationPolicyServiceTests {
         return c
     }
 
-    @Test("a flapping device is told once, then its settled state after a quiet window")
-    func flapping() async throws {
+    @Test("a flapping device is told once, then its settled state after a quiet window", arguments: EngineStore.withShared)
+    func flapping(_ kind: EngineStore) async throws {
         let transport = RecordingTransport()
-        let service = TestService(transport: transport, webhooks: Self.allowPrivate)
+        let service = TestService(store: try await kind.make(), transport: transport, webhooks: Self.allowPrivate)
         try await service.test { client in
             _ = try await createWebhook(client, url: "http://127.0.0.1:9/hook")
             for i in 0..<6 {
@@ -83,10 +85,53 @@ struct NotificationPolicyServiceTests {
         }
     }
 
-    @Test("while fleetDegraded fires, device deliveries of the container are held back and summarised at its resolve")
-    func fleetGrouping() async throws {
+    @Test("on PostgreSQL, a group whose transaction fails takes back its flap counting: retried or failed, the 4th fire is told as flapping once",
+          .enabled(if: PostgresTesting.baseURL != nil), arguments: ["40001", "P0001"])
+    func failedSharedTransactionTakesBackDecisions(_ sqlState: String) async throws {
+        let url = try await PostgresTesting.freshDatabase()
         let transport = RecordingTransport()
-        let service = TestService(transport: transport, webhooks: Self.allowPrivate)
+        let service = TestService(store: try PostgresStore(url: url, logger: testLogger()), transport: transport, webhooks: Self.allowPrivate)
+        try await service.test { client in
+            _ = try await createWebhook(client, url: "http://127.0.0.1:9/hook")
+            func fire(_ i: Int) -> ByteBuffer { batch([event("n\(i)", "2026-11-22T10:00:\(10 + i * 8)Z", #""kind": "network", "available": true"#),
+                                                       event("f\(i)", "2026-11-22T10:00:\(10 + i * 8)Z", urgentError)]) }
+            for i in 0..<3 {
+                try await client.post(fire(i))
+                service.clock.advance(by: .seconds(1))
+                try await client.post(batch([event("s\(i)", "2026-11-22T10:00:\(14 + i * 8)Z", #""kind": "activity", "phase": "export", "state": "started""#)]))
+                service.clock.advance(by: .seconds(1))
+            }
+            #expect(try await eventually { payloads(transport).count == 6 })
+            // The next write of an alert fails once, after the group has decided: a serialization failure (40001)
+            // is retried by the store within the request, any other error fails the request. A sequence counts
+            // the attempts, since it is the one thing a rolled-back transaction does not take back.
+            try await PostgresTesting.execute([
+                "CREATE SEQUENCE refusals",
+                """
+                CREATE FUNCTION refuse_once() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN
+                    IF nextval('refusals') = 1 THEN RAISE EXCEPTION 'refused by the test' USING ERRCODE = '\(sqlState)'; END IF;
+                    RETURN NEW;
+                END $$
+                """,
+                "CREATE TRIGGER refuse_once BEFORE INSERT OR UPDATE ON alerts FOR EACH ROW EXECUTE FUNCTION refuse_once()",
+            ], on: url)
+            if sqlState != "40001" {
+                #expect(try await client.post(fire(3)).status == .serviceUnavailable)
+            }
+            #expect(try await client.post(fire(3)).status == .accepted)
+            #expect(try await eventually { payloads(transport).count == 7 })
+            // Had the failed attempt counted, the one that succeeded would be the 5th fire: held back, not told.
+            let notice = (payloads(transport).last?["data"] as? [String: Any])?["detail"] as? String
+            #expect(notice?.contains("Flapping") == true)
+        }
+    }
+
+    @Test("while fleetDegraded fires, device deliveries of the container are held back and summarised at its resolve",
+          arguments: EngineStore.withShared)
+    func fleetGrouping(_ kind: EngineStore) async throws {
+        let transport = RecordingTransport()
+        let service = TestService(store: try await kind.make(), transport: transport, webhooks: Self.allowPrivate)
         try await service.test { client in
             _ = try await createWebhook(client, url: "http://127.0.0.1:9/hook")
             for i in 0..<20 { try await client.post(batch(device: "ok-\(i)", healthyEvents)) }

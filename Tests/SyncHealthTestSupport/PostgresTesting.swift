@@ -34,4 +34,23 @@ public enum PostgresTesting {
         url.path = "/" + name
         return url.string ?? base
     }
+
+    /// Runs fixed SQL statements, one at a time, on the database at `url` (a test's own set-up, such as a trigger
+    /// that makes the service's next transactions fail).
+    public static func execute(_ statements: [String], on url: String) async throws {
+        guard let parts = URLComponents(string: url), let host = parts.host else {
+            throw Unavailable(description: "not a database URL: \(url)")
+        }
+        let configuration = PostgresConnection.Configuration(host: host, port: parts.port ?? 5432, username: parts.user ?? "postgres",
+                                                             password: parts.password, database: String(parts.path.dropFirst()), tls: .disable)
+        let connection = try await PostgresConnection.connect(on: MultiThreadedEventLoopGroup.singleton.any(), configuration: configuration,
+                                                              id: 1, logger: Logger(label: "test"))
+        do {
+            for statement in statements { try await connection.query(PostgresQuery(unsafeSQL: statement), logger: Logger(label: "test")) }
+        } catch {
+            try? await connection.close()
+            throw error
+        }
+        try await connection.close()
+    }
 }
