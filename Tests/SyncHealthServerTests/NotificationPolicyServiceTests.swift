@@ -59,6 +59,22 @@ struct NotificationPolicyServiceTests {
         }
     }
 
+    /// The `i`th syncError of dev-1: an urgent export failure, 8 s after the one before.
+    static func fire(_ i: Int) -> ByteBuffer {
+        batch([event("n\(i)", "2026-11-22T10:00:\(10 + i * 8)Z", #""kind": "network", "available": true"#),
+               event("f\(i)", "2026-11-22T10:00:\(10 + i * 8)Z", urgentError)])
+    }
+
+    /// Three fire/resolve pairs of dev-1's syncError, one (frozen) second apart: not yet flapping.
+    static func fireAndRecoverThrice(_ client: any TestClientProtocol, _ service: TestService) async throws {
+        for i in 0..<3 {
+            try await client.post(fire(i))
+            service.clock.advance(by: .seconds(1))
+            try await client.post(batch([event("s\(i)", "2026-11-22T10:00:\(14 + i * 8)Z", #""kind": "activity", "phase": "export", "state": "started""#)]))
+            service.clock.advance(by: .seconds(1))
+        }
+    }
+
     @Test("a group whose commit fails takes back its flap counting: the retried fire is the 4th, told as flapping once")
     func failedCommitTakesBackDecisions() async throws {
         let transport = RecordingTransport()
@@ -66,18 +82,11 @@ struct NotificationPolicyServiceTests {
         let service = TestService(store: store, transport: transport, webhooks: Self.allowPrivate)
         try await service.test { client in
             _ = try await createWebhook(client, url: "http://127.0.0.1:9/hook")
-            func fire(_ i: Int) -> ByteBuffer { batch([event("n\(i)", "2026-11-22T10:00:\(10 + i * 8)Z", #""kind": "network", "available": true"#),
-                                                       event("f\(i)", "2026-11-22T10:00:\(10 + i * 8)Z", urgentError)]) }
-            for i in 0..<3 {
-                try await client.post(fire(i))
-                service.clock.advance(by: .seconds(1))
-                try await client.post(batch([event("s\(i)", "2026-11-22T10:00:\(14 + i * 8)Z", #""kind": "activity", "phase": "export", "state": "started""#)]))
-                service.clock.advance(by: .seconds(1))
-            }
+            try await Self.fireAndRecoverThrice(client, service)
             #expect(try await eventually { payloads(transport).count == 6 })
             store.failNextCommit(with: CancellationError())
-            #expect(try await client.post(fire(3)).status == .serviceUnavailable)
-            #expect(try await client.post(fire(3)).status == .accepted)
+            #expect(try await client.post(Self.fire(3)).status == .serviceUnavailable)
+            #expect(try await client.post(Self.fire(3)).status == .accepted)
             #expect(try await eventually { payloads(transport).count == 7 })
             // Had the failed attempt counted, the retry would be the 5th fire, past the threshold already: held back.
             let notice = (payloads(transport).last?["data"] as? [String: Any])?["detail"] as? String
@@ -93,14 +102,7 @@ struct NotificationPolicyServiceTests {
         let service = TestService(store: try PostgresStore(url: url, logger: testLogger()), transport: transport, webhooks: Self.allowPrivate)
         try await service.test { client in
             _ = try await createWebhook(client, url: "http://127.0.0.1:9/hook")
-            func fire(_ i: Int) -> ByteBuffer { batch([event("n\(i)", "2026-11-22T10:00:\(10 + i * 8)Z", #""kind": "network", "available": true"#),
-                                                       event("f\(i)", "2026-11-22T10:00:\(10 + i * 8)Z", urgentError)]) }
-            for i in 0..<3 {
-                try await client.post(fire(i))
-                service.clock.advance(by: .seconds(1))
-                try await client.post(batch([event("s\(i)", "2026-11-22T10:00:\(14 + i * 8)Z", #""kind": "activity", "phase": "export", "state": "started""#)]))
-                service.clock.advance(by: .seconds(1))
-            }
+            try await Self.fireAndRecoverThrice(client, service)
             #expect(try await eventually { payloads(transport).count == 6 })
             // The next write of an alert fails once, after the group has decided: a serialization failure (40001)
             // is retried by the store within the request, any other error fails the request. A sequence counts
@@ -117,9 +119,9 @@ struct NotificationPolicyServiceTests {
                 "CREATE TRIGGER refuse_once BEFORE INSERT OR UPDATE ON alerts FOR EACH ROW EXECUTE FUNCTION refuse_once()",
             ], on: url)
             if sqlState != "40001" {
-                #expect(try await client.post(fire(3)).status == .serviceUnavailable)
+                #expect(try await client.post(Self.fire(3)).status == .serviceUnavailable)
             }
-            #expect(try await client.post(fire(3)).status == .accepted)
+            #expect(try await client.post(Self.fire(3)).status == .accepted)
             #expect(try await eventually { payloads(transport).count == 7 })
             // Had the failed attempt counted, the one that succeeded would be the 5th fire: held back, not told.
             let notice = (payloads(transport).last?["data"] as? [String: Any])?["detail"] as? String
