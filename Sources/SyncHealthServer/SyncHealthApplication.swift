@@ -54,14 +54,14 @@ public enum SyncHealthApplication {
 
     /// Opens the store named by the configuration: PostgreSQL for `SYNCHEALTH_DATABASE_URL`, else SQLite.
     /// The second value is a service the store needs running: PostgreSQL's connection pool, or SQLite's
-    /// background checkpointer.
+    /// maintenance (folding the journal into the tables, checkpoints).
     public static func makeStore(_ configuration: ServiceConfiguration, logger: Logger) throws -> (store: any SyncStore, service: (any Service)?) {
         if let url = configuration.databaseURL, !url.isEmpty {
             let store = try PostgresStore(url: url, deliveryLease: configuration.webhookLease, logger: logger)
             return (store, store.service)
         }
         let store = try SQLiteStore(directory: configuration.dataDirectory, synchronous: configuration.sqliteSynchronous)
-        return (store, store.checkpointer)
+        return (store, store.maintenance)
     }
 
     /// Resolves the keys: configured ones, or the generated ones kept in the data directory.

@@ -110,6 +110,16 @@ extension SQLiteStore {
                 DROP TABLE event_id_log;
                 """)
         }
+        migrator.registerMigration("v5: commits reach the tables through a journal") { db in
+            // See `CommitJournal`: the journal's records up to `folded_through` are in the tables.
+            try db.execute(sql: """
+                CREATE TABLE journal_state (
+                    id INTEGER PRIMARY KEY CHECK (id = 1),
+                    folded_through INTEGER NOT NULL
+                );
+                INSERT INTO journal_state (id, folded_through) VALUES (1, 0);
+                """)
+        }
         return migrator
     }
 }

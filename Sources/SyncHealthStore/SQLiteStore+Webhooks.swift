@@ -36,7 +36,9 @@ extension SQLiteStore {
     }
 
     public func deleteWebhook(id: String) async throws -> Bool {
-        try await pool.write { db in
+        // The journal may hold messages that are not in the table yet.
+        try await fold()
+        return try await pool.write { db in
             try db.execute(sql: "DELETE FROM webhooks WHERE id = ?", arguments: [id])
             let existed = db.changesCount > 0
             try db.execute(sql: "DELETE FROM outbox WHERE webhook_id = ?", arguments: [id])
@@ -46,7 +48,9 @@ extension SQLiteStore {
     }
 
     public func dueMessages(now: Timestamp, limit: Int) async throws -> [OutboxMessage] {
-        try await pool.read { db in
+        // The journal may hold messages that are not in the table yet.
+        try await fold()
+        return try await pool.read { db in
             try Row.fetchAll(db, sql: """
                 SELECT o.id, o.webhook_id, o.ordering_key, o.payload, o.created_at, o.attempts, o.next_attempt_at, o.state
                 FROM outbox o
@@ -58,7 +62,9 @@ extension SQLiteStore {
     }
 
     public func nextDueTime() async throws -> Timestamp? {
-        try await pool.read { db in
+        // The journal may hold messages that are not in the table yet.
+        try await fold()
+        return try await pool.read { db in
             try Int64.fetchOne(db, sql: "SELECT MIN(next_attempt_at) FROM outbox WHERE state = 'pending'").map(Timestamp.init(microseconds:))
         }
     }
@@ -101,7 +107,9 @@ extension SQLiteStore {
     }
 
     public func resend(webhookId: String, messageId: String, now: Timestamp) async throws -> Bool {
-        try await pool.write { db in
+        // The journal may hold messages that are not in the table yet.
+        try await fold()
+        return try await pool.write { db in
             try db.execute(sql: "UPDATE outbox SET state = 'pending', attempts = 0, next_attempt_at = ? WHERE id = ? AND webhook_id = ? AND state = 'failed'",
                            arguments: [now.microseconds, messageId, webhookId])
             return db.changesCount > 0

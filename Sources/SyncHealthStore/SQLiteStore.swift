@@ -5,11 +5,15 @@ import Darwin
 #endif
 import Foundation
 import GRDB
+import Synchronization
 import SyncHealthCore
 
-/// The embedded default store: one SQLite database in WAL mode, through GRDB.
+/// The embedded default store: one SQLite database in WAL mode, through GRDB, behind a commit journal.
 ///
-/// The data directory is locked for the life of the store, so that two servers never share it.
+/// A commit is acknowledged once its group is in the journal (`CommitJournal`); the groups reach the tables in
+/// folds of many groups at once (`fold()`, run by `maintenance`, and before any read that needs the tables).
+/// Dedupe looks in the tables and in the groups not yet folded. Opening the store folds whatever the journal
+/// still holds. The data directory is locked for the life of the store, so that two servers never share it.
 public final class SQLiteStore: SyncStore {
     /// How hard SQLite works to make a commit durable.
     public enum Synchronous: String, Sendable, CaseIterable {
@@ -22,8 +26,10 @@ public final class SQLiteStore: SyncStore {
     /// The database file's path.
     public let path: String
     let pool: DatabasePool
-    /// The background checkpointer over this store's file; run it in the service group.
-    public let checkpointer: SQLiteCheckpointer
+    /// The second connection that checkpoints for `maintenance`.
+    let checkpointer: SQLiteCheckpointer
+    let journal: CommitJournal
+    let backlog = Mutex(JournalBacklog())
     private let lockDescriptor: Int32
 
     /// Opens (creating if needed) the store in `directory`.
@@ -59,6 +65,7 @@ public final class SQLiteStore: SyncStore {
             }
             try migrator.migrate(pool)
             checkpointer = try SQLiteCheckpointer(path: path)
+            journal = try Self.recoverJournal(directory: directory, pool: pool, durable: synchronous == .full)
         } catch let error as StoreError {
             closeDescriptor(lockDescriptor)
             throw error
@@ -96,8 +103,33 @@ public final class SQLiteStore: SyncStore {
         }
     }
 
+    /// Writes what the journal in `directory` holds beyond the tables into them, deletes its segments, and opens
+    /// the journal for the next commits.
+    static func recoverJournal(directory: String, pool: DatabasePool, durable: Bool) throws -> CommitJournal {
+        let contents = try CommitJournal.read(directory: directory)
+        let folded = try pool.read { db in try Int64.fetchOne(db, sql: "SELECT folded_through FROM journal_state") ?? 0 }
+        let entries = try contents.records.filter { $0.seq > folded }.map { record in
+            do {
+                return try JournalEntry(seq: record.seq, payload: record.payload)
+            } catch {
+                throw StoreError.corrupt(path: directory, reason: "journal record \(record.seq) checks out but cannot be decoded")
+            }
+        }
+        if let last = entries.last?.seq {
+            try pool.write { db in
+                try JournalEntry.write(entries, db)
+                try db.execute(sql: "UPDATE journal_state SET folded_through = ?", arguments: [last])
+            }
+        }
+        let journal = CommitJournal(directory: directory, durable: durable, lastNumber: contents.segments.last ?? 0,
+                                    lastSeq: max(folded, contents.lastSeq))
+        for number in contents.segments { _ = unlink(journal.path(number)) }
+        return journal
+    }
+
     public func loadState() async throws -> PersistedState {
-        try await pool.read { db in
+        try await fold()
+        return try await pool.read { db in
             var devices: [DeviceRecord] = []
             let rows = try Row.fetchCursor(db, sql: "SELECT app_id, device_id, state FROM devices ORDER BY seq")
             while let row = try rows.next() {
@@ -119,55 +151,63 @@ public final class SQLiteStore: SyncStore {
 
     public func seenEventIds(_ requests: [(key: DeviceKey, eventIds: [String])]) async throws -> [Set<String>] {
         let claims = requests.map { (hash: $0.key.stableHash, ids: $0.eventIds.map { Array($0.utf8) }) }
+        let recorded = try await recordedBefore(claims)
+        return zip(requests, recorded).map { request, recorded in Set(zip(request.eventIds, recorded).filter(\.1).map(\.0)) }
+    }
+
+    /// For each claimed id, whether it was recorded: in the backlog or in the tables.
+    ///
+    /// The backlog is read first: a fold commits its groups to the tables before it takes them out of the backlog,
+    /// so an id that is gone from the backlog here is in the tables the read below sees.
+    private func recordedBefore(_ claims: [(hash: Int64, ids: [[UInt8]])]) async throws -> [[Bool]] {
+        let recent = backlog.withLock { b in claims.map { claim in claim.ids.map { b.contains(claim.hash, $0) } } }
         return try await pool.read { db in
             let group = try EventIdBuckets.Group(claims, db)
-            return zip(requests, claims).map { request, claim in
-                Set(zip(request.eventIds, claim.ids).filter { group.recordedBefore(claim.hash, $0.1) }.map(\.0))
+            return zip(claims, recent).map { claim, recent in
+                zip(claim.ids, recent).map { id, recent in recent || group.recordedBefore(claim.hash, id) }
             }
         }
     }
 
     public func commit(_ changes: StoreChanges) async throws {
         if changes.isEmpty { return }
-        let rows = Rows(changes)
-        try await pool.write { db in try rows.write(db) }
-        checkpointer.signal()
+        try await append(JournalEntry(changes, ids: changes.eventIds.map { (hash: $0.key.stableHash, id: Array($0.eventId.utf8)) }))
     }
 
-    /// Records the claimed ids, plans and writes in one transaction on the writer: each device's buckets of ids
-    /// are read once, judged and recorded in memory, and written back once.
+    /// Judges the claimed ids against the backlog and the tables, plans, and appends the group to the journal.
+    /// The engine commits one group at a time, so nothing records an id between the judgement and the append.
     public func commit<Result: Sendable>(claiming claims: [(key: DeviceKey, eventIds: [String])], at recordedAt: Timestamp,
                                          plan: @escaping @Sendable (_ seen: [Set<String>]) throws -> (changes: StoreChanges, result: Result))
         async throws -> Result {
         let encoded = claims.map { (hash: $0.key.stableHash, ids: $0.eventIds.map { Array($0.utf8) }) }
-        defer { checkpointer.signal() }
-        return try await pool.write { db in
-            var group = try EventIdBuckets.Group(encoded, db)
-            // An id in a bucket was recorded before this group; one this group recorded is a repeat within it,
-            // which the caller judges.
-            var seen: [Set<String>] = []
-            seen.reserveCapacity(claims.count)
-            for (claim, ids) in zip(claims, encoded) {
-                var before = Set<String>()
-                for (id, bytes) in zip(claim.eventIds, ids.ids) {
-                    if group.recordedBefore(ids.hash, bytes) {
-                        before.insert(id)
-                    } else {
-                        _ = group.record(ids.hash, bytes, at: recordedAt.microseconds)
-                    }
+        let recorded = try await recordedBefore(encoded)
+        // An id recorded before this group is seen; one this group records is a repeat within it, which the
+        // caller judges.
+        var seen: [Set<String>] = []
+        seen.reserveCapacity(claims.count)
+        var ids: [(hash: Int64, id: [UInt8])] = []
+        var recordedNow: [Int64: Set<[UInt8]>] = [:]
+        for ((claim, encodedClaim), recorded) in zip(zip(claims, encoded), recorded) {
+            var before = Set<String>()
+            for ((id, bytes), recorded) in zip(zip(claim.eventIds, encodedClaim.ids), recorded) {
+                if recorded {
+                    before.insert(id)
+                } else if recordedNow[encodedClaim.hash, default: []].insert(bytes).inserted {
+                    ids.append((encodedClaim.hash, bytes))
                 }
-                seen.append(before)
             }
-            try group.write(db)
-            var (changes, result) = try plan(seen)
-            changes.eventIds = []
-            try Rows(changes).write(db)
-            return result
+            seen.append(before)
         }
+        var (changes, result) = try plan(seen)
+        changes.recordedAt = recordedAt
+        let entry = JournalEntry(changes, ids: ids)
+        if !entry.isEmpty { try await append(entry) }
+        return result
     }
 
     public func alerts(_ query: AlertQuery) async throws -> AlertPage {
-        try await pool.read { db in
+        try await fold()
+        return try await pool.read { db in
             var conditions: [String] = []
             var arguments: [any DatabaseValueConvertible] = []
             if let cursor = query.cursor { conditions.append("seq < ?"); arguments.append(cursor) }
@@ -196,7 +236,8 @@ public final class SQLiteStore: SyncStore {
     }
 
     public func pruneEventIds(recordedBefore cutoff: Timestamp, limit: Int) async throws -> Int {
-        try await pool.write { db in try EventIdBuckets.prune(recordedBefore: cutoff.microseconds, limit: limit, db) }
+        try await fold()
+        return try await pool.write { db in try EventIdBuckets.prune(recordedBefore: cutoff.microseconds, limit: limit, db) }
     }
 
     /// The writer connection's `PRAGMA synchronous`, as SQLite reports it: 1 is NORMAL, 2 is FULL.
@@ -207,6 +248,10 @@ public final class SQLiteStore: SyncStore {
     public func close() async throws {
         // The directory is released whatever happens below: the store is done with it.
         defer { closeDescriptor(lockDescriptor) }
+        // No commit after this one; what the journal holds goes into the tables. If that fails, the journal
+        // stays, and the next open writes it.
+        journal.close()
+        try await fold()
         // Fold the WAL back into the main file, so that a stopped server leaves one self-contained file. If
         // that fails, the WAL stays beside it and the next open replays it: nothing committed is lost.
         // The checkpointer may be running a pass for the last commit: SQLite then answers busy at once, without
@@ -233,58 +278,4 @@ public final class SQLiteStore: SyncStore {
 /// Closes a file descriptor (the store's own `close()` shadows the C function).
 private func closeDescriptor(_ fd: Int32) {
     _ = close(fd)
-}
-
-/// One group's rows, encoded for SQLite.
-private struct Rows: Sendable {
-    var devices: [(appId: String, deviceId: String, state: [UInt8])]
-    var ids: [(hash: Int64, id: String)]
-    var alerts: [AlertRecord]
-    var fleet: [(containerId: String, startsAt: Timestamp?)]
-    var outbox: [OutboxMessage]
-    var recordedAt: Int64
-
-    init(_ changes: StoreChanges) {
-        devices = changes.devices.map { (appId: $0.key.appId, deviceId: $0.key.deviceId, state: $0.binaryEncoded()) }
-        ids = changes.eventIds.map { (hash: $0.key.stableHash, id: $0.eventId) }
-        alerts = changes.alerts
-        fleet = changes.fleetAlerts
-        outbox = changes.outbox
-        recordedAt = changes.recordedAt.microseconds
-    }
-
-    /// Writes the rows in `db`'s current transaction.
-    func write(_ db: Database) throws {
-        let upsertDevice = try FastStatement(db, """
-            INSERT INTO devices (app_id, device_id, state) VALUES (?, ?, ?)
-            ON CONFLICT (app_id, device_id) DO UPDATE SET state = excluded.state
-            """)
-        for d in devices { try upsertDevice.run(.text(d.appId), .text(d.deviceId), .blob(d.state)) }
-        if !ids.isEmpty {
-            let claims = ids.map { (hash: $0.hash, ids: [Array($0.id.utf8)]) }
-            var group = try EventIdBuckets.Group(claims, db)
-            for claim in claims where !group.recordedBefore(claim.hash, claim.ids[0]) {
-                _ = group.record(claim.hash, claim.ids[0], at: recordedAt)
-            }
-            try group.write(db)
-        }
-        let upsertAlert = try db.cachedStatement(sql: """
-            INSERT INTO alerts (id, kind, state, app_id, device_id, container_id, starts_at, ends_at, summary, detail)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            ON CONFLICT (id) DO UPDATE SET state = excluded.state, ends_at = excluded.ends_at,
-                summary = excluded.summary, detail = excluded.detail
-            """)
-        for a in alerts {
-            try upsertAlert.execute(arguments: [a.id, a.kind.rawValue, a.state.rawValue, a.appId, a.deviceId, a.containerId,
-                                                a.startsAt.microseconds, a.endsAt?.microseconds, a.summary, a.detail])
-        }
-        for (container, startsAt) in fleet {
-            if let startsAt {
-                try db.execute(sql: "INSERT OR REPLACE INTO fleet_alerts (container_id, starts_at) VALUES (?, ?)", arguments: [container, startsAt.microseconds])
-            } else {
-                try db.execute(sql: "DELETE FROM fleet_alerts WHERE container_id = ?", arguments: [container])
-            }
-        }
-        try SQLiteStore.insertOutbox(outbox, db)
-    }
 }

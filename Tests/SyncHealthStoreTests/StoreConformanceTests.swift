@@ -369,28 +369,36 @@ struct SQLiteStoreTests {
         return try raw.queue.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM devices") ?? -1 }
     }
 
-    @Test("the checkpointer copies each commit into the main database file; without it the pages wait in the WAL",
+    @Test("the maintenance service folds the journal into the tables and checkpoints; without it commits wait in the journal until close",
           arguments: [true, false])
-    func checkpointer(running: Bool) async throws {
+    func maintenance(running: Bool) async throws {
         let dir = temporaryDirectory()
         let store = try SQLiteStore(directory: dir, synchronous: .normal)
-        // The schema goes into the main file first, so that only the commit below is in the WAL.
+        // The schema goes into the main file first, so that only the fold of the commit below is in the WAL.
         _ = try await store.pool.writeWithoutTransaction { db in try db.checkpoint(.truncate) }
         #expect(try Self.devicesInMainFile(dir) == 0)
         try await withThrowingTaskGroup(of: Void.self) { group in
-            if running { group.addTask { try await store.checkpointer.run() } }
+            if running { group.addTask { try await store.maintenance.run() } }
             var changes = StoreChanges(recordedAt: t0)
             changes.devices = [richRecord("a"), richRecord("b")]
             try await store.commit(changes)
             var copied = false
-            for _ in 0..<(running ? 200 : 20) where !copied {
+            for _ in 0..<(running ? 300 : 20) where !copied {
                 copied = try Self.devicesInMainFile(dir) == 2
                 if !copied { try await Task.sleep(for: .milliseconds(10)) }
             }
             #expect(copied == running)
+            #expect(try Self.journalSegments(dir).isEmpty == running)
             try await store.close()
             group.cancelAll()
         }
+        // Closing folds what is left and checkpoints: one self-contained file, no journal.
+        #expect(try Self.devicesInMainFile(dir) == 2)
+        #expect(try Self.journalSegments(dir).isEmpty)
+    }
+
+    static func journalSegments(_ dir: String) throws -> [String] {
+        try FileManager.default.contentsOfDirectory(atPath: dir).filter { $0.hasPrefix(CommitJournal.prefix) }
     }
 
     @Test("event ids stored before the expiry log are still known after the upgrade, and expire by their time")

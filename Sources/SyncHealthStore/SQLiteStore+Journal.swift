@@ -1,0 +1,180 @@
+import GRDB
+import ServiceLifecycle
+import SyncHealthCore
+
+/// The groups that are in the journal and not yet in the tables, in journal order, with the event ids they
+/// recorded (dedupe looks here as well as in the tables).
+struct JournalBacklog: Sendable {
+    private(set) var entries: [JournalEntry] = []
+    /// The journal bytes of each entry.
+    private var sizes: [Int] = []
+    private var ids: [Int64: Set<[UInt8]>] = [:]
+    /// The journal bytes of `entries`.
+    private(set) var bytes = 0
+    /// When the oldest entry was written.
+    private(set) var since: ContinuousClock.Instant?
+    /// Folds so far (the maintenance service checkpoints after each).
+    var folds = 0
+
+    mutating func add(_ entry: JournalEntry, bytes: Int, at now: ContinuousClock.Instant) {
+        for (hash, id) in entry.ids { ids[hash, default: []].insert(id) }
+        entries.append(entry)
+        sizes.append(bytes)
+        self.bytes += bytes
+        if since == nil { since = now }
+    }
+
+    /// Forgets the entries a fold wrote into the tables.
+    mutating func remove(through seq: Int64, at now: ContinuousClock.Instant) {
+        let folded = entries.prefix { $0.seq <= seq }.count
+        entries.removeFirst(folded)
+        sizes.removeFirst(folded)
+        ids = [:]
+        for entry in entries {
+            for (hash, id) in entry.ids { ids[hash, default: []].insert(id) }
+        }
+        bytes = sizes.reduce(0, +)
+        since = entries.isEmpty ? nil : now
+        folds += 1
+    }
+
+    func contains(_ hash: Int64, _ id: [UInt8]) -> Bool {
+        ids[hash]?.contains(id) ?? false
+    }
+}
+
+extension SQLiteStore {
+    /// A fold starts once the backlog is this old, or this large.
+    static let foldInterval = Duration.seconds(1)
+    static let foldBytes = 8 << 20
+    /// A commit that finds more than this in the backlog folds it before it returns, so that a writer that falls
+    /// behind slows ingestion down instead of growing the backlog without bound.
+    static let maxBacklogBytes = 64 << 20
+
+    /// Writes `entry` to the journal; on return it is durable (with `synchronous = FULL`) and in the backlog.
+    func append(_ entry: JournalEntry) async throws {
+        let payload = entry.encoded()
+        try await journal.append(payload) { seq in
+            var written = entry
+            written.seq = seq
+            self.backlog.withLock { $0.add(written, bytes: payload.count, at: .now) }
+        }
+        if backlog.withLock({ $0.bytes }) > Self.maxBacklogBytes { try await fold() }
+    }
+
+    /// Whether the backlog is old or large enough for the maintenance service to fold it.
+    func foldIsDue(now: ContinuousClock.Instant = .now) -> Bool {
+        backlog.withLock { b in
+            guard let since = b.since else { return false }
+            return b.bytes >= Self.foldBytes || now - since >= Self.foldInterval
+        }
+    }
+
+    /// Writes every group in the backlog into the tables, in one transaction, and deletes the journal segments
+    /// that held only those. Returns how many groups it wrote.
+    @discardableResult
+    func fold() async throws -> Int {
+        await journal.seal()
+        let written = try await pool.write { db -> (seq: Int64, count: Int)? in
+            // Another fold may have written some of the backlog and not yet forgotten them.
+            let done = try Int64.fetchOne(db, sql: "SELECT folded_through FROM journal_state") ?? 0
+            let entries = self.backlog.withLock { $0.entries }.filter { $0.seq > done }
+            guard let last = entries.last?.seq else { return nil }
+            try JournalEntry.write(entries, db)
+            try db.execute(sql: "UPDATE journal_state SET folded_through = ?", arguments: [last])
+            return (last, entries.count)
+        }
+        guard let written else { return 0 }
+        backlog.withLock { $0.remove(through: written.seq, at: .now) }
+        await journal.discard(through: written.seq)
+        return written.count
+    }
+
+    /// The service that folds the journal into the tables in the background and checkpoints after each fold.
+    /// Without it the store works the same: reads that need the tables fold first, and so does a commit that
+    /// finds the backlog over `maxBacklogBytes`.
+    public var maintenance: SQLiteMaintenance { SQLiteMaintenance(store: self) }
+}
+
+/// Folds the embedded store's journal into its tables when the backlog is a second old or 8 MiB large, then copies
+/// the committed WAL pages into the database file on a second connection (a passive checkpoint, which never
+/// blocks the writer or readers). Run it in the service group; it stops at graceful shutdown, after the engine
+/// has closed the store (closing folds what is left).
+public struct SQLiteMaintenance: Service {
+    let store: SQLiteStore
+
+    public func run() async throws {
+        var checkpointed = 0
+        while !Task.isShuttingDownGracefully && !Task.isCancelled {
+            try? await Task.sleep(for: .milliseconds(50))
+            // A fold that fails leaves the groups in the journal and the backlog: the next tick tries again,
+            // and a commit that finds the backlog too large reports the error.
+            if store.foldIsDue() { _ = try? await store.fold() }
+            let folds = store.backlog.withLock { $0.folds }
+            if folds != checkpointed {
+                checkpointed = folds
+                await store.checkpointer.checkpoint()
+            }
+        }
+        store.checkpointer.close()
+    }
+}
+
+extension JournalEntry {
+    /// Writes `entries` into the tables, as if one after the other: each device's last record (new devices in the
+    /// order they first appear), every id once, alerts, fleet alerts and webhook messages in order.
+    static func write(_ entries: [JournalEntry], _ db: Database) throws {
+        var slot: [String: [String: Int]] = [:]
+        var devices: [(appId: String, deviceId: String, state: [UInt8])] = []
+        for entry in entries {
+            for d in entry.devices {
+                if let s = slot[d.appId]?[d.deviceId] {
+                    devices[s].state = d.state
+                } else {
+                    slot[d.appId, default: [:]][d.deviceId] = devices.count
+                    devices.append(d)
+                }
+            }
+        }
+        let upsertDevice = try FastStatement(db, """
+            INSERT INTO devices (app_id, device_id, state) VALUES (?, ?, ?)
+            ON CONFLICT (app_id, device_id) DO UPDATE SET state = excluded.state
+            """)
+        for d in devices { try upsertDevice.run(.text(d.appId), .text(d.deviceId), .blob(d.state)) }
+
+        let claims = entries.flatMap { entry in entry.ids.map { (hash: $0.hash, ids: [$0.id]) } }
+        if !claims.isEmpty {
+            var group = try EventIdBuckets.Group(claims, db)
+            for entry in entries {
+                for (hash, id) in entry.ids where !group.recordedBefore(hash, id) {
+                    _ = group.record(hash, id, at: entry.recordedAt)
+                }
+            }
+            try group.write(db)
+        }
+
+        let upsertAlert = try db.cachedStatement(sql: """
+            INSERT INTO alerts (id, kind, state, app_id, device_id, container_id, starts_at, ends_at, summary, detail)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            ON CONFLICT (id) DO UPDATE SET state = excluded.state, ends_at = excluded.ends_at,
+                summary = excluded.summary, detail = excluded.detail
+            """)
+        for entry in entries {
+            for a in entry.alerts {
+                try upsertAlert.execute(arguments: [a.id, a.kind.rawValue, a.state.rawValue, a.appId, a.deviceId, a.containerId,
+                                                    a.startsAt.microseconds, a.endsAt?.microseconds, a.summary, a.detail])
+            }
+            for (container, startsAt) in entry.fleet {
+                if let startsAt {
+                    try db.execute(sql: "INSERT OR REPLACE INTO fleet_alerts (container_id, starts_at) VALUES (?, ?)", arguments: [container, startsAt.microseconds])
+                } else {
+                    try db.execute(sql: "DELETE FROM fleet_alerts WHERE container_id = ?", arguments: [container])
+                }
+            }
+            try SQLiteStore.insertOutbox(entry.outbox, db)
+        }
+    }
+
+    /// Whether the entry writes nothing.
+    var isEmpty: Bool { devices.isEmpty && ids.isEmpty && alerts.isEmpty && fleet.isEmpty && outbox.isEmpty }
+}

@@ -1,0 +1,145 @@
+import Foundation
+import Testing
+import SyncHealthCore
+@testable import SyncHealthStore
+
+/// The embedded store's commit journal: what is acknowledged is in the journal, reopening writes it into the
+/// tables, a torn end is dropped, and nothing is written twice.
+@Suite("Commit journal")
+struct CommitJournalTests {
+    /// A copy of a live store's data directory, as a crash would leave it (the store is not closed).
+    static func crashCopy(of dir: String) throws -> String {
+        let copy = temporaryDirectory()
+        for name in try FileManager.default.contentsOfDirectory(atPath: dir) where name != "synchealth.lock" {
+            try FileManager.default.copyItem(atPath: dir + "/" + name, toPath: copy + "/" + name)
+        }
+        return copy
+    }
+
+    static func message(_ id: String) -> OutboxMessage {
+        OutboxMessage(id: id, webhookId: "wh-1", orderingKey: "line-\(id)", payload: "{}", createdAt: t0, nextAttemptAt: t0)
+    }
+
+    /// A group with one device, one id, an alert and a webhook message, all named by `name`.
+    static func group(_ name: String, at: Int64) -> StoreChanges {
+        var changes = StoreChanges(recordedAt: t0 + .seconds(at))
+        changes.devices = [richRecord(name)]
+        changes.eventIds = [(DeviceKey(appId: "com.example", deviceId: name), "id-\(name)")]
+        changes.alerts = [alert("alert-\(name)", .exportAtRisk, .firing, device: name, at: at)]
+        changes.outbox = [message("msg-\(name)")]
+        return changes
+    }
+
+    static func check(_ store: SQLiteStore, has names: [String], lacks missing: [String] = []) async throws {
+        let devices = try await store.loadState().devices.map(\.key.deviceId)
+        #expect(devices == names)
+        for name in names + missing {
+            let key = DeviceKey(appId: "com.example", deviceId: name)
+            let known = names.contains(name)
+            #expect(try await store.seenEventIds([(key: key, eventIds: ["id-\(name)"])]) == [known ? ["id-\(name)"] : []])
+            #expect(try await store.alerts(AlertQuery(deviceId: name)).alerts.map(\.id) == (known ? ["alert-\(name)"] : []))
+        }
+        #expect(try await store.dueMessages(now: t0 + .seconds(100), limit: 10).map(\.id) == names.map { "msg-\($0)" })
+    }
+
+    @Test("groups acknowledged but never folded are in the tables after a crash and a restart")
+    func crashBeforeFold() async throws {
+        let dir = temporaryDirectory()
+        let store = try SQLiteStore(directory: dir)
+        for (i, name) in ["a", "b", "c"].enumerated() { try await store.commit(Self.group(name, at: Int64(i))) }
+        // Nothing is in the tables yet: the three groups are in the journal only.
+        #expect(try await store.pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM devices") } == 0)
+        let copy = try Self.crashCopy(of: dir)
+        try await store.close()
+
+        let reopened = try SQLiteStore(directory: copy)
+        try await Self.check(reopened, has: ["a", "b", "c"])
+        #expect(try CommitJournalTests.segments(copy).isEmpty, "reopening deletes the segments it wrote into the tables")
+        try await reopened.close()
+    }
+
+    @Test("a record torn at the journal's end is dropped, with garbage after it; the records before it are kept",
+          arguments: [3, 40])
+    func tornEnd(cut: Int) async throws {
+        let dir = temporaryDirectory()
+        let store = try SQLiteStore(directory: dir)
+        for (i, name) in ["a", "b", "c"].enumerated() { try await store.commit(Self.group(name, at: Int64(i))) }
+        let copy = try Self.crashCopy(of: dir)
+        try await store.close()
+        let segment = try #require(try Self.segments(copy).last)
+        let handle = try #require(FileHandle(forUpdatingAtPath: copy + "/" + segment))
+        let size = try handle.seekToEnd()
+        try handle.truncate(atOffset: size - UInt64(cut))
+        try handle.seekToEnd()
+        handle.write(Data(repeating: 0x5A, count: 100))
+        try handle.close()
+
+        let reopened = try SQLiteStore(directory: copy)
+        try await Self.check(reopened, has: ["a", "b"], lacks: ["c"])
+        // The journal goes on after the records it kept.
+        try await reopened.commit(Self.group("d", at: 3))
+        let again = try Self.crashCopy(of: copy)
+        try await reopened.close()
+        let third = try SQLiteStore(directory: again)
+        try await Self.check(third, has: ["a", "b", "d"], lacks: ["c"])
+        try await third.close()
+    }
+
+    @Test("a group already folded is not written again when its segment outlives the fold")
+    func foldedRecordNotReplayed() async throws {
+        let dir = temporaryDirectory()
+        let store = try SQLiteStore(directory: dir)
+        try await store.commit(Self.group("a", at: 0))
+        let segmentCopy = try Self.crashCopy(of: dir)
+        #expect(try await store.fold() == 1)
+        // The message is delivered and leaves the outbox; the device changes after.
+        try await store.recordAttempt(DeliveryAttempt(seq: 0, webhookId: "wh-1", messageId: "msg-a", attempt: 1, attemptedAt: t0,
+                                                      statusCode: 200, error: nil, nextRetryAt: nil, outcome: .delivered), disable: nil)
+        var later = StoreChanges(recordedAt: t0 + .seconds(5))
+        var changed = richRecord("a")
+        changed.info.platform = "macOS"
+        later.devices = [changed]
+        try await store.commit(later)
+        #expect(try await store.fold() == 1)
+        // A crash between the fold's commit and the segment's deletion leaves the old segment behind.
+        let copy = try Self.crashCopy(of: dir)
+        try await store.close()
+        for name in try Self.segments(segmentCopy) {
+            try FileManager.default.copyItem(atPath: segmentCopy + "/" + name, toPath: copy + "/" + name)
+        }
+
+        let reopened = try SQLiteStore(directory: copy)
+        #expect(try await reopened.dueMessages(now: t0 + .seconds(100), limit: 10).isEmpty, "a delivered message is not sent again")
+        #expect(try await reopened.loadState().devices.map(\.info.platform) == ["macOS"], "the device keeps its newer state")
+        try await reopened.close()
+    }
+
+    @Test("an id is never judged new while folds run beside the commits")
+    func dedupeDuringFolds() async throws {
+        let store = try SQLiteStore(directory: temporaryDirectory(), synchronous: .normal)
+        let key = DeviceKey(appId: "app", deviceId: "1")
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                while !Task.isCancelled {
+                    _ = try await store.fold()
+                    await Task.yield()
+                }
+            }
+            // Each group brings a new id and the one before it again: the repeat must always be seen.
+            for n in 1...300 {
+                let seen = try await store.commit(claiming: [(key: key, eventIds: ["e\(n - 1)", "e\(n)"])], at: seconds(Int64(n))) { seen in
+                    var changes = StoreChanges(recordedAt: seconds(Int64(n)))
+                    changes.devices = [DeviceRecord(key: key, info: DeviceInfo(), firstSeenAt: t0)]
+                    return (changes, seen[0])
+                }
+                #expect(seen == (n == 1 ? [] : ["e\(n - 1)"]), "group \(n)")
+            }
+            group.cancelAll()
+        }
+        try await store.close()
+    }
+
+    static func segments(_ dir: String) throws -> [String] {
+        try FileManager.default.contentsOfDirectory(atPath: dir).filter { $0.hasPrefix(CommitJournal.prefix) }.sorted()
+    }
+}
