@@ -52,14 +52,17 @@ extension SQLiteStore {
     static let maxBacklogBytes = 64 << 20
 
     /// Writes `entry` to the journal; on return it is durable (with `synchronous = FULL`) and in the backlog.
+    ///
+    /// A backlog over `maxBacklogBytes` is folded first, so that a failing fold fails this commit before anything
+    /// of it is written: once the record is in the journal, the commit must not report a failure.
     func append(_ entry: JournalEntry) async throws {
+        if backlog.withLock({ $0.bytes }) > Self.maxBacklogBytes { try await fold() }
         let payload = entry.encoded()
         try await journal.append(payload) { seq in
             var written = entry
             written.seq = seq
             self.backlog.withLock { $0.add(written, bytes: payload.count, at: .now) }
         }
-        if backlog.withLock({ $0.bytes }) > Self.maxBacklogBytes { try await fold() }
     }
 
     /// Whether the backlog is old or large enough for the maintenance service to fold it.
