@@ -56,7 +56,12 @@ final class CommitJournal: @unchecked Sendable {
     }
 
     func path(_ number: Int) -> String {
-        (directory as NSString).appendingPathComponent(Self.prefix + String(format: "%012d", number))
+        Self.path(directory: directory, number: number)
+    }
+
+    /// The file of segment `number` in `directory`.
+    static func path(directory: String, number: Int) -> String {
+        (directory as NSString).appendingPathComponent(prefix + String(format: "%012d", number))
     }
 
     /// Appends one record; on return it is on disk (when `durable`). `onWritten` runs on the journal's queue with
@@ -193,7 +198,7 @@ final class CommitJournal: @unchecked Sendable {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
         contents.segments = names.compactMap { $0.hasPrefix(prefix) ? Int($0.dropFirst(prefix.count)) : nil }.sorted()
         for number in contents.segments {
-            let file = (directory as NSString).appendingPathComponent(prefix + String(format: "%012d", number))
+            let file = path(directory: directory, number: number)
             guard let data = FileManager.default.contents(atPath: file) else {
                 throw StoreError.unavailable(path: directory, reason: "cannot read \(file)")
             }
