@@ -52,17 +52,23 @@ extension SQLiteStore {
     static let maxBacklogBytes = 64 << 20
 
     /// Writes `entry` to the journal; on return it is durable (with `synchronous = FULL`) and in the backlog.
-    ///
-    /// A backlog over `maxBacklogBytes` is folded first, so that a failing fold fails this commit before anything
-    /// of it is written: once the record is in the journal, the commit must not report a failure.
     func append(_ entry: JournalEntry) async throws {
-        if backlog.withLock({ $0.bytes }) > Self.maxBacklogBytes { try await fold() }
+        try await foldIfOversized()
+        try await journal.perform { appender in try self.append(entry, with: appender) }
+    }
+
+    /// Writes `entry` to the journal from inside `CommitJournal.perform`, and adds it to the backlog.
+    func append(_ entry: JournalEntry, with appender: CommitJournal.Appender) throws {
         let payload = entry.encoded()
-        try await journal.append(payload) { seq in
-            var written = entry
-            written.seq = seq
-            self.backlog.withLock { $0.add(written, bytes: payload.count, at: .now) }
-        }
+        var written = entry
+        written.seq = try appender.append(payload)
+        backlog.withLock { $0.add(written, bytes: payload.count, at: .now) }
+    }
+
+    /// Folds a backlog over `maxBacklogBytes`. A commit calls it before it writes anything, so that a failing
+    /// fold fails the commit: once the record is in the journal, the commit must not report a failure.
+    func foldIfOversized() async throws {
+        if backlog.withLock({ $0.bytes }) > Self.maxBacklogBytes { try await fold() }
     }
 
     /// Whether the backlog is old or large enough for the maintenance service to fold it.

@@ -151,21 +151,24 @@ public final class SQLiteStore: SyncStore {
 
     public func seenEventIds(_ requests: [(key: DeviceKey, eventIds: [String])]) async throws -> [Set<String>] {
         let claims = requests.map { (hash: $0.key.stableHash, ids: $0.eventIds.map { Array($0.utf8) }) }
-        let recorded = try await recordedBefore(claims)
+        let recent = inBacklog(claims)
+        let recorded = try await pool.read { db in try Self.recordedBefore(claims, recent: recent, db) }
         return zip(requests, recorded).map { request, recorded in Set(zip(request.eventIds, recorded).filter(\.1).map(\.0)) }
     }
 
-    /// For each claimed id, whether it was recorded: in the backlog or in the tables.
+    /// For each claimed id, whether the backlog holds it.
     ///
-    /// The backlog is read first: a fold commits its groups to the tables before it takes them out of the backlog,
-    /// so an id that is gone from the backlog here is in the tables the read below sees.
-    private func recordedBefore(_ claims: [(hash: Int64, ids: [[UInt8]])]) async throws -> [[Bool]] {
-        let recent = backlog.withLock { b in claims.map { claim in claim.ids.map { b.contains(claim.hash, $0) } } }
-        return try await pool.read { db in
-            let group = try EventIdBuckets.Group(claims, db)
-            return zip(claims, recent).map { claim, recent in
-                zip(claim.ids, recent).map { id, recent in recent || group.recordedBefore(claim.hash, id) }
-            }
+    /// Read the backlog before the tables: a fold commits its groups to the tables before it takes them out of
+    /// the backlog, so an id that is gone from the backlog here is in the tables a read that starts after sees.
+    private func inBacklog(_ claims: [(hash: Int64, ids: [[UInt8]])]) -> [[Bool]] {
+        backlog.withLock { b in claims.map { claim in claim.ids.map { b.contains(claim.hash, $0) } } }
+    }
+
+    /// For each claimed id, whether it was recorded: in the backlog (`recent`, from `inBacklog`) or in the tables.
+    private static func recordedBefore(_ claims: [(hash: Int64, ids: [[UInt8]])], recent: [[Bool]], _ db: Database) throws -> [[Bool]] {
+        let group = try EventIdBuckets.Group(claims, db)
+        return zip(claims, recent).map { claim, recent in
+            zip(claim.ids, recent).map { id, recent in recent || group.recordedBefore(claim.hash, id) }
         }
     }
 
@@ -174,35 +177,41 @@ public final class SQLiteStore: SyncStore {
         try await append(JournalEntry(changes, ids: changes.eventIds.map { (hash: $0.key.stableHash, id: Array($0.eventId.utf8)) }))
     }
 
-    /// Judges the claimed ids against the backlog and the tables, plans, and appends the group to the journal.
-    /// The engine commits one group at a time, so nothing records an id between the judgement and the append.
+    /// Judges the claimed ids against the backlog and the tables, plans, and appends the group to the journal,
+    /// all in one trip to the journal's queue. The engine commits one group at a time, and appends happen only
+    /// on that queue, so nothing records an id between the judgement and the append.
     public func commit<Result: Sendable>(claiming claims: [(key: DeviceKey, eventIds: [String])], at recordedAt: Timestamp,
                                          plan: @escaping @Sendable (_ seen: [Set<String>]) throws -> (changes: StoreChanges, result: Result))
         async throws -> Result {
-        let encoded = claims.map { (hash: $0.key.stableHash, ids: $0.eventIds.map { Array($0.utf8) }) }
-        let recorded = try await recordedBefore(encoded)
-        // An id recorded before this group is seen; one this group records is a repeat within it, which the
-        // caller judges.
-        var seen: [Set<String>] = []
-        seen.reserveCapacity(claims.count)
-        var ids: [(hash: Int64, id: [UInt8])] = []
-        var recordedNow: [Int64: Set<[UInt8]>] = [:]
-        for ((claim, encodedClaim), recorded) in zip(zip(claims, encoded), recorded) {
-            var before = Set<String>()
-            for ((id, bytes), recorded) in zip(zip(claim.eventIds, encodedClaim.ids), recorded) {
-                if recorded {
-                    before.insert(id)
-                } else if recordedNow[encodedClaim.hash, default: []].insert(bytes).inserted {
-                    ids.append((encodedClaim.hash, bytes))
+        try await foldIfOversized()
+        return try await journal.perform { appender in
+            let encoded = claims.map { (hash: $0.key.stableHash, ids: $0.eventIds.map { Array($0.utf8) }) }
+            let recent = self.inBacklog(encoded)
+            // A synchronous read: it runs here, on the journal's thread, not on another one.
+            let recorded = try self.pool.read { db in try Self.recordedBefore(encoded, recent: recent, db) }
+            // An id recorded before this group is seen; one this group records is a repeat within it, which the
+            // caller judges.
+            var seen: [Set<String>] = []
+            seen.reserveCapacity(claims.count)
+            var ids: [(hash: Int64, id: [UInt8])] = []
+            var recordedNow: [Int64: Set<[UInt8]>] = [:]
+            for ((claim, encodedClaim), recorded) in zip(zip(claims, encoded), recorded) {
+                var before = Set<String>()
+                for ((id, bytes), recorded) in zip(zip(claim.eventIds, encodedClaim.ids), recorded) {
+                    if recorded {
+                        before.insert(id)
+                    } else if recordedNow[encodedClaim.hash, default: []].insert(bytes).inserted {
+                        ids.append((encodedClaim.hash, bytes))
+                    }
                 }
+                seen.append(before)
             }
-            seen.append(before)
+            var (changes, result) = try plan(seen)
+            changes.recordedAt = recordedAt
+            let entry = JournalEntry(changes, ids: ids)
+            if !entry.isEmpty { try self.append(entry, with: appender) }
+            return result
         }
-        var (changes, result) = try plan(seen)
-        changes.recordedAt = recordedAt
-        let entry = JournalEntry(changes, ids: ids)
-        if !entry.isEmpty { try await append(entry) }
-        return result
     }
 
     public func alerts(_ query: AlertQuery) async throws -> AlertPage {
