@@ -46,6 +46,8 @@ let package = Package(
                 // The SQLite C API, for binding the hot per-event insert without GRDB's argument boxing.
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
                 // SHA-256 checks each journal record.
                 .product(name: "Crypto", package: "swift-crypto"),
             ],

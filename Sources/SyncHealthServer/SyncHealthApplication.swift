@@ -61,7 +61,7 @@ public enum SyncHealthApplication {
             return (store, store.service)
         }
         let store = try SQLiteStore(directory: configuration.dataDirectory, synchronous: configuration.sqliteSynchronous)
-        return (store, store.maintenance)
+        return (store, store.maintenance(logger: logger))
     }
 
     /// Resolves the keys: configured ones, or the generated ones kept in the data directory.

@@ -1,4 +1,6 @@
 import GRDB
+import Logging
+import Metrics
 import ServiceLifecycle
 import SyncHealthCore
 
@@ -99,27 +101,49 @@ extension SQLiteStore {
         return written.count
     }
 
-    /// The service that folds the journal into the tables in the background and checkpoints after each fold.
-    /// Without it the store works the same: reads that need the tables fold first, and so does a commit that
-    /// finds the backlog over `maxBacklogBytes`.
-    public var maintenance: SQLiteMaintenance { SQLiteMaintenance(store: self) }
+    /// The service that folds the journal into the tables in the background and checkpoints after each fold,
+    /// logging to `logger`. Without it the store works the same: reads that need the tables fold first, and so
+    /// does a commit that finds the backlog over `maxBacklogBytes`.
+    public func maintenance(logger: Logger) -> SQLiteMaintenance { SQLiteMaintenance(store: self, logger: logger) }
 }
 
 /// Folds the embedded store's journal into its tables when the backlog is a second old or 8 MiB large, then copies
 /// the committed WAL pages into the database file on a second connection (a passive checkpoint, which never
 /// blocks the writer or readers). Run it in the service group; it stops at graceful shutdown, after the engine
 /// has closed the store (closing folds what is left).
+///
+/// A fold that fails leaves its groups in the journal and the backlog, and the next tick tries again. Until one
+/// succeeds, `synchealth_store_journal_backlog_bytes` grows, `synchealth_store_fold_failures_total` counts each
+/// attempt, and the first failure of a run of them is logged (and the recovery after it); once the backlog
+/// passes 64 MiB, commits fold themselves and report the error to their requests.
 public struct SQLiteMaintenance: Service {
     let store: SQLiteStore
+    let logger: Logger
+    let foldFailures = Counter(label: "synchealth_store_fold_failures_total")
+    let backlogBytes = Gauge(label: "synchealth_store_journal_backlog_bytes")
 
     public func run() async throws {
         var checkpointed = 0
+        var failing = 0
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
             try? await Task.sleep(for: .milliseconds(50))
-            // A fold that fails leaves the groups in the journal and the backlog: the next tick tries again,
-            // and a commit that finds the backlog too large reports the error.
-            if store.foldIsDue() { _ = try? await store.fold() }
-            let folds = store.backlog.withLock { $0.folds }
+            if store.foldIsDue() {
+                do {
+                    try await store.fold()
+                    if failing > 0 {
+                        logger.notice("Folding the journal into the tables works again", metadata: ["fold.failures": "\(failing)"])
+                        failing = 0
+                    }
+                } catch {
+                    foldFailures.increment()
+                    if failing == 0 {
+                        logger.error("Folding the journal into the tables failed; retrying", metadata: ["error": "\(error)"])
+                    }
+                    failing += 1
+                }
+            }
+            let (folds, bytes) = store.backlog.withLock { ($0.folds, $0.bytes) }
+            backlogBytes.record(bytes)
             if folds != checkpointed {
                 checkpointed = folds
                 await store.checkpointer.checkpoint()

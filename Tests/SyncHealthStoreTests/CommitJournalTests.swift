@@ -1,4 +1,6 @@
 import Foundation
+import Logging
+import Synchronization
 import Testing
 import SyncHealthCore
 @testable import SyncHealthStore
@@ -139,7 +141,63 @@ struct CommitJournalTests {
         try await store.close()
     }
 
+    @Test("a fold that fails is logged once and retried; once it works again the backlog drains and the recovery is logged")
+    func failingFoldIsVisibleAndRetried() async throws {
+        let dir = temporaryDirectory()
+        let store = try SQLiteStore(directory: dir, synchronous: .normal)
+        let log = CapturedLog()
+        let maintenance = store.maintenance(logger: Logger(label: "test") { _ in CapturedLog.Handler(log: log) })
+        // The fold's first statement writes the devices table: without it, every fold fails.
+        try await store.pool.write { db in try db.execute(sql: "ALTER TABLE devices RENAME TO devices_away") }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await maintenance.run() }
+            try await store.commit(Self.group("a", at: 0))
+            // Folds are due a second after the commit and retried every 50 ms.
+            try await Self.waitUntil { log.messages.count >= 1 && store.backlog.withLock { $0.entries.count } == 1 }
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(log.messages == ["error: Folding the journal into the tables failed; retrying"], "one line for a run of failures")
+            #expect(try Self.segments(dir).count == 1, "the group stays in the journal")
+
+            try await store.pool.write { db in try db.execute(sql: "ALTER TABLE devices_away RENAME TO devices") }
+            try await Self.waitUntil { store.backlog.withLock { $0.entries.isEmpty } }
+            #expect(log.messages.last == "notice: Folding the journal into the tables works again")
+            #expect(log.lineMetadata.last?["fold.failures"].map { Int("\($0)") ?? 0 } ?? 0 >= 2)
+            group.cancelAll()
+        }
+        try await Self.check(store, has: ["a"])
+        try await store.close()
+    }
+
+    static func waitUntil(_ condition: () throws -> Bool) async throws {
+        for _ in 0..<300 where try !condition() { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(try condition())
+    }
+
     static func segments(_ dir: String) throws -> [String] {
         try FileManager.default.contentsOfDirectory(atPath: dir).filter { $0.hasPrefix(CommitJournal.prefix) }.sorted()
+    }
+}
+
+/// What a `CapturedLog.Handler` was given: "level: message", and the metadata of each line.
+final class CapturedLog: Sendable {
+    fileprivate let lines = Mutex<[(String, Logger.Metadata)]>([])
+    var messages: [String] { lines.withLock { $0.map(\.0) } }
+    var lineMetadata: [Logger.Metadata] { lines.withLock { $0.map(\.1) } }
+
+    /// A handler that appends to `log`.
+    struct Handler: LogHandler {
+        let log: CapturedLog
+        var logLevel: Logger.Level = .trace
+        var metadata: Logger.Metadata = [:]
+        var metadataProvider: Logger.MetadataProvider?
+
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+
+        func log(event: LogEvent) {
+            log.lines.withLock { $0.append(("\(event.level): \(event.message)", event.metadata ?? [:])) }
+        }
     }
 }

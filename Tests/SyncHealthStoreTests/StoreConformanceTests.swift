@@ -378,7 +378,7 @@ struct SQLiteStoreTests {
         _ = try await store.pool.writeWithoutTransaction { db in try db.checkpoint(.truncate) }
         #expect(try Self.devicesInMainFile(dir) == 0)
         try await withThrowingTaskGroup(of: Void.self) { group in
-            if running { group.addTask { try await store.maintenance.run() } }
+            if running { group.addTask { try await store.maintenance(logger: Logger(label: "test")).run() } }
             var changes = StoreChanges(recordedAt: t0)
             changes.devices = [richRecord("a"), richRecord("b")]
             try await store.commit(changes)
