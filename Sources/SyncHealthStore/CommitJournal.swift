@@ -19,8 +19,10 @@ import Foundation
 /// segment is deleted once every record in it is in the tables. Each record is a 24-byte header (magic, payload
 /// length, sequence number, the first 8 bytes of the SHA-256 of the sequence number and the payload) and the
 /// payload. Reading stops at the first record that does not check out: a torn write at a crash is a short or
-/// mismatched record at a segment's end. A write that fails is cut off the file again before the next one,
-/// so that no acknowledged record ever sits behind a bad one.
+/// mismatched record at a segment's end. A write or sync that fails is cut off the file again (and the cut
+/// synced) before the next write: its group was refused, so it must not come back at the next start, and no
+/// acknowledged record may sit behind a bad one. If the cut fails too, the journal refuses every later write
+/// until the store is reopened (`CommitJournalTests` makes each of these fail).
 ///
 /// All file work runs on one serial queue, off Swift's concurrency pool: `fdatasync` blocks for a millisecond.
 final class CommitJournal: @unchecked Sendable {
@@ -40,6 +42,8 @@ final class CommitJournal: @unchecked Sendable {
     let directory: String
     /// Whether each append is on disk (`fdatasync`) before it returns.
     let durable: Bool
+    /// The system calls that write, sync and cut the active file; tests make them fail.
+    let io: JournalIO
     private let queue = DispatchQueue(label: "synchealth.journal")
     // Everything below is touched only on `queue`.
     private var active: Segment
@@ -48,9 +52,10 @@ final class CommitJournal: @unchecked Sendable {
     private var failure: String?
 
     /// A journal that writes its next segment after `lastNumber` and numbers records after `lastSeq`.
-    init(directory: String, durable: Bool, lastNumber: Int, lastSeq: Int64) {
+    init(directory: String, durable: Bool, lastNumber: Int, lastSeq: Int64, io: JournalIO = .system) {
         self.directory = directory
         self.durable = durable
+        self.io = io
         active = Segment(number: lastNumber + 1)
         nextSeq = lastSeq + 1
     }
@@ -101,7 +106,7 @@ final class CommitJournal: @unchecked Sendable {
         var error: Int32 = 0
         record.withUnsafeBytes { buffer in
             while done < buffer.count {
-                let n = pwrite(active.descriptor, buffer.baseAddress.map { $0 + done }, buffer.count - done, off_t(start + done))
+                let n = io.write(active.descriptor, buffer.baseAddress.map { $0 + done }, buffer.count - done, off_t(start + done))
                 if n < 0 {
                     if errno == EINTR { continue }
                     error = errno
@@ -110,10 +115,10 @@ final class CommitJournal: @unchecked Sendable {
                 done += n
             }
         }
-        if error == 0, durable, fdatasync(active.descriptor) != 0 { error = errno }
+        if error == 0, durable, io.sync(active.descriptor) != 0 { error = errno }
         guard error == 0 else {
             // Cut the record off again, so that the next one follows the last good one.
-            if ftruncate(active.descriptor, off_t(start)) != 0 || fdatasync(active.descriptor) != 0 {
+            if io.truncate(active.descriptor, off_t(start)) != 0 || io.sync(active.descriptor) != 0 {
                 failure = "cannot undo a failed journal write (\(String(cString: strerror(errno))))"
             }
             throw StoreError.unavailable(path: directory, reason: "cannot write the journal (\(String(cString: strerror(error))))")
@@ -227,6 +232,16 @@ final class CommitJournal: @unchecked Sendable {
         contents.records.sort { $0.seq < $1.seq }
         return contents
     }
+}
+
+/// The system calls the journal makes on its active file: `pwrite`, `fdatasync` and `ftruncate`, or stand-ins
+/// that fail (setting `errno`) for tests of what a failed write leaves behind.
+struct JournalIO: Sendable {
+    var write: @Sendable (Int32, UnsafeRawPointer?, Int, off_t) -> Int
+    var sync: @Sendable (Int32) -> Int32
+    var truncate: @Sendable (Int32, off_t) -> Int32
+
+    static let system = JournalIO(write: { pwrite($0, $1, $2, $3) }, sync: { fdatasync($0) }, truncate: { ftruncate($0, $1) })
 }
 
 /// `open(2)` (the journal's own `close()` shadows the C functions inside the class).

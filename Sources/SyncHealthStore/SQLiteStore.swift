@@ -36,7 +36,12 @@ public final class SQLiteStore: SyncStore {
     ///
     /// - Throws: `StoreError` with a message for the operator when the directory is locked by another server,
     ///   the database is corrupt, or it was written by a newer schema.
-    public init(directory: String, synchronous: Synchronous = .full) throws {
+    public convenience init(directory: String, synchronous: Synchronous = .full) throws {
+        try self.init(directory: directory, synchronous: synchronous, journalIO: .system)
+    }
+
+    /// Opens the store with the journal making its system calls through `journalIO` (tests make them fail).
+    init(directory: String, synchronous: Synchronous, journalIO: JournalIO) throws {
         do {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         } catch {
@@ -65,7 +70,7 @@ public final class SQLiteStore: SyncStore {
             }
             try migrator.migrate(pool)
             checkpointer = try SQLiteCheckpointer(path: path)
-            journal = try Self.recoverJournal(directory: directory, pool: pool, durable: synchronous == .full)
+            journal = try Self.recoverJournal(directory: directory, pool: pool, durable: synchronous == .full, io: journalIO)
         } catch let error as StoreError {
             closeDescriptor(lockDescriptor)
             throw error
@@ -105,7 +110,7 @@ public final class SQLiteStore: SyncStore {
 
     /// Writes what the journal in `directory` holds beyond the tables into them, deletes its segments, and opens
     /// the journal for the next commits.
-    static func recoverJournal(directory: String, pool: DatabasePool, durable: Bool) throws -> CommitJournal {
+    static func recoverJournal(directory: String, pool: DatabasePool, durable: Bool, io: JournalIO) throws -> CommitJournal {
         let contents = try CommitJournal.read(directory: directory)
         let folded = try pool.read { db in try Int64.fetchOne(db, sql: "SELECT folded_through FROM journal_state") ?? 0 }
         let entries = try contents.records.filter { $0.seq > folded }.map { record in
@@ -122,7 +127,7 @@ public final class SQLiteStore: SyncStore {
             }
         }
         let journal = CommitJournal(directory: directory, durable: durable, lastNumber: contents.segments.last ?? 0,
-                                    lastSeq: max(folded, contents.lastSeq))
+                                    lastSeq: max(folded, contents.lastSeq), io: io)
         for number in contents.segments { _ = unlink(journal.path(number)) }
         return journal
     }

@@ -168,6 +168,59 @@ struct CommitJournalTests {
         try await store.close()
     }
 
+    @Test("a journal write or sync that fails is cut off again: its group is refused and never applied, and the groups after it are kept")
+    func failedWriteIsCutOff() async throws {
+        let dir = temporaryDirectory()
+        let disk = FaultyDisk()
+        let store = try SQLiteStore(directory: dir, synchronous: .full, journalIO: disk.io)
+        try await store.commit(Self.group("a", at: 0))
+        disk.faults.withLock { $0.writes = 1 }
+        await #expect(throws: StoreError.self) { try await store.commit(Self.group("b", at: 1)) }
+        try await store.commit(Self.group("c", at: 2))
+        disk.faults.withLock { $0.syncs = 1 }
+        await #expect(throws: StoreError.self) { try await store.commit(Self.group("d", at: 3)) }
+        // A crash right after the refusal: the whole record of `d` reached the file before its sync failed,
+        // and it must not come back at the next start.
+        let refusedLast = try Self.crashCopy(of: dir)
+        try await store.commit(Self.group("e", at: 4))
+        #expect(disk.faults.withLock { $0.writes + $0.syncs } == 0, "both faults were hit")
+        let copy = try Self.crashCopy(of: dir)
+        try await store.close()
+
+        let reopened = try SQLiteStore(directory: copy)
+        try await Self.check(reopened, has: ["a", "c", "e"], lacks: ["b", "d"])
+        try await reopened.close()
+        let crashed = try SQLiteStore(directory: refusedLast)
+        try await Self.check(crashed, has: ["a", "c"], lacks: ["b", "d"])
+        try await crashed.close()
+    }
+
+    @Test("a failed write that cannot be cut off refuses every later commit; reopening keeps the groups before it and works again")
+    func uncutWriteRefusesLaterCommits() async throws {
+        let dir = temporaryDirectory()
+        let disk = FaultyDisk()
+        let store = try SQLiteStore(directory: dir, synchronous: .full, journalIO: disk.io)
+        try await store.commit(Self.group("a", at: 0))
+        disk.faults.withLock { $0.writes = 1; $0.truncates = 1 }
+        await #expect(throws: StoreError.self) { try await store.commit(Self.group("b", at: 1)) }
+        // The half-written record stays in the file: anything written after it would be lost at the next start.
+        do {
+            try await store.commit(Self.group("c", at: 2))
+            Issue.record("a commit after an uncut failed write was accepted")
+        } catch let error as StoreError {
+            #expect("\(error)".contains("cannot undo a failed journal write"))
+        }
+        try await store.close()
+
+        let reopened = try SQLiteStore(directory: dir)
+        try await Self.check(reopened, has: ["a"], lacks: ["b", "c"])
+        try await reopened.commit(Self.group("d", at: 3))
+        try await reopened.close()
+        let again = try SQLiteStore(directory: dir)
+        try await Self.check(again, has: ["a", "d"])
+        try await again.close()
+    }
+
     static func waitUntil(_ condition: () throws -> Bool) async throws {
         for _ in 0..<300 where try !condition() { try await Task.sleep(for: .milliseconds(20)) }
         #expect(try condition())
@@ -199,5 +252,48 @@ final class CapturedLog: Sendable {
         func log(event: LogEvent) {
             log.lines.withLock { $0.append(("\(event.level): \(event.message)", event.metadata ?? [:])) }
         }
+    }
+}
+
+/// Journal system calls that fail on demand: a failing write lands half its bytes first (a torn record), then
+/// reports `ENOSPC`; a failing sync or truncate reports `EIO`.
+final class FaultyDisk: Sendable {
+    struct Faults {
+        /// How many of the next writes, syncs and truncates fail.
+        var writes = 0, syncs = 0, truncates = 0
+    }
+
+    let faults = Mutex(Faults())
+
+    var io: JournalIO {
+        JournalIO(
+            write: { fd, buffer, count, offset in
+                let fail = self.faults.withLock { f in
+                    defer { f.writes = max(0, f.writes - 1) }
+                    return f.writes > 0
+                }
+                guard fail else { return pwrite(fd, buffer, count, offset) }
+                _ = pwrite(fd, buffer, count / 2, offset)
+                errno = ENOSPC
+                return -1
+            },
+            sync: { fd in
+                let fail = self.faults.withLock { f in
+                    defer { f.syncs = max(0, f.syncs - 1) }
+                    return f.syncs > 0
+                }
+                guard fail else { return fdatasync(fd) }
+                errno = EIO
+                return -1
+            },
+            truncate: { fd, length in
+                let fail = self.faults.withLock { f in
+                    defer { f.truncates = max(0, f.truncates - 1) }
+                    return f.truncates > 0
+                }
+                guard fail else { return ftruncate(fd, length) }
+                errno = EIO
+                return -1
+            })
     }
 }
