@@ -170,10 +170,8 @@ struct CommitJournalTests {
 
     @Test("a journal write or sync that fails is cut off again: its group is refused and never applied, and the groups after it are kept")
     func failedWriteIsCutOff() async throws {
-        let dir = temporaryDirectory()
         let disk = FaultyDisk()
-        let store = try SQLiteStore(directory: dir, synchronous: .full, journalIO: disk.io)
-        try await store.commit(Self.group("a", at: 0))
+        let (dir, store) = try await Self.storeWithGroupA(on: disk)
         disk.faults.withLock { $0.writes = 1 }
         await #expect(throws: StoreError.self) { try await store.commit(Self.group("b", at: 1)) }
         try await store.commit(Self.group("c", at: 2))
@@ -197,10 +195,8 @@ struct CommitJournalTests {
 
     @Test("a failed write that cannot be cut off refuses every later commit; reopening keeps the groups before it and works again")
     func uncutWriteRefusesLaterCommits() async throws {
-        let dir = temporaryDirectory()
         let disk = FaultyDisk()
-        let store = try SQLiteStore(directory: dir, synchronous: .full, journalIO: disk.io)
-        try await store.commit(Self.group("a", at: 0))
+        let (dir, store) = try await Self.storeWithGroupA(on: disk)
         disk.faults.withLock { $0.writes = 1; $0.truncates = 1 }
         await #expect(throws: StoreError.self) { try await store.commit(Self.group("b", at: 1)) }
         // The half-written record stays in the file: anything written after it would be lost at the next start.
@@ -219,6 +215,14 @@ struct CommitJournalTests {
         let again = try SQLiteStore(directory: dir)
         try await Self.check(again, has: ["a", "d"])
         try await again.close()
+    }
+
+    /// A new durable store whose journal writes through `disk`, with group "a" committed.
+    static func storeWithGroupA(on disk: FaultyDisk) async throws -> (dir: String, store: SQLiteStore) {
+        let dir = temporaryDirectory()
+        let store = try SQLiteStore(directory: dir, synchronous: .full, journalIO: disk.io)
+        try await store.commit(group("a", at: 0))
+        return (dir, store)
     }
 
     static func waitUntil(_ condition: () throws -> Bool) async throws {
@@ -265,33 +269,29 @@ final class FaultyDisk: Sendable {
 
     let faults = Mutex(Faults())
 
+    /// Whether the next call of a kind fails, counting it off.
+    func takeFault(_ kind: WritableKeyPath<Faults, Int>) -> Bool {
+        faults.withLock { f in
+            defer { f[keyPath: kind] = max(0, f[keyPath: kind] - 1) }
+            return f[keyPath: kind] > 0
+        }
+    }
+
     var io: JournalIO {
         JournalIO(
             write: { fd, buffer, count, offset in
-                let fail = self.faults.withLock { f in
-                    defer { f.writes = max(0, f.writes - 1) }
-                    return f.writes > 0
-                }
-                guard fail else { return pwrite(fd, buffer, count, offset) }
+                guard self.takeFault(\.writes) else { return pwrite(fd, buffer, count, offset) }
                 _ = pwrite(fd, buffer, count / 2, offset)
                 errno = ENOSPC
                 return -1
             },
             sync: { fd in
-                let fail = self.faults.withLock { f in
-                    defer { f.syncs = max(0, f.syncs - 1) }
-                    return f.syncs > 0
-                }
-                guard fail else { return fdatasync(fd) }
+                guard self.takeFault(\.syncs) else { return fdatasync(fd) }
                 errno = EIO
                 return -1
             },
             truncate: { fd, length in
-                let fail = self.faults.withLock { f in
-                    defer { f.truncates = max(0, f.truncates - 1) }
-                    return f.truncates > 0
-                }
-                guard fail else { return ftruncate(fd, length) }
+                guard self.takeFault(\.truncates) else { return ftruncate(fd, length) }
                 errno = EIO
                 return -1
             })
