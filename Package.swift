@@ -69,6 +69,8 @@ let package = Package(
             name: "CCurl",
             linkerSettings: [.linkedLibrary("curl")]
         ),
+        // glibc's malloc_trim, for giving freed heap pages back (the server's HeapTrimmer).
+        .target(name: "CHeap"),
         // Outbound webhooks: signing, the transport protocol, the libcurl transport.
         .target(
             name: "SyncHealthWebhooks",
@@ -88,6 +90,7 @@ let package = Package(
                 "SyncHealthStore",
                 "SyncHealthPostgres",
                 "SyncHealthWebhooks",
+                "CHeap",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
@@ -97,6 +100,7 @@ let package = Package(
                 .product(name: "CompressNIO", package: "compress-nio"),
                 .product(name: "HeapModule", package: "swift-collections"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
                 .product(name: "Crypto", package: "swift-crypto"),

@@ -98,7 +98,7 @@ public enum SyncHealthApplication {
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "synchealth",
                                  availableConnectionsDelegate: MaximumAvailableConnections(configuration.maxConnections, logger: logger)),
             // Shutdown runs in reverse: the engine commits what it accepted before the pool stops.
-            services: (storeService.map { [$0] } ?? []) + [engine, webhooks],
+            services: (storeService.map { [$0] } ?? []) + [engine, webhooks, HeapTrimmer(logger: logger)],
             logger: logger
         )
         return (application, engine)

@@ -1,0 +1,73 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Logging
+import ServiceLifecycle
+import Synchronization
+import Testing
+@testable import SyncHealthServer
+
+@Suite("Heap trimmer")
+struct HeapTrimmerTests {
+    #if canImport(Glibc)
+    @Test("memory freed between blocks that stay allocated goes back to the system after a trim")
+    func trimReturnsFreedHoles() throws {
+        // 256 MiB in 512-byte blocks, one in 64 kept: no freed page is at the heap's end, where `free` trims.
+        let size = 512, count = 1 << 19
+        var blocks: [UnsafeMutableRawPointer] = []
+        blocks.reserveCapacity(count)
+        for _ in 0..<count {
+            let block = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 16)
+            block.initializeMemory(as: UInt8.self, repeating: 1, count: size)
+            blocks.append(block)
+        }
+        var kept: [UnsafeMutableRawPointer] = []
+        for (i, block) in blocks.enumerated() {
+            if i % 64 == 0 { kept.append(block) } else { block.deallocate() }
+        }
+        blocks = []
+        let freed = try Self.residentBytes()
+        #expect(HeapTrimmer.trimNow())
+        let trimmed = try Self.residentBytes()
+        #expect(freed - trimmed >= 128 << 20, "RSS \(freed >> 20) MiB before the trim, \(trimmed >> 20) MiB after")
+        for block in kept { block.deallocate() }
+    }
+
+    /// This process's resident set, from `/proc/self/statm`.
+    static func residentBytes() throws -> Int {
+        let fd = open("/proc/self/statm", O_RDONLY)
+        try #require(fd >= 0)
+        defer { close(fd) }
+        var buffer = [UInt8](repeating: 0, count: 256)
+        let n = read(fd, &buffer, buffer.count)
+        try #require(n > 0)
+        let fields = String(decoding: buffer[..<n], as: UTF8.self).split(separator: " ")
+        let pages = try #require(fields.count > 1 ? Int(fields[1]) : nil)
+        return pages * sysconf(Int32(_SC_PAGESIZE))
+    }
+    #endif
+
+    @Test("the trimmer trims once per interval, and graceful shutdown stops it during its sleep")
+    func trimsPerIntervalAndStops() async throws {
+        let calls = Mutex(0)
+        let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
+        let often = HeapTrimmer(interval: .milliseconds(20), logger: logger) { calls.withLock { $0 += 1 }; return false }
+        // Asleep for an hour: the group ends only if graceful shutdown wakes it.
+        let rarely = HeapTrimmer(interval: .seconds(3600), logger: logger) { Issue.record("trimmed before its interval"); return false }
+        let group = ServiceGroup(configuration: .init(services: [often, rarely], logger: logger))
+        let stopped = try await withThrowingTaskGroup(of: Bool.self) { tasks in
+            tasks.addTask { try await group.run(); return true }
+            tasks.addTask { try await Task.sleep(for: .seconds(30)); return false }
+            for _ in 0..<250 where calls.withLock({ $0 }) < 3 { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(calls.withLock { $0 } >= 3)
+            await group.triggerGracefulShutdown()
+            let first = try await tasks.next() ?? false
+            tasks.cancelAll()
+            return first
+        }
+        #expect(stopped, "the group stopped before the 30 s guard")
+        let after = calls.withLock { $0 }
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(calls.withLock { $0 } == after, "no trim after the trimmer stopped")
+    }
+}
