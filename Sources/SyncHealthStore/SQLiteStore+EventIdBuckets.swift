@@ -26,15 +26,18 @@ enum EventIdBuckets {
 
         /// Loads, for each device, the buckets that cover the ids in `claims` (each id as its UTF-8 bytes).
         init(_ claims: [(hash: Int64, ids: [[UInt8]])], _ db: Database) throws {
+            try self.init(ids: claims.lazy.flatMap { claim in claim.ids.lazy.map { (hash: claim.hash, id: $0) } }, db)
+        }
+
+        /// Loads, for each device, the buckets that cover `ids` (each id as its UTF-8 bytes, with its device's hash).
+        init(ids: some Sequence<(hash: Int64, id: [UInt8])>, _ db: Database) throws {
             var ranges: [Int64: (low: [UInt8], high: [UInt8])] = [:]
-            for claim in claims {
-                for id in claim.ids {
-                    if let range = ranges[claim.hash] {
-                        if less(id, range.low) { ranges[claim.hash]?.low = id }
-                        if less(range.high, id) { ranges[claim.hash]?.high = id }
-                    } else {
-                        ranges[claim.hash] = (id, id)
-                    }
+            for (hash, id) in ids {
+                if let range = ranges[hash] {
+                    if less(id, range.low) { ranges[hash]?.low = id }
+                    if less(range.high, id) { ranges[hash]?.high = id }
+                } else {
+                    ranges[hash] = (id, id)
                 }
             }
             let select = try FastStatement(db, """

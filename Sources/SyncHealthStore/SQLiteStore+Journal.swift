@@ -175,9 +175,8 @@ extension JournalEntry {
             """)
         for d in devices { try upsertDevice.run(.text(d.appId), .text(d.deviceId), .blob(d.state)) }
 
-        let claims = entries.flatMap { entry in entry.ids.map { (hash: $0.hash, ids: [$0.id]) } }
-        if !claims.isEmpty {
-            var group = try EventIdBuckets.Group(claims, db)
+        if entries.contains(where: { !$0.ids.isEmpty }) {
+            var group = try EventIdBuckets.Group(ids: entries.lazy.flatMap(\.ids), db)
             for entry in entries {
                 for (hash, id) in entry.ids where !group.recordedBefore(hash, id) {
                     _ = group.record(hash, id, at: entry.recordedAt)
