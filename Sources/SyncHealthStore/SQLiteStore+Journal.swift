@@ -6,11 +6,29 @@ import SyncHealthCore
 
 /// The groups that are in the journal and not yet in the tables, in journal order, with the event ids they
 /// recorded (dedupe looks here as well as in the tables).
+///
+/// It lives behind a lock that every commit takes twice, so a fold's bookkeeping must not hold it long. The ids are
+/// kept in generations: a fold starts a new one when it takes its entries, and forgets the generations it wrote
+/// whole, instead of rebuilding the set from the entries left. What it forgets is handed back (`Forgotten`) and
+/// released after the lock. Rebuilding and releasing under the lock held it 6-9 ms a fold at 8k groups a second,
+/// and every commit meanwhile waited (BENCHMARKS.md, "The fold's 7 ms under the backlog's lock").
 struct JournalBacklog: Sendable {
+    /// Ids by device hash.
+    typealias Ids = [Int64: Set<[UInt8]>]
+
+    /// What `remove` took out, for the caller to release once the lock is let go.
+    struct Forgotten: Sendable {
+        fileprivate var entries: [JournalEntry]
+        fileprivate var ids: [Ids]
+    }
+
     private(set) var entries: [JournalEntry] = []
     /// The journal bytes of each entry.
     private var sizes: [Int] = []
-    private var ids: [Int64: Set<[UInt8]>] = [:]
+    /// The ids of the entries added since the last fold took its entries.
+    private var ids: Ids = [:]
+    /// The ids of the entries folds took and have not yet forgotten, each with the newest entry it covers.
+    private var taken: [(through: Int64, ids: Ids)] = []
     /// The journal bytes of `entries`.
     private(set) var bytes = 0
     /// When the oldest entry was written.
@@ -26,22 +44,37 @@ struct JournalBacklog: Sendable {
         if since == nil { since = now }
     }
 
-    /// Forgets the entries a fold wrote into the tables.
-    mutating func remove(through seq: Int64, at now: ContinuousClock.Instant) {
+    /// The entries for a fold to write (those it has not written yet, it filters after the lock). Ids added from
+    /// now on start a new generation.
+    mutating func take() -> [JournalEntry] {
+        if let last = entries.last?.seq, !ids.isEmpty {
+            taken.append((last, ids))
+            ids = [:]
+        }
+        return entries
+    }
+
+    /// Forgets the entries a fold wrote into the tables, and the id generations they cover.
+    mutating func remove(through seq: Int64, at now: ContinuousClock.Instant) -> Forgotten {
         let folded = entries.prefix { $0.seq <= seq }.count
-        entries.removeFirst(folded)
+        let all = entries
+        entries = Array(all[folded...])
         sizes.removeFirst(folded)
-        ids = [:]
-        for entry in entries {
-            for (hash, id) in entry.ids { ids[hash, default: []].insert(id) }
+        var forgotten = Forgotten(entries: all, ids: [])
+        taken.removeAll { generation in
+            guard generation.through <= seq else { return false }
+            forgotten.ids.append(generation.ids)
+            return true
         }
         bytes = sizes.reduce(0, +)
         since = entries.isEmpty ? nil : now
         folds += 1
+        return forgotten
     }
 
     func contains(_ hash: Int64, _ id: [UInt8]) -> Bool {
-        ids[hash]?.contains(id) ?? false
+        if ids[hash]?.contains(id) == true { return true }
+        return taken.contains { $0.ids[hash]?.contains(id) == true }
     }
 }
 
@@ -86,17 +119,27 @@ extension SQLiteStore {
     @discardableResult
     func fold() async throws -> Int {
         await journal.seal()
-        let written = try await pool.write { db -> (seq: Int64, count: Int)? in
-            // Another fold may have written some of the backlog and not yet forgotten them.
-            let done = try Int64.fetchOne(db, sql: "SELECT folded_through FROM journal_state") ?? 0
-            let entries = self.backlog.withLock { $0.entries }.filter { $0.seq > done }
-            guard let last = entries.last?.seq else { return nil }
-            try JournalEntry.write(entries, db)
-            try db.execute(sql: "UPDATE journal_state SET folded_through = ?", arguments: [last])
-            return (last, entries.count)
+        let written = try await pool.writeWithoutTransaction { db -> (seq: Int64, count: Int)? in
+            var written: (seq: Int64, count: Int)?
+            try db.inTransaction {
+                // Another fold may have written some of the backlog and not yet forgotten them.
+                let done = try Int64.fetchOne(db, sql: "SELECT folded_through FROM journal_state") ?? 0
+                let entries = self.backlog.withLock { $0.take() }.filter { $0.seq > done }
+                guard let last = entries.last?.seq else { return .commit }
+                try JournalEntry.write(entries, db)
+                try db.execute(sql: "UPDATE journal_state SET folded_through = ?", arguments: [last])
+                written = (last, entries.count)
+                return .commit
+            }
+            // Committed: the groups can leave the backlog. What they held is released here, on the writer's
+            // thread, after the lock and off Swift's concurrency pool (thousands of entries take milliseconds).
+            if let written {
+                let forgotten = self.backlog.withLock { $0.remove(through: written.seq, at: .now) }
+                withExtendedLifetime(forgotten) {}
+            }
+            return written
         }
         guard let written else { return 0 }
-        backlog.withLock { $0.remove(through: written.seq, at: .now) }
         await journal.discard(through: written.seq)
         return written.count
     }
