@@ -10,7 +10,7 @@ import SyncHealthCore
 /// It lives behind a lock that every commit takes twice, so a fold's bookkeeping must not hold it long. The ids are
 /// kept in generations: a fold starts a new one when it takes its entries, and forgets the generations it wrote
 /// whole, instead of rebuilding the set from the entries left. What it forgets is handed back (`Forgotten`) and
-/// released after the lock. Rebuilding and releasing under the lock held it 6-9 ms a fold at 8k groups a second,
+/// released after the lock. Rebuilding and releasing under the lock held it 6-9 ms a fold at 8k requests a second,
 /// and every commit meanwhile waited (BENCHMARKS.md, "The fold's 7 ms under the backlog's lock").
 struct JournalBacklog: Sendable {
     /// Ids by device hash.
