@@ -122,7 +122,8 @@ extension SQLiteStore {
         let written = try await pool.writeWithoutTransaction { db -> (seq: Int64, count: Int)? in
             var written: (seq: Int64, count: Int)?
             try db.inTransaction {
-                // Another fold may have written some of the backlog and not yet forgotten them.
+                // A fold forgets what it wrote before it lets the writer go, so no entry here should be at or
+                // below `done`; skipped all the same: writing an older group again would put older device states back.
                 let done = try Int64.fetchOne(db, sql: "SELECT folded_through FROM journal_state") ?? 0
                 let entries = self.backlog.withLock { $0.take() }.filter { $0.seq > done }
                 guard let last = entries.last?.seq else { return .commit }

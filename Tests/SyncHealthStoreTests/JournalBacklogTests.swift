@@ -47,13 +47,13 @@ struct JournalBacklogTests {
         #expect(backlog.entries.isEmpty && backlog.bytes == 0 && backlog.since == nil)
     }
 
-    @Test("when two folds overlap, the first to finish forgets only what it wrote")
-    func overlappingFoldsForgetTheirOwn() {
+    @Test("forgetting through a sequence number keeps the generations taken after it")
+    func forgettingKeepsLaterGenerations() {
         var backlog = JournalBacklog()
         backlog.add(Self.entry(1, "a"), bytes: 10, at: Self.now)
-        _ = backlog.take()  // fold A: through 1
+        _ = backlog.take()  // a generation through 1
         backlog.add(Self.entry(2, "b"), bytes: 10, at: Self.now)
-        _ = backlog.take()  // fold B: through 2, started before A forgot its entries
+        _ = backlog.take()  // and one through 2, taken before the first was forgotten
         backlog.add(Self.entry(3, "c"), bytes: 10, at: Self.now)
 
         _ = backlog.remove(through: 1, at: Self.now)
