@@ -23,6 +23,14 @@ public final class SQLiteStore: SyncStore {
         case full = "FULL"
     }
 
+    /// The most page cache, in KiB, each connection keeps (SQLite's default is 2 MiB).
+    ///
+    /// Every event costs B-tree descents into `devices` and `event_id_buckets`: the commit's dedupe read and the fold's
+    /// read and write. With 2 MiB a connection kept few of those tables' pages, so a single-event request read ~1.35
+    /// pages back from the OS with `pread` (BENCHMARKS.md, "SQLite's page cache"). The memory is taken as pages are
+    /// read: the writer and the reader that judges ids fill theirs, the others stay small.
+    static let pageCacheKiB = 32 * 1024
+
     /// The database file's path.
     public let path: String
     let pool: DatabasePool
@@ -53,6 +61,7 @@ public final class SQLiteStore: SyncStore {
             try Self.checkHeader(path)
             var configuration = Configuration()
             configuration.busyMode = .timeout(5)
+            configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA cache_size = -\(Self.pageCacheKiB)") }
             pool = try DatabasePool(path: path, configuration: configuration)
             // Only the writer commits, so only its setting matters. It is set after the pool is open: opening a
             // pool switches to WAL mode and sets `synchronous = NORMAL`, over anything `prepareDatabase` set.
@@ -108,7 +117,7 @@ public final class SQLiteStore: SyncStore {
         }
     }
 
-    /// Writes what the journal in `directory` holds beyond the tables into them, deletes its segments, and opens
+    /// Writes what the journal in `directory` holds beyond the tables into them, retires its segments, and opens
     /// the journal for the next commits.
     static func recoverJournal(directory: String, pool: DatabasePool, durable: Bool, io: JournalIO) throws -> CommitJournal {
         let contents = try CommitJournal.read(directory: directory)
@@ -128,7 +137,7 @@ public final class SQLiteStore: SyncStore {
         }
         let journal = CommitJournal(directory: directory, durable: durable, lastNumber: contents.segments.last ?? 0,
                                     lastSeq: max(folded, contents.lastSeq), io: io)
-        for number in contents.segments { _ = unlink(journal.path(number)) }
+        journal.retire(contents.segments)
         return journal
     }
 

@@ -116,6 +116,75 @@ struct CommitJournalTests {
         try await reopened.close()
     }
 
+    @Test("a folded segment is kept as a spare and the next segment overwrites it in place, also after a restart")
+    func retiredSegmentIsReused() async throws {
+        let dir = temporaryDirectory()
+        let store = try SQLiteStore(directory: dir)
+        for (i, name) in ["a", "b", "c"].enumerated() { try await store.commit(Self.group(name, at: Int64(i))) }
+        let first = try #require(try Self.segments(dir).first)
+        let (inode, size) = try Self.inodeAndSize(dir + "/" + first)
+        #expect(try await store.fold() == 3)
+        #expect(try Self.segments(dir).isEmpty)
+        #expect(try Self.spares(dir).count == 1, "the folded segment is a spare")
+
+        try await store.commit(Self.group("d", at: 3))
+        let second = try #require(try Self.segments(dir).first)
+        #expect(second != first)
+        #expect(try Self.spares(dir).isEmpty, "the spare became the new segment")
+        #expect(try Self.inodeAndSize(dir + "/" + second) == (inode, size), "the record overwrote the spare's blocks; the file did not grow")
+        try await store.close()
+
+        // Closing folded d: its segment is a spare, which the next run takes for its first segment.
+        #expect(try Self.spares(dir).count == 1)
+        let reopened = try SQLiteStore(directory: dir)
+        try await reopened.commit(Self.group("e", at: 4))
+        #expect(try Self.spares(dir).isEmpty)
+        #expect(try Self.inodeAndSize(dir + "/" + (try #require(try Self.segments(dir).first))).inode == inode)
+        try await reopened.close()
+    }
+
+    @Test("after a crash, the records written over a recycled segment come back and the older ones it held do not")
+    func recycledSegmentAfterCrash() async throws {
+        let dir = temporaryDirectory()
+        let store = try SQLiteStore(directory: dir)
+        for (i, name) in ["a", "b", "c"].enumerated() { try await store.commit(Self.group(name, at: Int64(i))) }
+        #expect(try await store.fold() == 3)
+        // Delivered, the messages of a, b and c leave the outbox: replaying an older record would put one back.
+        for name in ["a", "b", "c"] {
+            try await store.recordAttempt(DeliveryAttempt(seq: 0, webhookId: "wh-1", messageId: "msg-\(name)", attempt: 1, attemptedAt: t0,
+                                                          statusCode: 200, error: nil, nextRetryAt: nil, outcome: .delivered), disable: nil)
+        }
+        try await store.commit(Self.group("d", at: 3))
+        // The recycled file holds d's record, then b's and c's from before the fold.
+        let segment = try #require(try Self.segments(dir).first)
+        let records = try CommitJournal.read(directory: dir).records
+        #expect(records.count == 1, "reading stops after d")
+        let raw = try #require(FileManager.default.contents(atPath: dir + "/" + segment))
+        #expect(raw.count > CommitJournal.headerSize + (records.first?.payload.count ?? 0) * 2, "older records follow d's")
+        let copy = try Self.crashCopy(of: dir)
+        try await store.close()
+
+        let reopened = try SQLiteStore(directory: copy)
+        #expect(try await reopened.loadState().devices.map(\.key.deviceId) == ["a", "b", "c", "d"])
+        #expect(try await reopened.dueMessages(now: t0 + .seconds(100), limit: 10).map(\.id) == ["msg-d"], "no delivered message comes back")
+        try await reopened.close()
+    }
+
+    @Test("reading a segment stops at a record whose number is not above the one before it")
+    func readingStopsAtAnOlderRecord() throws {
+        let dir = temporaryDirectory()
+        var bytes: [UInt8] = []
+        for seq: Int64 in [7, 8, 3, 9] {
+            let payload = Array("group \(seq)".utf8)
+            CommitJournal.appendHeader(to: &bytes, seq: seq, payload: payload)
+            bytes += payload
+        }
+        #expect(FileManager.default.createFile(atPath: CommitJournal.path(directory: dir, number: 1), contents: Data(bytes)))
+        let contents = try CommitJournal.read(directory: dir)
+        #expect(contents.records.map(\.seq) == [7, 8])
+        #expect(contents.lastSeq == 8)
+    }
+
     @Test("an id is never judged new while folds run beside the commits")
     func dedupeDuringFolds() async throws {
         let store = try SQLiteStore(directory: temporaryDirectory(), synchronous: .normal)
@@ -233,6 +302,15 @@ struct CommitJournalTests {
 
     static func segments(_ dir: String) throws -> [String] {
         try FileManager.default.contentsOfDirectory(atPath: dir).filter { $0.hasPrefix(CommitJournal.prefix) }.sorted()
+    }
+
+    static func spares(_ dir: String) throws -> [String] {
+        try FileManager.default.contentsOfDirectory(atPath: dir).filter { $0.hasPrefix(CommitJournal.sparePrefix) }.sorted()
+    }
+
+    static func inodeAndSize(_ path: String) throws -> (inode: UInt64, size: Int) {
+        let attributes = try FileManager.default.attributesOfItem(atPath: path)
+        return ((attributes[.systemFileNumber] as? NSNumber)?.uint64Value ?? 0, (attributes[.size] as? NSNumber)?.intValue ?? -1)
     }
 }
 

@@ -361,6 +361,16 @@ struct SQLiteStoreTests {
         try await store.close()
     }
 
+    @Test("the writer and the readers keep a page cache of SQLiteStore.pageCacheKiB, not SQLite's 2 MiB")
+    func pageCacheSize() async throws {
+        let store = try SQLiteStore(directory: temporaryDirectory())
+        let expected = -SQLiteStore.pageCacheKiB
+        #expect(expected < -2000)
+        #expect(try await store.pool.write { db in try Int.fetchOne(db, sql: "PRAGMA cache_size") } == expected)
+        #expect(try await store.pool.read { db in try Int.fetchOne(db, sql: "PRAGMA cache_size") } == expected)
+        try await store.close()
+    }
+
     /// The devices stored in the main database file alone, as a copy without its WAL shows them.
     static func devicesInMainFile(_ dir: String) throws -> Int {
         let copy = temporaryDirectory() + "/main-only.sqlite"
