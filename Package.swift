@@ -50,6 +50,8 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
                 // SHA-256 checks each journal record.
                 .product(name: "Crypto", package: "swift-crypto"),
+                // A thread of its own, of lower priority, for the maintenance service's folds.
+                .product(name: "NIOPosix", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),

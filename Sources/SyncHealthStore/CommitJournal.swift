@@ -176,30 +176,60 @@ final class CommitJournal: @unchecked Sendable {
 
     /// Ends the active segment: later records go to a new one.
     func seal() async {
+        await onQueue { self.sealOnQueue() }
+    }
+
+    /// `seal()`, blocking the calling thread until it is done.
+    func sealBlocking() {
+        onQueueBlocking { self.sealOnQueue() }
+    }
+
+    /// Retires the sealed segments whose records are all at or below `seq` (they are in the tables).
+    func discard(through seq: Int64) async {
+        await onQueue { self.discardOnQueue(through: seq) }
+    }
+
+    /// `discard(through:)`, blocking the calling thread until it is done.
+    func discardBlocking(through seq: Int64) {
+        onQueueBlocking { self.discardOnQueue(through: seq) }
+    }
+
+    /// Runs `body` on the queue's own thread and blocks the calling thread until it is done.
+    ///
+    /// Not `queue.sync`, which runs `body` on the calling thread: the maintenance service calls this from a thread
+    /// of low priority, and a commit waiting for the queue must not wait for that thread to be scheduled again.
+    func onQueueBlocking(_ body: @escaping @Sendable () -> Void) {
+        let done = DispatchSemaphore(value: 0)
+        queue.async {
+            body()
+            done.signal()
+        }
+        done.wait()
+    }
+
+    /// Runs `body` on the queue and waits for it without blocking a thread of Swift's concurrency pool.
+    private func onQueue(_ body: @escaping @Sendable () -> Void) async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             queue.async {
-                if self.active.descriptor >= 0 {
-                    closeFile(self.active.descriptor)
-                    self.active.descriptor = -1
-                    self.sealed.append(self.active)
-                    self.active = Segment(number: self.active.number + 1)
-                }
+                body()
                 continuation.resume()
             }
         }
     }
 
-    /// Retires the sealed segments whose records are all at or below `seq` (they are in the tables).
-    func discard(through seq: Int64) async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            queue.async {
-                self.sealed.removeAll { segment in
-                    guard segment.lastSeq <= seq else { return false }
-                    self.retireOnQueue(segment.number)
-                    return true
-                }
-                continuation.resume()
-            }
+    private func sealOnQueue() {
+        guard active.descriptor >= 0 else { return }
+        closeFile(active.descriptor)
+        active.descriptor = -1
+        sealed.append(active)
+        active = Segment(number: active.number + 1)
+    }
+
+    private func discardOnQueue(through seq: Int64) {
+        sealed.removeAll { segment in
+            guard segment.lastSeq <= seq else { return false }
+            retireOnQueue(segment.number)
+            return true
         }
     }
 

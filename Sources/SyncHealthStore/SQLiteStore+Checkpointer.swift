@@ -21,6 +21,11 @@ final class SQLiteCheckpointer: Sendable {
         _ = try? await connection.writeWithoutTransaction { db in try db.checkpoint(.passive) }
     }
 
+    /// `checkpoint()`, run on the calling thread.
+    func checkpointBlocking() {
+        _ = try? connection.writeWithoutTransaction { db in try db.checkpoint(.passive) }
+    }
+
     func close() {
         try? connection.close()
     }

@@ -1,7 +1,14 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import GRDB
 import Logging
 import Metrics
+import NIOPosix
 import ServiceLifecycle
+import Synchronization
 import SyncHealthCore
 
 /// The groups that are in the journal and not yet in the tables, in journal order, with the event ids they
@@ -119,36 +126,74 @@ extension SQLiteStore {
     @discardableResult
     func fold() async throws -> Int {
         await journal.seal()
-        let written = try await pool.writeWithoutTransaction { db -> (seq: Int64, count: Int)? in
-            var written: (seq: Int64, count: Int)?
-            try db.inTransaction {
-                // A fold forgets what it wrote before it lets the writer go, so no entry here should be at or
-                // below `done`; skipped all the same: writing an older group again would put older device states back.
-                let done = try Int64.fetchOne(db, sql: "SELECT folded_through FROM journal_state") ?? 0
-                let entries = self.backlog.withLock { $0.take() }.filter { $0.seq > done }
-                guard let last = entries.last?.seq else { return .commit }
-                try JournalEntry.write(entries, db)
-                try db.execute(sql: "UPDATE journal_state SET folded_through = ?", arguments: [last])
-                written = (last, entries.count)
-                return .commit
-            }
-            // Committed: the groups can leave the backlog. What they held is released here, on the writer's
-            // thread, after the lock and off Swift's concurrency pool (thousands of entries take milliseconds).
-            if let written {
-                let forgotten = self.backlog.withLock { $0.remove(through: written.seq, at: .now) }
-                withExtendedLifetime(forgotten) {}
-            }
-            return written
-        }
+        let written = try await pool.writeWithoutTransaction { db in try self.foldBacklog(db, politely: false) }
         guard let written else { return 0 }
         await journal.discard(through: written.seq)
         return written.count
     }
 
+    /// `fold()`, run on the calling thread (GRDB runs a blocking write's closure on the thread that asks for it):
+    /// the maintenance service folds on a thread of its own, of lower priority. What the commits also need (the
+    /// journal's queue, the backlog's lock) it still takes on the journal's queue, never on that thread: a commit
+    /// must not wait for a thread the scheduler puts last.
+    @discardableResult
+    func foldBlocking() throws -> Int {
+        journal.sealBlocking()
+        let written = try pool.writeWithoutTransaction { db in try self.foldBacklog(db, politely: true) }
+        guard let written else { return 0 }
+        journal.discardBlocking(through: written.seq)
+        return written.count
+    }
+
+    /// Writes the backlog into the tables in one transaction on the writer `db`, then forgets it; returns the last
+    /// group written and how many, or `nil` when there was nothing to write. `politely`: from the maintenance
+    /// thread, which takes the backlog's lock on the journal's queue (see `withBacklog`).
+    private func foldBacklog(_ db: Database, politely: Bool) throws -> (seq: Int64, count: Int)? {
+        var written: (seq: Int64, count: Int)?
+        try db.inTransaction {
+            // A fold forgets what it wrote before it lets the writer go, so no entry here should be at or
+            // below `done`; skipped all the same: writing an older group again would put older device states back.
+            let done = try Int64.fetchOne(db, sql: "SELECT folded_through FROM journal_state") ?? 0
+            let entries = self.withBacklog(politely: politely, empty: []) { $0.take() }.filter { $0.seq > done }
+            guard let last = entries.last?.seq else { return .commit }
+            try JournalEntry.write(entries, db)
+            try db.execute(sql: "UPDATE journal_state SET folded_through = ?", arguments: [last])
+            written = (last, entries.count)
+            return .commit
+        }
+        // Committed: the groups can leave the backlog. What they held is released here, on the writer's
+        // thread, after the lock and off Swift's concurrency pool (thousands of entries take milliseconds).
+        if let written {
+            let forgotten = withBacklog(politely: politely, empty: JournalBacklog.Forgotten(entries: [], ids: [])) {
+                $0.remove(through: written.seq, at: .now)
+            }
+            withExtendedLifetime(forgotten) {}
+        }
+        return written
+    }
+
+    /// `backlog.withLock(body)`; `politely`, on the journal's queue and waiting for it there, so that a thread of
+    /// low priority never holds the lock that every commit takes twice (a fold at nice 10 preempted inside it held
+    /// commits up for ~100 ms). `empty` is only the starting value of the result's box.
+    private func withBacklog<T: Sendable>(politely: Bool, empty: T, _ body: @escaping @Sendable (inout JournalBacklog) -> T) -> T {
+        guard politely else { return backlog.withLock { body(&$0) } }
+        let result = Mutex(empty)
+        journal.onQueueBlocking {
+            let value = self.backlog.withLock { body(&$0) }
+            result.withLock { $0 = value }
+        }
+        return result.withLock { $0 }
+    }
+
     /// The service that folds the journal into the tables in the background and checkpoints after each fold,
     /// logging to `logger`. Without it the store works the same: reads that need the tables fold first, and so
     /// does a commit that finds the backlog over `maxBacklogBytes`.
-    public func maintenance(logger: Logger) -> SQLiteMaintenance { SQLiteMaintenance(store: self, logger: logger) }
+    ///
+    /// - Parameter niceness: how much lower the priority of the thread that folds is (its nice value, raised by this
+    ///   much); 0 folds at the process's priority.
+    public func maintenance(logger: Logger, niceness: Int32 = SQLiteMaintenance.defaultNiceness) -> SQLiteMaintenance {
+        SQLiteMaintenance(store: self, logger: logger, niceness: niceness)
+    }
 }
 
 /// Folds the embedded store's journal into its tables when the backlog is a second old or 8 MiB large, then copies
@@ -156,24 +201,58 @@ extension SQLiteStore {
 /// blocks the writer or readers). Run it in the service group; it stops at graceful shutdown, after the engine
 /// has closed the store (closing folds what is left).
 ///
+/// Folds and checkpoints run on a thread of the service's own, whose priority is lowered by `niceness` (its nice
+/// value; Linux keeps one per thread). A fold is a burst: a second of groups in one transaction, ~150 ms of CPU, on
+/// two cores shared with the requests it holds up. At the same priority the scheduler shares the cores with it
+/// evenly; at a lower one the request threads go first. A thread of its own because an unprivileged process
+/// cannot raise a thread's priority back, and GRDB's and dispatch's threads serve everything else too. When the
+/// backlog passes `pressureBytes` the fold runs at full priority on GRDB's writer instead: under a load the
+/// polite thread cannot keep up with, folding late only makes the folds larger (BENCHMARKS.md, "The fold on a
+/// thread of lower priority").
+///
 /// A fold that fails leaves its groups in the journal and the backlog, and the next tick tries again. Until one
 /// succeeds, `synchealth_store_journal_backlog_bytes` grows, `synchealth_store_fold_failures_total` counts each
 /// attempt, and the first failure of a run of them is logged (and the recovery after it); once the backlog
 /// passes 64 MiB, commits fold themselves and report the error to their requests.
 public struct SQLiteMaintenance: Service {
+    /// The folding thread's nice value above the process's.
+    public static let defaultNiceness: Int32 = 10
+    /// The backlog past which a fold runs at full priority.
+    static let pressureBytes = 2 * SQLiteStore.foldBytes
+
     let store: SQLiteStore
     let logger: Logger
+    /// How much the folding thread's nice value is raised; 0 keeps the process's priority.
+    let niceness: Int32
     let foldFailures = Counter(label: "synchealth_store_fold_failures_total")
     let backlogBytes = Gauge(label: "synchealth_store_journal_backlog_bytes")
 
     public func run() async throws {
+        let thread = NIOThreadPool(numberOfThreads: 1)
+        thread.start()
+        let lowered = Mutex(false)
+        let niceness = self.niceness
+        /// Runs `body` on the maintenance thread, lowering its priority the first time.
+        func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+            try await thread.runIfActive {
+                if !lowered.withLock({ $0 }) {
+                    lowerCallingThreadPriority(by: niceness)
+                    lowered.withLock { $0 = true }
+                }
+                return try body()
+            }
+        }
         var checkpointed = 0
         var failing = 0
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
             try? await Task.sleep(for: .milliseconds(50))
             if store.foldIsDue() {
                 do {
-                    try await store.fold()
+                    if niceness > 0, store.backlog.withLock({ $0.bytes }) < Self.pressureBytes {
+                        try await onThread { try store.foldBlocking() }
+                    } else {
+                        try await store.fold()
+                    }
                     if failing > 0 {
                         logger.notice("Folding the journal into the tables works again", metadata: ["fold.failures": "\(failing)"])
                         failing = 0
@@ -190,11 +269,31 @@ public struct SQLiteMaintenance: Service {
             backlogBytes.record(bytes)
             if folds != checkpointed {
                 checkpointed = folds
-                await store.checkpointer.checkpoint()
+                if niceness > 0 {
+                    try? await onThread { store.checkpointer.checkpointBlocking() }
+                } else {
+                    await store.checkpointer.checkpoint()
+                }
             }
         }
         store.checkpointer.close()
+        try? await thread.shutdownGracefully()
     }
+}
+
+/// Raises the calling thread's nice value by `niceness` (at most to 19). On Linux `setpriority` with `who` 0 sets
+/// the calling thread's, not the process's.
+func lowerCallingThreadPriority(by niceness: Int32) {
+    guard niceness > 0 else { return }
+    #if canImport(Glibc)
+    let which = __priority_which_t(PRIO_PROCESS.rawValue)
+    #else
+    let which = PRIO_PROCESS
+    #endif
+    errno = 0
+    let current = getpriority(which, 0)
+    guard errno == 0 else { return }
+    _ = setpriority(which, 0, min(19, current + niceness))
 }
 
 extension JournalEntry {

@@ -238,6 +238,36 @@ struct CommitJournalTests {
         try await store.close()
     }
 
+    @Test("the maintenance service folds on a thread of its own, whose nice value it raises by its niceness")
+    func maintenanceFoldsOnALowerPriorityThread() async throws {
+        let store = try SQLiteStore(directory: temporaryDirectory(), synchronous: .normal)
+        let maintenance = store.maintenance(logger: Logger(label: "test"), niceness: 7)
+        // Swift's concurrency pool runs at the process's priority; the service's thread starts from there.
+        errno = 0
+        let lowered = min(19, Int(getpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0)) + 7)
+        #expect(errno == 0)
+        #expect(!Self.threadNiceValues().contains(lowered))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await maintenance.run() }
+            try await store.commit(Self.group("a", at: 0))
+            try await Self.waitUntil { store.backlog.withLock { $0.entries.isEmpty } }
+            #expect(Self.threadNiceValues().contains(lowered), "the thread that folded")
+            group.cancelAll()
+        }
+        try await Self.check(store, has: ["a"])
+        try await store.close()
+    }
+
+    /// The nice value of each of this process's threads (Linux: field 19 of `/proc/self/task/<tid>/stat`).
+    static func threadNiceValues() -> [Int] {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+        return tasks.compactMap { task in
+            guard let stat = try? String(contentsOfFile: "/proc/self/task/\(task)/stat", encoding: .utf8),
+                  let fields = stat.split(separator: ")").last?.split(separator: " "), fields.count > 16 else { return nil }
+            return Int(fields[16])
+        }
+    }
+
     @Test("a journal write or sync that fails is cut off again: its group is refused and never applied, and the groups after it are kept")
     func failedWriteIsCutOff() async throws {
         let disk = FaultyDisk()
