@@ -173,8 +173,9 @@ extension SQLiteStore {
     }
 
     /// `backlog.withLock(body)`; `politely`, on the journal's queue and waiting for it there, so that a thread of
-    /// low priority never holds the lock that every commit takes twice (a fold at nice 10 preempted inside it held
-    /// commits up for ~100 ms). `empty` is only the starting value of the result's box.
+    /// low priority never holds the lock that every commit takes twice: with the lock taken on the folding thread at
+    /// nice 10, the half-load p99 at 1M devices reached 170-180 ms in two runs of three. `empty` is only the starting
+    /// value of the result's box.
     private func withBacklog<T: Sendable>(politely: Bool, empty: T, _ body: @escaping @Sendable (inout JournalBacklog) -> T) -> T {
         guard politely else { return backlog.withLock { body(&$0) } }
         let result = Mutex(empty)
@@ -203,12 +204,13 @@ extension SQLiteStore {
 ///
 /// Folds and checkpoints run on a thread of the service's own, whose priority is lowered by `niceness` (its nice
 /// value; Linux keeps one per thread). A fold is a burst: a second of groups in one transaction, ~150 ms of CPU, on
-/// two cores shared with the requests it holds up. At the same priority the scheduler shares the cores with it
-/// evenly; at a lower one the request threads go first. A thread of its own because an unprivileged process
-/// cannot raise a thread's priority back, and GRDB's and dispatch's threads serve everything else too. When the
-/// backlog passes `pressureBytes` the fold runs at full priority on GRDB's writer instead: under a load the
-/// polite thread cannot keep up with, folding late only makes the folds larger (BENCHMARKS.md, "The fold on a
-/// thread of lower priority").
+/// two cores shared with the requests it holds up. GRDB's own threads run at `userInitiated`, which libdispatch on
+/// Linux maps to nice -2: there the folds outranked the requests (nice 0). A thread of its own because an
+/// unprivileged process cannot raise a thread's priority back, and GRDB's and dispatch's threads serve everything
+/// else too. The default, 4, is what measured best of 0, 4 and 10: at 10 the half-load p99 at 100k devices was
+/// lower still, but at 1M devices folds fell behind the load and wrote 40-100% more bytes per request. When the
+/// backlog passes `pressureBytes` the fold runs on GRDB's writer instead: under a load the polite thread cannot
+/// keep up with, folding late only makes the folds larger (BENCHMARKS.md, "The fold's priority").
 ///
 /// A fold that fails leaves its groups in the journal and the backlog, and the next tick tries again. Until one
 /// succeeds, `synchealth_store_journal_backlog_bytes` grows, `synchealth_store_fold_failures_total` counts each
@@ -216,7 +218,7 @@ extension SQLiteStore {
 /// passes 64 MiB, commits fold themselves and report the error to their requests.
 public struct SQLiteMaintenance: Service {
     /// The folding thread's nice value above the process's.
-    public static let defaultNiceness: Int32 = 10
+    public static let defaultNiceness: Int32 = 4
     /// The backlog past which a fold runs at full priority.
     static let pressureBytes = 2 * SQLiteStore.foldBytes
 

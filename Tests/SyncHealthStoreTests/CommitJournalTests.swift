@@ -46,9 +46,7 @@ struct CommitJournalTests {
 
     @Test("groups acknowledged but never folded are in the tables after a crash and a restart")
     func crashBeforeFold() async throws {
-        let dir = temporaryDirectory()
-        let store = try SQLiteStore(directory: dir)
-        for (i, name) in ["a", "b", "c"].enumerated() { try await store.commit(Self.group(name, at: Int64(i))) }
+        let (dir, store) = try await Self.storeWithGroupsABC()
         // Nothing is in the tables yet: the three groups are in the journal only.
         #expect(try await store.pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM devices") } == 0)
         let copy = try Self.crashCopy(of: dir)
@@ -63,9 +61,7 @@ struct CommitJournalTests {
     @Test("a record torn at the journal's end is dropped, with garbage after it; the records before it are kept",
           arguments: [3, 40])
     func tornEnd(cut: Int) async throws {
-        let dir = temporaryDirectory()
-        let store = try SQLiteStore(directory: dir)
-        for (i, name) in ["a", "b", "c"].enumerated() { try await store.commit(Self.group(name, at: Int64(i))) }
+        let (dir, store) = try await Self.storeWithGroupsABC()
         let copy = try Self.crashCopy(of: dir)
         try await store.close()
         let segment = try #require(try Self.segments(copy).last)
@@ -118,9 +114,7 @@ struct CommitJournalTests {
 
     @Test("a folded segment is kept as a spare and the next segment overwrites it in place, also after a restart")
     func retiredSegmentIsReused() async throws {
-        let dir = temporaryDirectory()
-        let store = try SQLiteStore(directory: dir)
-        for (i, name) in ["a", "b", "c"].enumerated() { try await store.commit(Self.group(name, at: Int64(i))) }
+        let (dir, store) = try await Self.storeWithGroupsABC()
         let first = try #require(try Self.segments(dir).first)
         let (inode, size) = try Self.inodeAndSize(dir + "/" + first)
         #expect(try await store.fold() == 3)
@@ -145,9 +139,7 @@ struct CommitJournalTests {
 
     @Test("after a crash, the records written over a recycled segment come back and the older ones it held do not")
     func recycledSegmentAfterCrash() async throws {
-        let dir = temporaryDirectory()
-        let store = try SQLiteStore(directory: dir)
-        for (i, name) in ["a", "b", "c"].enumerated() { try await store.commit(Self.group(name, at: Int64(i))) }
+        let (dir, store) = try await Self.storeWithGroupsABC()
         #expect(try await store.fold() == 3)
         // Delivered, the messages of a, b and c leave the outbox: replaying an older record would put one back.
         for name in ["a", "b", "c"] {
@@ -315,6 +307,14 @@ struct CommitJournalTests {
         let again = try SQLiteStore(directory: dir)
         try await Self.check(again, has: ["a", "d"])
         try await again.close()
+    }
+
+    /// A new durable store with groups "a", "b" and "c" committed (in the journal only: nothing folds them).
+    static func storeWithGroupsABC() async throws -> (dir: String, store: SQLiteStore) {
+        let dir = temporaryDirectory()
+        let store = try SQLiteStore(directory: dir)
+        for (i, name) in ["a", "b", "c"].enumerated() { try await store.commit(group(name, at: Int64(i))) }
+        return (dir, store)
     }
 
     /// A new durable store whose journal writes through `disk`, with group "a" committed.
