@@ -251,7 +251,7 @@ public struct SQLiteMaintenance: Service {
             if store.foldIsDue() {
                 do {
                     if niceness > 0, store.backlog.withLock({ $0.bytes }) < Self.pressureBytes {
-                        try await onThread { try store.foldBlocking() }
+                        _ = try await onThread { try store.foldBlocking() }
                     } else {
                         try await store.fold()
                     }
