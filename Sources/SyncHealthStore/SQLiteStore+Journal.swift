@@ -173,9 +173,9 @@ extension SQLiteStore {
     }
 
     /// `backlog.withLock(body)`; `politely`, on the journal's queue and waiting for it there, so that a thread of
-    /// low priority never holds the lock that every commit takes twice: with the lock taken on the folding thread at
-    /// nice 10, the half-load p99 at 1M devices reached 170-180 ms in two runs of three. `empty` is only the starting
-    /// value of the result's box.
+    /// low priority never holds the lock that every commit takes twice (with the lock taken on the folding thread at
+    /// nice 10, the half-load p99 at 1M devices stalled at 85-182 ms in 4 runs of 6, against ~3 of 20 otherwise).
+    /// `empty` is only the starting value of the result's box.
     private func withBacklog<T: Sendable>(politely: Bool, empty: T, _ body: @escaping @Sendable (inout JournalBacklog) -> T) -> T {
         guard politely else { return backlog.withLock { body(&$0) } }
         let result = Mutex(empty)
