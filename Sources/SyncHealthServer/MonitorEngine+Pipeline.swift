@@ -57,9 +57,7 @@ extension MonitorEngine {
         cache.withLock { c in
             c = Cache()
             c.policy = NotificationPolicy(configuration: configuration.notifications)
-            c.records.reserveCapacity(state.devices.count)
-            c.contributions.reserveCapacity(state.devices.count)
-            c.deadlineOf.reserveCapacity(state.devices.count)
+            c.index.reserveCapacity(state.devices.count)
             for record in state.devices {
                 let contribution = record.fleetContribution(now: now, configuration: alerts)
                 let i = c.append(record, contribution: contribution)

@@ -226,12 +226,15 @@ struct Deadline: Comparable {
 }
 
 /// The in-memory cache. Only the pipeline mutates it.
+///
+/// Per device it grows by one entry in each of its index and arrays, which never move what they hold: an
+/// `Array` or `Dictionary` that doubles moves every device at once, under the lock every ingest takes.
 struct Cache {
-    var index: [DeviceKey: Int] = [:]
-    var records: [DeviceRecord] = []
-    var contributions: [FleetContribution] = []
+    var index = ShardedDictionary<DeviceKey, Int>()
+    var records = ChunkedArray<DeviceRecord>()
+    var contributions = ChunkedArray<FleetContribution>()
     /// Each device's current deadline (`Int64.max` for none); heap entries that disagree are stale.
-    var deadlineOf: [Int64] = []
+    var deadlineOf = ChunkedArray<Int64>()
     var deadlines = Heap<Deadline>()
     var counters = FleetCounters()
     var fleetAlerts = FleetAlerts()

@@ -34,32 +34,39 @@ public final class RateLimiter: Sendable {
 
     /// The limit, or `nil` when limiting is off.
     public let limit: Limit?
-    let buckets = Mutex<[String: Bucket]>([:])
+    /// Buckets in shards of `maxBuckets / shardCount` at most: a full shard is swept alone, and growing
+    /// rehashes one shard, so no request waits for a sweep or a rehash of every key.
+    let buckets: Mutex<ShardedDictionary<String, Bucket>>
     let maxBuckets: Int
+    static let shardCount = 64
 
-    /// Creates a limiter; `nil` turns it off.
+    /// Creates a limiter that keeps about `maxBuckets` buckets at most; `nil` turns it off.
     public init(limit: Limit?, maxBuckets: Int = 200_000) {
         self.limit = limit
         self.maxBuckets = maxBuckets
+        buckets = Mutex(ShardedDictionary(shardCount: Self.shardCount))
     }
 
     /// Takes one token from `key`'s bucket at `now`.
     public func take(_ key: String, now: Timestamp) -> Decision {
         guard let limit, limit.perSecond > 0 else { return Decision(allowed: true, remaining: .max, retryAfterSeconds: 0) }
+        let perShard = max(1, maxBuckets / Self.shardCount)
         return buckets.withLock { buckets in
-            if buckets.count >= maxBuckets {
-                // Full buckets carry no state worth keeping: forget them first, then everything if needed.
-                buckets = buckets.filter { Self.refill($0.value, limit: limit, now: now).tokens < limit.burst }
-                if buckets.count >= maxBuckets { buckets.removeAll(keepingCapacity: true) }
+            buckets.withShard(of: key) { shard in
+                if shard.count >= perShard, shard[key] == nil {
+                    // Full buckets carry no state worth keeping: forget them first, then everything if needed.
+                    shard = shard.filter { Self.refill($0.value, limit: limit, now: now).tokens < limit.burst }
+                    if shard.count >= perShard { shard.removeAll(keepingCapacity: true) }
+                }
+                var bucket = Self.refill(shard[key] ?? Bucket(tokens: limit.burst, updated: now), limit: limit, now: now)
+                defer { shard[key] = bucket }
+                if bucket.tokens >= 1 {
+                    bucket.tokens -= 1
+                    return Decision(allowed: true, remaining: Int(bucket.tokens), retryAfterSeconds: 0)
+                }
+                let wait = (1 - bucket.tokens) / limit.perSecond
+                return Decision(allowed: false, remaining: 0, retryAfterSeconds: max(1, Int(wait.rounded(.up))))
             }
-            var bucket = Self.refill(buckets[key] ?? Bucket(tokens: limit.burst, updated: now), limit: limit, now: now)
-            defer { buckets[key] = bucket }
-            if bucket.tokens >= 1 {
-                bucket.tokens -= 1
-                return Decision(allowed: true, remaining: Int(bucket.tokens), retryAfterSeconds: 0)
-            }
-            let wait = (1 - bucket.tokens) / limit.perSecond
-            return Decision(allowed: false, remaining: 0, retryAfterSeconds: max(1, Int(wait.rounded(.up))))
         }
     }
 

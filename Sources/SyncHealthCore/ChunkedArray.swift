@@ -1,0 +1,50 @@
+/// An array that grows by adding fixed-size chunks, so that an append never moves the elements already in it.
+///
+/// A Swift `Array` doubles its buffer when it is full and moves every element into the new one: with a device's
+/// record in each element, the append that found the array full held the engine's lock for 113-297 ms at 262,144
+/// devices (BENCHMARKS.md, "Pauses as the fleet grows"), and twice that at the next power of two. Here the longest
+/// append allocates one chunk, and the array of chunks it may grow holds one reference per `chunkSize` elements.
+///
+/// Indices are `0..<count`, as an array's. Elements are only appended, never inserted or removed.
+public struct ChunkedArray<Element>: RandomAccessCollection, MutableCollection {
+    /// Elements per chunk: a power of two, so that an index splits into chunk and offset with a shift and a mask.
+    public static var chunkSize: Int { 1 << chunkShift }
+    static var chunkShift: Int { 12 }
+
+    private var chunks: [[Element]] = []
+    /// The number of elements.
+    public private(set) var count = 0
+
+    /// An empty array.
+    public init() {}
+
+    /// The first index: 0.
+    public var startIndex: Int { 0 }
+    /// One past the last index: `count`.
+    public var endIndex: Int { count }
+
+    /// The element at `index`, which must be below `count`.
+    public subscript(index: Int) -> Element {
+        get {
+            precondition(index >= 0 && index < count, "ChunkedArray index out of range")
+            return chunks[index >> Self.chunkShift][index & (Self.chunkSize - 1)]
+        }
+        _modify {
+            precondition(index >= 0 && index < count, "ChunkedArray index out of range")
+            yield &chunks[index >> Self.chunkShift][index & (Self.chunkSize - 1)]
+        }
+    }
+
+    /// Adds `element` at the end; its index is the `count` before the call.
+    public mutating func append(_ element: Element) {
+        if count & (Self.chunkSize - 1) == 0 {
+            var chunk: [Element] = []
+            chunk.reserveCapacity(Self.chunkSize)
+            chunks.append(chunk)
+        }
+        chunks[chunks.count - 1].append(element)
+        count += 1
+    }
+}
+
+extension ChunkedArray: Sendable where Element: Sendable {}

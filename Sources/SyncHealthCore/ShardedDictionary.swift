@@ -1,0 +1,56 @@
+/// A dictionary split into a fixed number of smaller ones by the key's hash, so that growing never rehashes
+/// more than one shard at a time.
+///
+/// A Swift `Dictionary` that passes three quarters of its capacity moves every entry into a table twice the size,
+/// hashing each key again, in the insert that found it full: with device keys, 58 ms at 196,608 devices and
+/// 148 ms at 393,216 on this machine, under the lock every ingest takes (BENCHMARKS.md, "Pauses as the fleet
+/// grows"), and 0.5 s at 786,432. Each shard here is 1/`shardCount` of that size, so the longest insert is too.
+///
+/// Lookups hash the key twice (once for the shard, once in it): ~50 ns for a device key.
+public struct ShardedDictionary<Key: Hashable, Value> {
+    private var shards: [[Key: Value]]
+    /// The number of entries.
+    public private(set) var count = 0
+
+    /// An empty dictionary of `shardCount` shards (rounded up to a power of two).
+    public init(shardCount: Int = 256) {
+        var n = 1
+        while n < shardCount { n <<= 1 }
+        shards = Array(repeating: [:], count: n)
+    }
+
+    /// Whether there are no entries.
+    public var isEmpty: Bool { count == 0 }
+
+    /// The shard that holds `key`.
+    func shard(of key: Key) -> Int { key.hashValue & (shards.count - 1) }
+
+    /// The value for `key`, or `nil`; setting `nil` removes the entry.
+    public subscript(key: Key) -> Value? {
+        get { shards[shard(of: key)][key] }
+        set { withShard(of: key) { $0[key] = newValue } }
+    }
+
+    /// Runs `body` on the shard that holds `key` (and every key that shares its shard), keeping `count` right
+    /// whatever `body` removes there. `body` may add `key`, and no key of another shard.
+    public mutating func withShard<R>(of key: Key, _ body: (inout [Key: Value]) throws -> R) rethrows -> R {
+        let s = shard(of: key)
+        let before = shards[s].count
+        defer { count += shards[s].count - before }
+        return try body(&shards[s])
+    }
+
+    /// Makes room for `capacity` entries in all, spread evenly, so that loading them rehashes nothing.
+    public mutating func reserveCapacity(_ capacity: Int) {
+        let each = (capacity + shards.count - 1) / shards.count
+        for s in shards.indices { shards[s].reserveCapacity(each + each / 8) }
+    }
+
+    /// Removes every entry.
+    public mutating func removeAll() {
+        for s in shards.indices { shards[s].removeAll() }
+        count = 0
+    }
+}
+
+extension ShardedDictionary: Sendable where Key: Sendable, Value: Sendable {}
