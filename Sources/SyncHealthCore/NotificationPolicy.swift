@@ -62,8 +62,9 @@ public struct NotificationPolicy: Sendable, Equatable {
 
     /// Thresholds.
     public var configuration: Configuration
-    /// Lines with recent activity, by ordering key.
-    public private(set) var lines: [String: Line] = [:]
+    /// Lines with recent activity, by ordering key: one per device in a fleet-wide outage, so in shards, which
+    /// grow without rehashing every line at once under the engine's lock (see `ShardedDictionary`).
+    public private(set) var lines = ShardedDictionary<String, Line>()
     /// Device transitions held back per container while its fleet alert fires.
     public private(set) var heldBack: [String: Int] = [:]
     /// Lines by when `settle` should look at them: each line with a `settleAt` has an entry at that time.

@@ -53,4 +53,23 @@ public struct ShardedDictionary<Key: Hashable, Value> {
     }
 }
 
+extension ShardedDictionary: Sequence {
+    /// Every entry, shard by shard; the order is unspecified, as a dictionary's.
+    public func makeIterator() -> FlattenSequence<[[Key: Value]]>.Iterator {
+        shards.joined().makeIterator()
+    }
+
+    /// The number of entries.
+    public var underestimatedCount: Int { count }
+}
+
+extension ShardedDictionary: Equatable where Value: Equatable {
+    /// Whether both hold the same entries.
+    public static func == (a: Self, b: Self) -> Bool {
+        guard a.count == b.count else { return false }
+        if a.shards.count == b.shards.count { return a.shards == b.shards }
+        return a.allSatisfy { b[$0.key] == $0.value }
+    }
+}
+
 extension ShardedDictionary: Sendable where Key: Sendable, Value: Sendable {}

@@ -92,4 +92,24 @@ struct GrowingCollectionTests {
         #expect(sharded[5] == nil)
         #expect(sharded[neighbour] == 1)
     }
+
+    @Test("a sharded dictionary yields every entry once, and equals another with the same entries in any order")
+    func shardedDictionaryIteratesAndCompares() {
+        var a = ShardedDictionary<String, Int>(shardCount: 8)
+        var b = ShardedDictionary<String, Int>(shardCount: 8)
+        var c = ShardedDictionary<String, Int>(shardCount: 32)
+        for i in 0..<500 { a["k\(i)"] = i }
+        for i in (0..<500).reversed() { b["k\(i)"] = i }
+        for i in 0..<500 { c["k\(i)"] = i }
+        #expect(a.count == 500)
+        #expect(Dictionary(uniqueKeysWithValues: a.map { ($0.key, $0.value) }) == Dictionary(uniqueKeysWithValues: (0..<500).map { ("k\($0)", $0) }))
+        #expect(a == b)
+        #expect(a == c)
+        b["k7"] = 8
+        #expect(a != b)
+        c["k7"] = nil
+        #expect(a != c)
+        c["k7"] = 7
+        #expect(a == c)
+    }
 }
