@@ -174,6 +174,11 @@ if Context.environment["SYNCHEALTH_BENCHMARKS"] != nil {
             path: "Benchmarks/StateSize"
         ),
         .executableTarget(
+            name: "GrowthPauses",
+            dependencies: ["SyncHealthCore", .product(name: "HeapModule", package: "swift-collections")],
+            path: "Benchmarks/GrowthPauses"
+        ),
+        .executableTarget(
             name: "PruneCost",
             dependencies: ["SyncHealthCore", "SyncHealthStore"],
             path: "Benchmarks/PruneCost"

@@ -233,8 +233,15 @@ struct Cache {
     var index = ShardedDictionary<DeviceKey, Int>()
     var records = ChunkedArray<DeviceRecord>()
     var contributions = ChunkedArray<FleetContribution>()
-    /// Each device's current deadline (`Int64.max` for none); heap entries that disagree are stale.
+    /// Each device's current deadline (`Int64.max` for none).
     var deadlineOf = ChunkedArray<Int64>()
+    /// When each device's entry in `deadlines` comes up (`Int64.max` for none); an entry at another time is stale.
+    ///
+    /// A deadline that moves later keeps its entry, which puts the device back at its new deadline when it comes
+    /// up. A device's silence deadline moves with each event it sends, so otherwise every event added an entry:
+    /// the heap held up to twice as many entries as devices, and was rebuilt whole, under the lock, once stale
+    /// entries outnumbered live ones (every N events with N devices).
+    var queuedAt = ChunkedArray<Int64>()
     var deadlines = Heap<Deadline>()
     var counters = FleetCounters()
     var fleetAlerts = FleetAlerts()
@@ -250,6 +257,7 @@ struct Cache {
         records.append(record)
         contributions.append(contribution)
         deadlineOf.append(.max)
+        queuedAt.append(.max)
         appIds.insert(record.key.appId)
         return i
     }
@@ -261,32 +269,47 @@ struct Cache {
 
     mutating func setDeadline(_ at: Timestamp?, for index: Int) {
         let value = at?.microseconds ?? .max
-        guard deadlineOf[index] != value else { return }
         deadlineOf[index] = value
-        if let at { deadlines.insert(Deadline(at: at, index: Int32(index))) }
+        // Later than the entry queued (or none at all): that entry comes up first and puts the device back.
+        guard value < queuedAt[index] else { return }
+        queuedAt[index] = value
+        deadlines.insert(Deadline(at: Timestamp(microseconds: value), index: Int32(index)))
     }
 
-    /// Rebuilds the heap from `deadlineOf` once stale entries outnumber live ones, so that a device that
-    /// posts all day does not grow the heap.
+    /// Rebuilds the heap from `deadlineOf` once stale entries outnumber live ones (entries of deadlines that moved
+    /// earlier), so that the heap stays the size of the fleet.
     mutating func compactDeadlinesIfNeeded() {
         guard deadlines.count > 2 * records.count + 1024 else { return }
         var live: [Deadline] = []
         live.reserveCapacity(records.count)
-        for (i, at) in deadlineOf.enumerated() where at != .max {
-            live.append(Deadline(at: Timestamp(microseconds: at), index: Int32(i)))
+        for i in deadlineOf.indices {
+            let at = deadlineOf[i]
+            queuedAt[i] = at
+            if at != .max { live.append(Deadline(at: Timestamp(microseconds: at), index: Int32(i))) }
         }
         deadlines = Heap(live)
     }
 
-    /// Pops up to `limit` devices whose deadline is due at `now`.
+    /// Pops up to `limit` devices whose deadline is due at `now`, looking at `limit` entries at most. An entry
+    /// that comes up before its device's deadline (which moved later) is queued again at the deadline.
     mutating func popDue(now: Timestamp, limit: Int) -> [Int] {
         var due: [Int] = []
-        while due.count < limit, let top = deadlines.min, top.at <= now {
+        var looked = 0
+        while looked < limit, let top = deadlines.min, top.at <= now {
+            looked += 1
             _ = deadlines.popMin()
             let i = Int(top.index)
-            guard deadlineOf[i] == top.at.microseconds else { continue }
-            deadlineOf[i] = .max
-            due.append(i)
+            guard queuedAt[i] == top.at.microseconds else { continue }
+            let at = deadlineOf[i]
+            if at <= now.microseconds {
+                queuedAt[i] = .max
+                deadlineOf[i] = .max
+                due.append(i)
+            } else {
+                // Later, or none (`.max`, which stays unqueued).
+                queuedAt[i] = at
+                if at != .max { deadlines.insert(Deadline(at: Timestamp(microseconds: at), index: top.index)) }
+            }
         }
         return due
     }
