@@ -34,30 +34,38 @@ struct RateLimiterTests {
         return allowed
     }
 
-    @Test("a full shard forgets the buckets that refilled and keeps the ones still in use, and no other shard's")
-    func fullShardForgetsRefilledBuckets() {
+    /// A limiter whose shard of "hot" is full at `t0`: "hot" drained, and `same[0]` holding one token taken; `other`
+    /// drained in another shard. `same[1]` shares the shard and is not there yet.
+    static func fullShard() -> (limiter: RateLimiter, same: [String], other: String) {
         let limiter = Self.limiter()
         let (same, other) = Self.neighbours(of: "hot", in: limiter, count: 2)
         #expect(Self.drain(limiter, "hot", at: Self.t0) == 100)
         #expect(Self.drain(limiter, other, at: Self.t0) == 100)
         #expect(limiter.take(same[0], now: Self.t0).allowed)
+        return (limiter, same, other)
+    }
+
+    /// The keys in the shard of "hot".
+    static func hotShard(_ limiter: RateLimiter) -> Set<String> {
+        limiter.buckets.withLock { $0.withShard(of: "hot") { Set($0.keys) } }
+    }
+
+    @Test("a full shard forgets the buckets that refilled and keeps the ones still in use, and no other shard's")
+    func fullShardForgetsRefilledBuckets() {
+        let (limiter, same, other) = Self.fullShard()
         // Two seconds on, same[0] is full again and "hot" has 2 tokens: the shard is full, so a new key sweeps it.
         let later = Self.t0 + .seconds(2)
         #expect(limiter.take(same[1], now: later).allowed)
-        #expect(limiter.buckets.withLock { $0.withShard(of: "hot") { Set($0.keys) } } == ["hot", same[1]])
+        #expect(Self.hotShard(limiter) == ["hot", same[1]])
         #expect(Self.drain(limiter, "hot", at: later) == 2)
         #expect(Self.drain(limiter, other, at: later) == 2)
     }
 
     @Test("a shard full of buckets in use is forgotten whole when a new key arrives, and only that shard")
     func shardInUseIsForgottenWhole() {
-        let limiter = Self.limiter()
-        let (same, other) = Self.neighbours(of: "hot", in: limiter, count: 2)
-        #expect(Self.drain(limiter, "hot", at: Self.t0) == 100)
-        #expect(Self.drain(limiter, other, at: Self.t0) == 100)
-        #expect(limiter.take(same[0], now: Self.t0).allowed)
+        let (limiter, same, other) = Self.fullShard()
         #expect(limiter.take(same[1], now: Self.t0).allowed)
-        #expect(limiter.buckets.withLock { $0.withShard(of: "hot") { Set($0.keys) } } == [same[1]])
+        #expect(Self.hotShard(limiter) == [same[1]])
         #expect(limiter.take("hot", now: Self.t0).allowed)
         #expect(!limiter.take(other, now: Self.t0).allowed)
     }
