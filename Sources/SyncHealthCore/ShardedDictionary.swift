@@ -2,9 +2,10 @@
 /// more than one shard at a time.
 ///
 /// A Swift `Dictionary` that passes three quarters of its capacity moves every entry into a table twice the size,
-/// hashing each key again, in the insert that found it full: with device keys, 58 ms at 196,608 devices and
-/// 148 ms at 393,216 on this machine, under the lock every ingest takes (BENCHMARKS.md, "Pauses as the fleet
-/// grows"), and 0.5 s at 786,432. Each shard here is 1/`shardCount` of that size, so the longest insert is too.
+/// hashing each key again, in the insert that found it full: with device keys, 58-66 ms at 196,608 devices and
+/// 64-148 ms at 393,216 in the server on this machine, under the lock every ingest takes (BENCHMARKS.md, "Pauses
+/// as the fleet grows"), and twice as long at each doubling after. Each shard here is 1/`shardCount` of that size,
+/// so the longest insert is too.
 ///
 /// Lookups hash the key twice (once for the shard, once in it): ~50 ns for a device key.
 public struct ShardedDictionary<Key: Hashable, Value> {
