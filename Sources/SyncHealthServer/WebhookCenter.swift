@@ -172,6 +172,8 @@ public final class WebhookCenter: Service, Sendable {
                 try await refreshIfShared()
                 due = try await store.dueMessages(now: now, limit: configuration.concurrency * 4)
             } catch {
+                // Graceful shutdown cancels a read under way: that ends the loop, and is not a failure.
+                if Task.isCancelled { return }
                 logger.error("Reading the webhook outbox failed", metadata: ["error": "\(error)"])
                 await wake.wait(until: now + .seconds(1), clock: clock)
                 continue
