@@ -23,16 +23,10 @@ public struct ChunkedArray<Element>: RandomAccessCollection, MutableCollection {
     /// One past the last index: `count`.
     public var endIndex: Int { count }
 
-    /// The element at `index`, which must be below `count`.
+    /// The element at `index`, which must be below `count` (the chunks' own bounds checks trap otherwise).
     public subscript(index: Int) -> Element {
-        get {
-            precondition(index >= 0 && index < count, "ChunkedArray index out of range")
-            return chunks[index >> Self.chunkShift][index & (Self.chunkSize - 1)]
-        }
-        _modify {
-            precondition(index >= 0 && index < count, "ChunkedArray index out of range")
-            yield &chunks[index >> Self.chunkShift][index & (Self.chunkSize - 1)]
-        }
+        get { chunks[index >> Self.chunkShift][index & (Self.chunkSize - 1)] }
+        _modify { yield &chunks[index >> Self.chunkShift][index & (Self.chunkSize - 1)] }
     }
 
     /// Adds `element` at the end; its index is the `count` before the call.

@@ -34,23 +34,23 @@ public final class RateLimiter: Sendable {
 
     /// The limit, or `nil` when limiting is off.
     public let limit: Limit?
-    /// Buckets in shards of `maxBuckets / shardCount` at most: a full shard is swept alone, and growing
+    /// Buckets in shards of `perShard` at most: a full shard is swept alone, and growing
     /// rehashes one shard, so no request waits for a sweep or a rehash of every key.
     let buckets: Mutex<ShardedDictionary<String, Bucket>>
-    let maxBuckets: Int
+    /// The most buckets one shard keeps: `maxBuckets / shardCount`.
+    let perShard: Int
     static let shardCount = 64
 
     /// Creates a limiter that keeps about `maxBuckets` buckets at most; `nil` turns it off.
     public init(limit: Limit?, maxBuckets: Int = 200_000) {
         self.limit = limit
-        self.maxBuckets = maxBuckets
+        perShard = max(1, maxBuckets / Self.shardCount)
         buckets = Mutex(ShardedDictionary(shardCount: Self.shardCount))
     }
 
     /// Takes one token from `key`'s bucket at `now`.
     public func take(_ key: String, now: Timestamp) -> Decision {
         guard let limit, limit.perSecond > 0 else { return Decision(allowed: true, remaining: .max, retryAfterSeconds: 0) }
-        let perShard = max(1, maxBuckets / Self.shardCount)
         return buckets.withLock { buckets in
             buckets.withShard(of: key) { shard in
                 if shard.count >= perShard, shard[key] == nil {
