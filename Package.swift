@@ -84,10 +84,26 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // The running service: ingest pipeline, timers, HTTP API, composition root.
+        // The monitor engine: the two pipelines (local and shared store), group planning, timers, the webhook
+        // outbox's delivery. No HTTP.
+        .target(
+            name: "SyncHealthEngine",
+            dependencies: [
+                "SyncHealthCore",
+                "SyncHealthStore",
+                "SyncHealthWebhooks",
+                .product(name: "HeapModule", package: "swift-collections"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // HTTP around the engine (routes, auth, limits, errors) and the composition root.
         .target(
             name: "SyncHealthServer",
             dependencies: [
+                "SyncHealthEngine",
                 "SyncHealthCore",
                 "SyncHealthStore",
                 "SyncHealthPostgres",
@@ -113,6 +129,7 @@ let package = Package(
             name: "synchealth",
             dependencies: [
                 "SyncHealthServer",
+                "SyncHealthEngine",
                 "SyncHealthCore",
                 "SyncHealthStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -126,6 +143,8 @@ let package = Package(
         .target(
             name: "SyncHealthTestSupport",
             dependencies: [
+                "SyncHealthCore",
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -142,9 +161,14 @@ let package = Package(
         ),
         .testTarget(name: "SyncHealthWebhooksTests", dependencies: ["SyncHealthWebhooks", "SyncHealthCore"]),
         .testTarget(
+            name: "SyncHealthEngineTests",
+            dependencies: ["SyncHealthEngine", "SyncHealthCore", "SyncHealthStore", "SyncHealthTestSupport"]
+        ),
+        .testTarget(
             name: "SyncHealthServerTests",
             dependencies: [
                 "SyncHealthServer",
+                "SyncHealthEngine",
                 "SyncHealthCore",
                 "SyncHealthStore",
                 "SyncHealthPostgres",

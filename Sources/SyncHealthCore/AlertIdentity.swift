@@ -1,8 +1,8 @@
 /// Deterministic alert ids: the same incident gets the same id on every replica and after every restart.
 public enum AlertIdentity {
-    /// The id of the incident of `kind` that started at `startsAt` on the device (or container) `subject`.
-    public static func id(subject: String, kind: AlertKind, startsAt: Timestamp) -> String {
-        "al_" + digest([subject, kind.rawValue, String(startsAt.microseconds)])
+    /// The id of the incident of `kind` that started at `startsAt` on `subject`.
+    public static func id(subject: AlertSubject, kind: AlertKind, startsAt: Timestamp) -> String {
+        "al_" + digest([subject.identity, kind.rawValue, String(startsAt.microseconds)])
     }
 
     /// 32 hex digits identifying a sequence of strings (two 64-bit FNV-1a hashes); stable across runs and machines.
@@ -16,12 +16,6 @@ public enum AlertIdentity {
         let low = fnv1a(bytes.reversed(), basis: 0x84222325_cbf29ce4)
         return hex(high) + hex(low)
     }
-
-    /// The subject string of a device.
-    public static func subject(_ key: DeviceKey) -> String { "d\u{1}\(key.appId)\u{1}\(key.deviceId)" }
-
-    /// The subject string of a container, for fleet alerts.
-    public static func subject(containerId: String) -> String { "c\u{1}\(containerId)" }
 
     static func fnv1a(_ bytes: some Sequence<UInt8>, basis: UInt64) -> UInt64 {
         var hash = basis

@@ -49,22 +49,22 @@ public struct NotificationPolicy: Sendable, Equatable {
     /// A line's turn in `settle`. An entry whose time is not its line's `settleAt` is stale and skipped.
     struct Entry: Comparable, Sendable {
         var at: Timestamp
-        var key: String
+        var key: AlertLine
 
         static func < (a: Entry, b: Entry) -> Bool { (a.at, a.key) < (b.at, b.key) }
     }
 
     /// The values a group's calls replaced, so that they can be put back.
     struct Journal: Sendable {
-        var lines: [String: Line?] = [:]
+        var lines: [AlertLine: Line?] = [:]
         var heldBack: [String: Int?] = [:]
     }
 
     /// Thresholds.
     public var configuration: Configuration
-    /// Lines with recent activity, by ordering key: one per device in a fleet-wide outage, so in shards, which
+    /// Lines with recent activity: one per device in a fleet-wide outage, so in shards, which
     /// grow without rehashing every line at once under the engine's lock (see `ShardedDictionary`).
-    public private(set) var lines = ShardedDictionary<String, Line>()
+    public private(set) var lines = ShardedDictionary<AlertLine, Line>()
     /// Device transitions held back per container while its fleet alert fires.
     public private(set) var heldBack: [String: Int] = [:]
     /// Lines by when `settle` should look at them: each line with a `settleAt` has an entry at that time.
@@ -78,7 +78,7 @@ public struct NotificationPolicy: Sendable, Equatable {
     }
 
     /// Decides about one device transition on line `key`.
-    public mutating func decide(key: String, containerId: String?, transition: AlertTransition, fleetFiring: Bool, now: Timestamp) -> Decision {
+    public mutating func decide(key: AlertLine, containerId: String?, transition: AlertTransition, fleetFiring: Bool, now: Timestamp) -> Decision {
         remember(line: key)
         var line = lines[key] ?? Line()
         let windowStart = now - configuration.flapWindow
@@ -109,8 +109,8 @@ public struct NotificationPolicy: Sendable, Equatable {
 
     /// Ends flapping for lines quiet for a whole window, and forgets idle lines. Returns the lines whose
     /// current state differs from what ops last heard, with the transition to deliver now.
-    public mutating func settle(now: Timestamp) -> [(key: String, transition: AlertTransition)] {
-        var deliver: [(String, AlertTransition)] = []
+    public mutating func settle(now: Timestamp) -> [(key: AlertLine, transition: AlertTransition)] {
+        var deliver: [(AlertLine, AlertTransition)] = []
         while let top = queue.min, top.at <= now {
             _ = queue.popMin()
             guard var line = lines[top.key], line.settleAt == top.at else { continue }
@@ -178,7 +178,7 @@ public struct NotificationPolicy: Sendable, Equatable {
         for (containerId, count) in journal.heldBack { heldBack[containerId] = count }
     }
 
-    private mutating func remember(line key: String) {
+    private mutating func remember(line key: AlertLine) {
         guard journal != nil, journal?.lines.index(forKey: key) == nil else { return }
         journal?.lines.updateValue(lines[key], forKey: key)
     }

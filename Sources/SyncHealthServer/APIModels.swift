@@ -1,4 +1,5 @@
 import SyncHealthCore
+import SyncHealthEngine
 import SyncHealthStore
 
 /// `GET /v1/devices/{deviceId}`: a device's status, with explicit `null` for unknown values.
@@ -47,7 +48,7 @@ struct DeviceStatusDTO: Encodable {
         try c.encode(m.pendingChanges, forKey: .pendingChanges)
         try c.encode(m.oldestPendingAt?.rfc3339, forKey: .oldestPendingAt)
         try c.encode(snapshot.silent, forKey: .silent)
-        try c.encode(snapshot.alerts.map(AlertDTO.init), forKey: .alerts)
+        try c.encode(snapshot.alerts.map(AlertJSON.init), forKey: .alerts)
         try c.encode(m.clientSummary?.rawValue, forKey: .clientSummary)
         try c.encode(r.clockSkewDetected, forKey: .clockSkewDetected)
         try c.encode(m.syncErrorClass?.rawValue, forKey: .errorClass)
@@ -91,28 +92,6 @@ struct ErrorDTO: Encodable {
     enum CodingKeys: String, CodingKey {
         case domain, code, message, retryAfterSeconds, partialErrors
         case errorClass = "class"
-    }
-}
-
-/// An alert: `{"id", "kind", "state", "deviceId", "appId", "containerId", "startsAt", "endsAt", "summary", "detail"}`.
-struct AlertDTO: Encodable {
-    let alert: AlertRecord
-    init(_ alert: AlertRecord) { self.alert = alert }
-
-    enum Key: String, CodingKey { case id, kind, state, deviceId, appId, containerId, startsAt, endsAt, summary, detail }
-
-    func encode(to encoder: any Encoder) throws {
-        var c = encoder.container(keyedBy: Key.self)
-        try c.encode(alert.id, forKey: .id)
-        try c.encode(alert.kind.rawValue, forKey: .kind)
-        try c.encode(alert.state.rawValue, forKey: .state)
-        try c.encode(alert.deviceId, forKey: .deviceId)
-        try c.encode(alert.appId, forKey: .appId)
-        try c.encode(alert.containerId, forKey: .containerId)
-        try c.encode(alert.startsAt.rfc3339, forKey: .startsAt)
-        try c.encode(alert.endsAt?.rfc3339, forKey: .endsAt)
-        try c.encode(alert.summary, forKey: .summary)
-        try c.encode(alert.detail, forKey: .detail)
     }
 }
 

@@ -1,3 +1,4 @@
+import SyncHealthEngine
 import Hummingbird
 
 /// Reads `Authorization: Bearer <key>` and records the key's scope in the context. Routes then require a
@@ -6,7 +7,7 @@ struct AuthMiddleware: RouterMiddleware {
     typealias Context = AppRequestContext
     let keys: KeyRing
     /// Per-key token buckets; a key over its rate gets 429.
-    let keyLimiter: RateLimiter
+    let keyLimiter: RateLimiter<String>
     let clock: any ServiceClock
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {

@@ -1,4 +1,5 @@
 import Foundation
+import SyncHealthWebhooks
 
 /// The keys generated on first start when none are configured, kept in the data directory.
 struct GeneratedKeys: Codable, Equatable {
@@ -14,7 +15,7 @@ struct GeneratedKeys: Codable, Equatable {
             return (try JSONDecoder().decode(GeneratedKeys.self, from: data), path, false)
         }
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let keys = GeneratedKeys(ingestKey: "shi_" + randomToken(), adminKey: "sha_" + randomToken())
+        let keys = GeneratedKeys(ingestKey: "shi_" + RandomToken.make(), adminKey: "sha_" + RandomToken.make())
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         let data = try encoder.encode(keys)
@@ -22,13 +23,5 @@ struct GeneratedKeys: Codable, Equatable {
             throw CocoaError(.fileWriteUnknown)
         }
         return (keys, path, true)
-    }
-
-    /// 32 random bytes, base64url without padding.
-    static func randomToken() -> String {
-        var generator = SystemRandomNumberGenerator()
-        let bytes = (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
-        return Data(bytes).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
     }
 }

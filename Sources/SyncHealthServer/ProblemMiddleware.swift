@@ -1,3 +1,4 @@
+import SyncHealthEngine
 import Hummingbird
 import Logging
 
@@ -20,7 +21,7 @@ struct ProblemMiddleware: RouterMiddleware {
             // Hummingbird's own errors (HTTPError, NIOTooManyBytesError for bodies over the limit, ...).
             switch error.status {
             case .contentTooLarge:
-                return APIError.bodyTooLarge(limit: EventsRoutes.maxBodySize).problem.response()
+                return APIError.bodyTooLarge(limit: IngestBody.maxBodySize).problem.response()
             case .notFound, .methodNotAllowed:
                 // The router found no route for this method: a known path answers 405 with Allow.
                 let error: APIError = paths.allowedMethods(request.uri.path).map { .methodNotAllowed(allow: $0) } ?? .routeNotFound

@@ -1,21 +1,23 @@
 import Synchronization
 import SyncHealthCore
 
-/// Token buckets keyed by a string (a device, a key), on the service's clock.
-public final class RateLimiter: Sendable {
-    /// Sustained rate and burst of one bucket.
-    public struct Limit: Sendable, Equatable {
-        /// Tokens added per second.
-        public var perSecond: Double
-        /// Bucket size.
-        public var burst: Double
+/// Sustained rate and burst of one token bucket.
+public struct RateLimit: Sendable, Equatable {
+    /// Tokens added per second.
+    public var perSecond: Double
+    /// Bucket size.
+    public var burst: Double
 
-        /// Creates a limit.
-        public init(perSecond: Double, burst: Double) {
-            self.perSecond = perSecond
-            self.burst = burst
-        }
+    /// Creates a limit.
+    public init(perSecond: Double, burst: Double) {
+        self.perSecond = perSecond
+        self.burst = burst
     }
+}
+
+/// Token buckets keyed by what is limited (a device, an API key), on the service's clock.
+public final class RateLimiter<Key: Hashable & Sendable>: Sendable {
+    public typealias Limit = RateLimit
 
     /// The outcome of one request.
     public struct Decision: Sendable, Equatable {
@@ -36,10 +38,10 @@ public final class RateLimiter: Sendable {
     public let limit: Limit?
     /// Buckets in shards of `perShard` at most: a full shard is swept alone, and growing
     /// rehashes one shard, so no request waits for a sweep or a rehash of every key.
-    let buckets: Mutex<ShardedDictionary<String, Bucket>>
+    let buckets: Mutex<ShardedDictionary<Key, Bucket>>
     /// The most buckets one shard keeps: `maxBuckets / shardCount`.
     let perShard: Int
-    static let shardCount = 64
+    static var shardCount: Int { 64 }
 
     /// Creates a limiter that keeps about `maxBuckets` buckets at most; `nil` turns it off.
     public init(limit: Limit?, maxBuckets: Int = 200_000) {
@@ -49,7 +51,7 @@ public final class RateLimiter: Sendable {
     }
 
     /// Takes one token from `key`'s bucket at `now`.
-    public func take(_ key: String, now: Timestamp) -> Decision {
+    public func take(_ key: Key, now: Timestamp) -> Decision {
         guard let limit, limit.perSecond > 0 else { return Decision(allowed: true, remaining: .max, retryAfterSeconds: 0) }
         return buckets.withLock { buckets in
             buckets.withShard(of: key) { shard in

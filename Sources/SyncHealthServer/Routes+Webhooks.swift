@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import SyncHealthCore
+import SyncHealthEngine
 import SyncHealthStore
 
 /// `/v1/webhooks…` (admin key).

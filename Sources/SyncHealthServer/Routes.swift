@@ -4,6 +4,7 @@ import Hummingbird
 import HummingbirdCore
 import NIOCore
 import SyncHealthCore
+import SyncHealthEngine
 import SyncHealthStore
 
 /// JSON responses.
@@ -89,23 +90,21 @@ func mapEngine<T>(_ body: () async throws(EngineError) -> T) async throws(APIErr
 }
 
 /// `POST /v1/events`.
-struct EventsRoutes {
-    /// Largest body, after decompression.
-    static let maxBodySize = 1 << 20
-    let engine: MonitorEngine
-    let deviceLimiter: RateLimiter
+struct EventsRoutes<Engine: MonitorEngine> {
+    let engine: Engine
+    let deviceLimiter: RateLimiter<DeviceKey>
 
     func ingest(_ request: Request, context: AppRequestContext) async throws -> Response {
         try context.require(.ingest)
         if let type = request.headers[.contentType], !type.lowercased().hasPrefix("application/json") {
             throw APIError.unsupportedMediaType(type)
         }
-        var body = try await request.body.collect(upTo: Self.maxBodySize)
+        var body = try await request.body.collect(upTo: IngestBody.maxBodySize)
         switch request.headers[.contentEncoding]?.lowercased().trimmingCharacters(in: .whitespaces) {
         case nil, "", "identity":
             break
         case "gzip", "x-gzip":
-            body = try Self.gunzip(&body)
+            body = try IngestBody.gunzip(&body)
         case let other?:
             throw APIError.unsupportedEncoding(other)
         }
@@ -115,7 +114,7 @@ struct EventsRoutes {
         case .success(let value): batch = value
         case .failure(let error): throw APIError.invalidBody(error.errors)
         }
-        let decision = deviceLimiter.take("\(batch.key.appId)\u{1}\(batch.key.deviceId)", now: engine.now)
+        let decision = deviceLimiter.take(batch.key, now: engine.now)
         guard decision.allowed else {
             throw APIError.rateLimited(retryAfterSeconds: decision.retryAfterSeconds, limit: Int(deviceLimiter.limit?.burst ?? 0))
         }
@@ -126,8 +125,14 @@ struct EventsRoutes {
             throw error.apiError
         }
         context.logger.debug("Events ingested", metadata: ["device.id": "\(batch.key.deviceId)", "events.accepted": "\(receipt.accepted)"])
-        return try Self.response(receipt, rejected: batch.rejected)
+        return try IngestBody.response(receipt, rejected: batch.rejected)
     }
+}
+
+/// The wire format of `POST /v1/events` around the engine: the body's limit, gzip, the `202` answer.
+enum IngestBody {
+    /// Largest body, after decompression.
+    static let maxBodySize = 1 << 20
 
     /// The `202` answer.
     static func response(_ receipt: IngestReceipt, rejected: [EventBatch.Rejection]) throws -> Response {
@@ -160,8 +165,8 @@ struct EventsRoutes {
 }
 
 /// `GET /v1/devices`, `GET /v1/devices/{deviceId}`.
-struct DeviceRoutes {
-    let engine: MonitorEngine
+struct DeviceRoutes<Engine: MonitorEngine> {
+    let engine: Engine
 
     func status(_ request: Request, context: AppRequestContext) async throws -> Response {
         try context.require(.read)
@@ -200,8 +205,8 @@ struct DeviceRoutes {
 }
 
 /// `GET /v1/summary`, `GET /v1/alerts`.
-struct FleetRoutes {
-    let engine: MonitorEngine
+struct FleetRoutes<Engine: MonitorEngine> {
+    let engine: Engine
 
     func summary(_ request: Request, context: AppRequestContext) async throws -> Response {
         try context.require(.read)
@@ -218,6 +223,6 @@ struct FleetRoutes {
                                     appId: try query.identifier("appId"), deviceId: try query.identifier("deviceId"),
                                     limit: try query.limit(), cursor: try query.cursor())
         let page = try await mapEngine { () async throws(EngineError) in try await engine.alerts(alertQuery) }
-        return try JSONResponse.make(PageDTO(data: page.alerts.map(AlertDTO.init), nextCursor: page.nextCursor.map(String.init)))
+        return try JSONResponse.make(PageDTO(data: page.alerts.map(AlertJSON.init), nextCursor: page.nextCursor.map(String.init)))
     }
 }

@@ -1,4 +1,5 @@
 import SyncHealthCore
+import SyncHealthEngine
 import SyncHealthStore
 
 /// Everything `synchealth serve` can be told, from the environment or flags.

@@ -5,6 +5,7 @@ import NIOCore
 import Logging
 import Prometheus
 import SyncHealthCore
+import SyncHealthEngine
 import ServiceLifecycle
 import SyncHealthPostgres
 import SyncHealthStore
@@ -13,7 +14,7 @@ import SyncHealthWebhooks
 /// The composition root: builds the store, the engine and the HTTP application from a configuration.
 public enum SyncHealthApplication {
     /// Builds the router over an engine.
-    public static func makeRouter(engine: MonitorEngine, keys: KeyRing, registry: PrometheusCollectorRegistry,
+    public static func makeRouter<Engine: MonitorEngine>(engine: Engine, keys: KeyRing, registry: PrometheusCollectorRegistry,
                                   limits: RateLimits = RateLimits()) -> Router<AppRequestContext> {
         let routes = apiRoutes(engine: engine, registry: registry, limits: limits)
         let router = Router(context: AppRequestContext.self)
@@ -27,7 +28,7 @@ public enum SyncHealthApplication {
     }
 
     /// Every endpoint of the API, once: the router and the `405 Allow` answers both come from this table.
-    static func apiRoutes(engine: MonitorEngine, registry: PrometheusCollectorRegistry, limits: RateLimits) -> [APIRoute] {
+    static func apiRoutes<Engine: MonitorEngine>(engine: Engine, registry: PrometheusCollectorRegistry, limits: RateLimits) -> [APIRoute] {
         let health = ServiceRoutes(engine: engine, registry: registry)
         let events = EventsRoutes(engine: engine, deviceLimiter: RateLimiter(limit: limits.perDevice))
         let devices = DeviceRoutes(engine: engine)
@@ -52,16 +53,16 @@ public enum SyncHealthApplication {
         ]
     }
 
-    /// Opens the store named by the configuration: PostgreSQL for `SYNCHEALTH_DATABASE_URL`, else SQLite.
-    /// The second value is a service the store needs running: PostgreSQL's connection pool, or SQLite's
+    /// Opens the store named by the configuration: PostgreSQL (shared by replicas) for `SYNCHEALTH_DATABASE_URL`,
+    /// else SQLite. The second value is a service the store needs running: PostgreSQL's connection pool, or SQLite's
     /// maintenance (folding the journal into the tables, checkpoints).
-    public static func makeStore(_ configuration: ServiceConfiguration, logger: Logger) throws -> (store: any SyncStore, service: (any Service)?) {
+    public static func makeStore(_ configuration: ServiceConfiguration, logger: Logger) throws -> (store: MonitorStore, service: (any Service)?) {
         if let url = configuration.databaseURL, !url.isEmpty {
             let store = try PostgresStore(url: url, deliveryLease: configuration.webhookLease, logger: logger)
-            return (store, store.service)
+            return (.shared(store), store.service)
         }
         let store = try SQLiteStore(directory: configuration.dataDirectory, synchronous: configuration.sqliteSynchronous)
-        return (store, store.maintenance(logger: logger))
+        return (.local(store), store.maintenance(logger: logger))
     }
 
     /// Resolves the keys: configured ones, or the generated ones kept in the data directory.
@@ -78,17 +79,32 @@ public enum SyncHealthApplication {
         return KeyRing(ingest: ingest, read: configuration.readKeys, admin: admin)
     }
 
-    /// Builds the whole service: store, engine (a service of the application) and HTTP server.
+    /// Builds the whole service: keys, store, engine (a service of the application) and HTTP server.
     public static func build(
         configuration: ServiceConfiguration,
         logger: Logger,
         registry: PrometheusCollectorRegistry,
         clock: any ServiceClock = SystemClock()
-    ) throws -> (application: some ApplicationProtocol, engine: MonitorEngine) {
+    ) throws -> (application: Application<RouterResponder<AppRequestContext>>, engine: any MonitorEngine) {
         let keys = try resolveKeys(configuration, logger: logger)
         let (store, storeService) = try makeStore(configuration, logger: logger)
-        let webhooks = WebhookCenter(store: store, transport: CurlTransport(), clock: clock, configuration: configuration.webhooks, logger: logger)
-        let engine = MonitorEngine(store: store, clock: clock, configuration: configuration.engine, webhooks: webhooks, logger: logger)
+        return assemble(store: store, storeService: storeService, keys: keys, configuration: configuration, transport: CurlTransport(),
+                        clock: clock, registry: registry, logger: logger)
+    }
+
+    /// Builds the service over an opened store and resolved keys: the part of `build` that tests run with a store,
+    /// a transport and a clock of their own.
+    public static func assemble(
+        store: MonitorStore,
+        storeService: (any Service)?,
+        keys: KeyRing,
+        configuration: ServiceConfiguration,
+        transport: any WebhookTransport,
+        clock: any ServiceClock,
+        registry: PrometheusCollectorRegistry,
+        logger: Logger
+    ) -> (application: Application<RouterResponder<AppRequestContext>>, engine: any MonitorEngine) {
+        let engine = store.makeEngine(clock: clock, configuration: configuration.engine, webhooks: configuration.webhooks, transport: transport, logger: logger)
         let router = makeRouter(engine: engine, keys: keys, registry: registry, limits: configuration.rateLimits)
         let idle = TimeAmount.microseconds(configuration.idleTimeout.microseconds)
         let requestTimeout = TimeAmount.microseconds(configuration.requestTimeout.microseconds)
@@ -98,7 +114,7 @@ public enum SyncHealthApplication {
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "synchealth",
                                  availableConnectionsDelegate: MaximumAvailableConnections(configuration.maxConnections, logger: logger)),
             // Shutdown runs in reverse: the engine commits what it accepted before the pool stops.
-            services: (storeService.map { [$0] } ?? []) + [engine, webhooks, HeapTrimmer(logger: logger)],
+            services: (storeService.map { [$0] } ?? []) + [engine, engine.webhooks, HeapTrimmer(logger: logger)],
             logger: logger
         )
         return (application, engine)
@@ -121,17 +137,17 @@ struct APIRoute: Sendable {
 /// Rate limits: token buckets per device (on `POST /v1/events`) and per API key.
 public struct RateLimits: Sendable {
     /// Per device: 20 requests/s sustained, bursts of 100. `nil` turns it off.
-    public var perDevice: RateLimiter.Limit? = .init(perSecond: 20, burst: 100)
+    public var perDevice: RateLimit? = .init(perSecond: 20, burst: 100)
     /// Per key: off by default, since one ingest key usually serves a whole fleet.
-    public var perKey: RateLimiter.Limit?
+    public var perKey: RateLimit?
 
     /// The defaults.
     public init() {}
 }
 
 /// `/livez`, `/readyz`, `/metrics`, `/openapi.yaml`: no key needed.
-struct ServiceRoutes {
-    let engine: MonitorEngine
+struct ServiceRoutes<Engine: MonitorEngine> {
+    let engine: Engine
     let registry: PrometheusCollectorRegistry
 
     struct Health: Encodable {

@@ -120,11 +120,12 @@ public final class InMemoryStore: SyncStore {
 
     public func dueMessages(now: Timestamp, limit: Int) async throws -> [OutboxMessage] {
         state.withLock { s in
-            var firstInLine = Set<String>()
+            // A line is one webhook's messages of one ordering key.
+            struct Line: Hashable { var webhookId: String, orderingKey: String }
+            var firstInLine = Set<Line>()
             var due: [OutboxMessage] = []
             for m in s.outbox {
-                let line = m.webhookId + "\u{0}" + m.orderingKey
-                guard firstInLine.insert(line).inserted else { continue }
+                guard firstInLine.insert(Line(webhookId: m.webhookId, orderingKey: m.orderingKey)).inserted else { continue }
                 if m.state == .pending && m.nextAttemptAt <= now && due.count < limit { due.append(m) }
             }
             return due

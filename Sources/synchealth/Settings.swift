@@ -90,14 +90,14 @@ struct Settings {
     }
 
     /// `RATE/BURST` requests per second (e.g. `20/100`), or `off`.
-    func rateLimit(_ name: String, default fallback: RateLimiter.Limit?) throws -> RateLimiter.Limit? {
+    func rateLimit(_ name: String, default fallback: RateLimit?) throws -> RateLimit? {
         guard let text = value(name) else { return fallback }
         if text.lowercased() == "off" || text == "0" { return nil }
         let parts = text.split(separator: "/").map { Double(String($0).trimmingWhitespace()) }
         guard parts.count == 2, let rate = parts[0], let burst = parts[1], rate > 0, burst >= 1 else {
             throw Invalid(description: "\(name)=\(text) must be RATE/BURST requests per second, e.g. 20/100, or off")
         }
-        return RateLimiter.Limit(perSecond: rate, burst: burst)
+        return RateLimit(perSecond: rate, burst: burst)
     }
 
     func logLevel() throws -> Logger.Level {

@@ -206,10 +206,20 @@ struct AlertRuleTests {
     @Test("alert ids are deterministic per incident and differ between incidents")
     func alertIds() {
         let key = DeviceKey(appId: "a", deviceId: "d")
-        let one = AlertIdentity.id(subject: AlertIdentity.subject(key), kind: .syncError, startsAt: t(1))
-        #expect(one == AlertIdentity.id(subject: AlertIdentity.subject(key), kind: .syncError, startsAt: t(1)))
-        #expect(one != AlertIdentity.id(subject: AlertIdentity.subject(key), kind: .syncError, startsAt: t(2)))
-        #expect(one != AlertIdentity.id(subject: AlertIdentity.subject(key), kind: .notSyncing, startsAt: t(1)))
+        let one = AlertIdentity.id(subject: .device(key), kind: .syncError, startsAt: t(1))
+        #expect(one == AlertIdentity.id(subject: .device(key), kind: .syncError, startsAt: t(1)))
+        #expect(one != AlertIdentity.id(subject: .device(key), kind: .syncError, startsAt: t(2)))
+        #expect(one != AlertIdentity.id(subject: .device(key), kind: .notSyncing, startsAt: t(1)))
         #expect(one.hasPrefix("al_") && one.count == 35)
+    }
+
+    @Test("alert ids and stored line keys keep the form earlier versions wrote, so a firing alert resolves under its id")
+    func storedFormsAreStable() {
+        // Computed independently (FNV-1a over "d\u{1}a\u{1}d", kind and microseconds, each followed by a zero byte).
+        #expect(AlertIdentity.id(subject: .device(DeviceKey(appId: "a", deviceId: "d")), kind: .syncError, startsAt: t(1))
+                == "al_105791f5a18322b86746c23eba09f81b")
+        #expect(AlertIdentity.id(subject: .container("iCloud.x"), kind: .fleetDegraded, startsAt: t(1)) == "al_15d96b2ba4726d9e13e319189e717b01")
+        #expect(AlertLine.device(DeviceKey(appId: "a", deviceId: "d"), .syncError).storageKey == "d\u{1}a\u{1}d\u{1}syncError")
+        #expect(AlertLine.container("iCloud.x").storageKey == "c\u{1}iCloud.x")
     }
 }

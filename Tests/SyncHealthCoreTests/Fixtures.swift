@@ -13,6 +13,11 @@ func t(_ seconds: Double) -> Timestamp {
     Timestamp(microseconds: 1_795_000_000_000_000 + Int64(seconds * 1_000_000))
 }
 
+/// The line of one device's `syncError` alerts, by device id.
+func line(_ deviceId: String) -> AlertLine {
+    .device(DeviceKey(appId: "com.example", deviceId: deviceId), .syncError)
+}
+
 let ckNetworkFailure = SyncErrorReport(domain: "CKErrorDomain", code: 4, message: "network failure")
 let ckBadContainer = SyncErrorReport(domain: "CKErrorDomain", code: 5)
 let ckQuota = SyncErrorReport(domain: "CKErrorDomain", code: 25)

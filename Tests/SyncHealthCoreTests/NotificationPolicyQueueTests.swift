@@ -6,10 +6,10 @@ import SyncHealthTestSupport
 /// the reference the queued policy must agree with; a copy on purpose, sharing no code with what it checks.
 struct ReferencePolicy {
     var configuration = NotificationPolicy.Configuration()
-    var lines: [String: NotificationPolicy.Line] = [:]
+    var lines: [AlertLine: NotificationPolicy.Line] = [:]
     var heldBack: [String: Int] = [:]
 
-    mutating func decide(key: String, containerId: String?, transition: AlertTransition, fleetFiring: Bool, now: Timestamp) -> NotificationPolicy.Decision {
+    mutating func decide(key: AlertLine, containerId: String?, transition: AlertTransition, fleetFiring: Bool, now: Timestamp) -> NotificationPolicy.Decision {
         var line = lines[key] ?? NotificationPolicy.Line()
         let windowStart = now - configuration.flapWindow
         line.fires.removeAll { $0 < windowStart }
@@ -31,8 +31,8 @@ struct ReferencePolicy {
         return .deliver(flapping: false)
     }
 
-    mutating func settle(now: Timestamp) -> [(key: String, transition: AlertTransition)] {
-        var deliver: [(String, AlertTransition)] = []
+    mutating func settle(now: Timestamp) -> [(key: AlertLine, transition: AlertTransition)] {
+        var deliver: [(AlertLine, AlertTransition)] = []
         for (key, var line) in lines {
             guard let lastAt = line.lastAt, now >= lastAt + configuration.flapWindow else { continue }
             if line.flappingSince != nil, let last = line.last, last.change != line.lastDelivered {
@@ -65,7 +65,7 @@ struct PolicyScript {
     var now = t(0)
 
     enum Call {
-        case decide(key: String, containerId: String?, transition: AlertTransition, fleetFiring: Bool, now: Timestamp)
+        case decide(key: AlertLine, containerId: String?, transition: AlertTransition, fleetFiring: Bool, now: Timestamp)
         case settle(now: Timestamp)
         case takeHeldBack(String)
     }
@@ -75,7 +75,7 @@ struct PolicyScript {
         now = now + .seconds(Int64(random.next() % 2400) + 1)
         switch random.next() % 10 {
         case 0...5:
-            let key = "k\(random.next() % 6)"
+            let key = line("k\(random.next() % 6)")
             let containerId = ["c0", "c1", nil][Int(random.next() % 3)]
             let change: AlertTransition.Change = random.next() % 2 == 0 ? .fire : .resolve
             let transition = AlertTransition(kind: .syncError, change: change, startsAt: now - .seconds(10), endsAt: change == .resolve ? now : nil)
@@ -91,14 +91,14 @@ struct PolicyScript {
 /// What a call answered, comparable across implementations.
 enum Answer: Equatable {
     case decision(NotificationPolicy.Decision)
-    case settled([String], [AlertTransition])
+    case settled([AlertLine], [AlertTransition])
     case count(Int)
 }
 
 /// The calls a script makes, on either policy.
 protocol PolicyCalls {
-    mutating func decide(key: String, containerId: String?, transition: AlertTransition, fleetFiring: Bool, now: Timestamp) -> NotificationPolicy.Decision
-    mutating func settle(now: Timestamp) -> [(key: String, transition: AlertTransition)]
+    mutating func decide(key: AlertLine, containerId: String?, transition: AlertTransition, fleetFiring: Bool, now: Timestamp) -> NotificationPolicy.Decision
+    mutating func settle(now: Timestamp) -> [(key: AlertLine, transition: AlertTransition)]
     mutating func takeHeldBack(containerId: String) -> Int
 }
 

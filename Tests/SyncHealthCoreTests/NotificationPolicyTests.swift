@@ -12,8 +12,8 @@ struct NotificationPolicyTests {
         var decisions: [NotificationPolicy.Decision] = []
         for i in 0..<5 {
             let base = Double(i * 60)
-            decisions.append(policy.decide(key: "k", containerId: nil, transition: fire(base), fleetFiring: false, now: t(base)))
-            decisions.append(policy.decide(key: "k", containerId: nil, transition: resolve(base, base + 30), fleetFiring: false, now: t(base + 30)))
+            decisions.append(policy.decide(key: line("k"), containerId: nil, transition: fire(base), fleetFiring: false, now: t(base)))
+            decisions.append(policy.decide(key: line("k"), containerId: nil, transition: resolve(base, base + 30), fleetFiring: false, now: t(base + 30)))
         }
         #expect(Array(decisions[0..<6]) == Array(repeating: NotificationPolicy.Decision.deliver(flapping: false), count: 6))
         #expect(decisions[6] == .deliver(flapping: true), "the 4th fire crosses the threshold: told once")
@@ -23,10 +23,10 @@ struct NotificationPolicyTests {
         #expect(policy.nextSettleTime == t(270 + 3600))
         // Settles after a quiet hour: ops last heard "fire", the alert is resolved now, so the resolve is delivered.
         let settled = policy.settle(now: t(270 + 3600))
-        #expect(settled.map(\.key) == ["k"])
+        #expect(settled.map(\.key) == [line("k")])
         #expect(settled.first?.transition.change == .resolve)
         #expect(policy.lines.isEmpty, "an idle, resolved line is forgotten")
-        #expect(policy.decide(key: "k", containerId: nil, transition: fire(9000), fleetFiring: false, now: t(9000)) == .deliver(flapping: false))
+        #expect(policy.decide(key: line("k"), containerId: nil, transition: fire(9000), fleetFiring: false, now: t(9000)) == .deliver(flapping: false))
     }
 
     @Test("a flapping alert that settles in the state ops already know sends nothing more")
@@ -34,8 +34,8 @@ struct NotificationPolicyTests {
         var policy = NotificationPolicy()
         for i in 0..<4 {
             let base = Double(i * 60)
-            _ = policy.decide(key: "k", containerId: nil, transition: fire(base), fleetFiring: false, now: t(base))
-            if i < 3 { _ = policy.decide(key: "k", containerId: nil, transition: resolve(base, base + 30), fleetFiring: false, now: t(base + 30)) }
+            _ = policy.decide(key: line("k"), containerId: nil, transition: fire(base), fleetFiring: false, now: t(base))
+            if i < 3 { _ = policy.decide(key: line("k"), containerId: nil, transition: resolve(base, base + 30), fleetFiring: false, now: t(base + 30)) }
         }
         // Told "flapping" on the 4th fire, and it stayed firing.
         #expect(policy.settle(now: t(180 + 3600)).isEmpty)
@@ -44,9 +44,9 @@ struct NotificationPolicyTests {
     @Test("while the fleet alert fires, device transitions of its container are held back and counted")
     func fleetGrouping() {
         var policy = NotificationPolicy()
-        #expect(policy.decide(key: "a", containerId: "c", transition: fire(1), fleetFiring: true, now: t(1)) == .holdForFleet)
-        #expect(policy.decide(key: "b", containerId: "c", transition: fire(2), fleetFiring: true, now: t(2)) == .holdForFleet)
-        #expect(policy.decide(key: "x", containerId: "other", transition: fire(2), fleetFiring: false, now: t(2)) == .deliver(flapping: false))
+        #expect(policy.decide(key: line("a"), containerId: "c", transition: fire(1), fleetFiring: true, now: t(1)) == .holdForFleet)
+        #expect(policy.decide(key: line("b"), containerId: "c", transition: fire(2), fleetFiring: true, now: t(2)) == .holdForFleet)
+        #expect(policy.decide(key: line("x"), containerId: "other", transition: fire(2), fleetFiring: false, now: t(2)) == .deliver(flapping: false))
         #expect(policy.takeHeldBack(containerId: "c") == 2)
         #expect(policy.takeHeldBack(containerId: "c") == 0)
     }

@@ -1,5 +1,7 @@
+import SyncHealthTestSupport
 import Testing
 @testable import SyncHealthServer
+import SyncHealthEngine
 
 @Suite("Authorization header")
 struct AuthMiddlewareTests {

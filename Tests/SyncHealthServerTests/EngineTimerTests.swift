@@ -4,14 +4,10 @@ import HummingbirdTesting
 import NIOCore
 import SyncHealthCore
 import SyncHealthStore
+import SyncHealthTestSupport
 import Testing
 @testable import SyncHealthServer
-
-func temporaryDirectory() -> String {
-    let dir = NSTemporaryDirectory() + "synchealth-test-" + UUID().uuidString
-    try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-    return dir
-}
+import SyncHealthEngine
 
 /// Firing alerts of a kind, through the API.
 func firing(_ client: any TestClientProtocol, kind: AlertKind) async throws -> [[String: Any]] {
@@ -85,13 +81,13 @@ struct EngineTimerTests {
     @Test("a delay that was running when the server stopped fires at the right time after a restart")
     func timerSurvivesRestart() async throws {
         let dir = temporaryDirectory()
-        let first = TestService(store: try SQLiteStore(directory: dir, synchronous: .normal))
+        let first = TestService(store: .local(try SQLiteStore(directory: dir, synchronous: .normal)))
         try await first.test { client in
             try await client.post(batch(notSyncingEvents))
         }
         // Restarted 30 s later: the alert is due 30 s after that, not 60.
         let clock = ManualClock(testStart + .seconds(30))
-        let second = TestService(store: try SQLiteStore(directory: dir, synchronous: .normal), clock: clock)
+        let second = TestService(store: .local(try SQLiteStore(directory: dir, synchronous: .normal)), clock: clock)
         try await second.test { client in
             #expect(try json(try await client.get("/v1/devices/dev-1"))["syncStateSummary"] as? String == "notSyncing")
             clock.advance(by: .seconds(30) - .microseconds(1))
@@ -102,7 +98,7 @@ struct EngineTimerTests {
         }
         // Restarted long after the deadline: it fires at once, and only once.
         let late = ManualClock(testStart + .seconds(3600))
-        let third = TestService(store: try SQLiteStore(directory: dir, synchronous: .normal), clock: late)
+        let third = TestService(store: .local(try SQLiteStore(directory: dir, synchronous: .normal)), clock: late)
         try await third.test { client in
             #expect(try await eventually { try await firing(client, kind: .notSyncing).count == 1 })
             let all = try json(try await client.get("/v1/alerts?kind=notSyncing"))["data"] as? [Any]
@@ -137,11 +133,11 @@ struct EngineTimerTests {
     @Test("a restart on the same data directory keeps devices, counters, dedupe and lookups by id")
     func restartKeepsState() async throws {
         let dir = temporaryDirectory()
-        let first = TestService(store: try SQLiteStore(directory: dir, synchronous: .normal))
+        let first = TestService(store: .local(try SQLiteStore(directory: dir, synchronous: .normal)))
         try await first.test { client in
             for i in 0..<3 { try await client.post(batch(device: "d\(i)", healthyEvents)) }
         }
-        let second = TestService(store: try SQLiteStore(directory: dir, synchronous: .normal))
+        let second = TestService(store: .local(try SQLiteStore(directory: dir, synchronous: .normal)))
         try await second.test { client in
             #expect(try json(try await client.get("/v1/summary"))["devices"] as? Int == 3)
             // Found by id alone (without appId) after the restart too.

@@ -6,8 +6,10 @@ import HummingbirdTesting
 import NIOCore
 import SyncHealthCore
 import SyncHealthStore
+import SyncHealthTestSupport
 import Testing
 @testable import SyncHealthServer
+import SyncHealthEngine
 
 @Suite("POST /v1/events")
 struct EventsEndpointTests {
@@ -30,7 +32,7 @@ struct EventsEndpointTests {
     func directResponseMatchesEncoder() throws {
         for (accepted, duplicates) in [(0, 0), (1, 0), (0, 1), (1000, 999), (Int.max, 7)] {
             let receipt = IngestReceipt(accepted: accepted, duplicates: duplicates)
-            let direct = try EventsRoutes.body(receipt, rejected: [])
+            let direct = try IngestBody.body(receipt, rejected: [])
             let encoded = try JSONResponse.encoder.encode(IngestResponseDTO(accepted: accepted, duplicates: duplicates, rejected: []))
             #expect(direct == ByteBuffer(bytes: encoded), "\(String(buffer: direct))")
         }
@@ -220,7 +222,7 @@ struct EventsEndpointTests {
     @Test("when the store cannot commit, the request gets 503 and nothing of it is applied")
     func commitFailure() async throws {
         let store = InMemoryStore()
-        let service = TestService(store: store)
+        let service = TestService(store: .local(store))
         try await service.test { client in
             store.failNextCommit(with: CancellationError())
             let failed = try await client.post(batch(healthyEvents))

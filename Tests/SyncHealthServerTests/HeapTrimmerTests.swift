@@ -4,8 +4,10 @@ import Glibc
 import Logging
 import ServiceLifecycle
 import Synchronization
+import SyncHealthTestSupport
 import Testing
 @testable import SyncHealthServer
+import SyncHealthEngine
 
 @Suite("Heap trimmer")
 struct HeapTrimmerTests {

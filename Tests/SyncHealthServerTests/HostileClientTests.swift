@@ -2,6 +2,7 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
+import SyncHealthTestSupport
 import Testing
 
 /// A raw TCP connection to a live server, for clients that misbehave.

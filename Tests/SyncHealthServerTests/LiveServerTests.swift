@@ -3,6 +3,7 @@ import Foundation
 import FoundationNetworking
 #endif
 import Synchronization
+import SyncHealthTestSupport
 import Testing
 
 /// The built `synchealth` binary, next to the test bundle.
@@ -76,6 +77,15 @@ final class LiveServer: @unchecked Sendable {
         return process.terminationStatus
     }
 
+    /// Waits (a few seconds at most) until `/readyz` passes: the port opens while the engine still loads its state.
+    func waitUntilReady() async throws {
+        let deadline = Date().addingTimeInterval(10)
+        while try await request("GET", "/readyz").status != 200 {
+            guard Date() < deadline else { throw StartFailed(description: "the server never became ready") }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
+
     /// One HTTP request.
     func request(_ method: String, _ path: String, key: String? = nil, body: Data? = nil, headers: [String: String] = [:]) async throws -> (status: Int, body: Data, headers: [String: String]) {
         var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)\(path)")!)
@@ -104,7 +114,7 @@ struct LiveServerTests {
         let ingest = try #require(keys["ingestKey"])
         let admin = try #require(keys["adminKey"])
 
-        #expect(try await server.request("GET", "/readyz").status == 200)
+        try await server.waitUntilReady()
         let body = Data(#"{"device": {"deviceId": "live-1", "appId": "com.example"}, "events": [{"eventId": "a", "occurredAt": "2026-11-22T10:00:00Z", "kind": "network", "available": true}]}"#.utf8)
         let posted = try await server.request("POST", "/v1/events", key: ingest, body: body)
         #expect(posted.status == 202)
@@ -121,6 +131,7 @@ struct LiveServerTests {
 
         // The same keys are used again on the next start, and the state is still there.
         let again = try LiveServer(dataDirectory: server.dataDirectory)
+        try await again.waitUntilReady()
         #expect(try await again.request("GET", "/v1/devices/live-1", key: admin).status == 200)
         #expect(again.stop() == 0)
     }

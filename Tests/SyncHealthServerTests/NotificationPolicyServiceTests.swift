@@ -9,6 +9,7 @@ import SyncHealthTestSupport
 import SyncHealthWebhooks
 import Testing
 @testable import SyncHealthServer
+import SyncHealthEngine
 
 /// The delivered payloads, in order.
 func payloads(_ transport: RecordingTransport) -> [[String: Any]] {
@@ -79,7 +80,7 @@ struct NotificationPolicyServiceTests {
     func failedCommitTakesBackDecisions() async throws {
         let transport = RecordingTransport()
         let store = InMemoryStore()
-        let service = TestService(store: store, transport: transport, webhooks: Self.allowPrivate)
+        let service = TestService(store: .local(store), transport: transport, webhooks: Self.allowPrivate)
         try await service.test { client in
             _ = try await createWebhook(client, url: "http://127.0.0.1:9/hook")
             try await Self.fireAndRecoverThrice(client, service)
@@ -99,7 +100,7 @@ struct NotificationPolicyServiceTests {
     func failedSharedTransactionTakesBackDecisions(_ sqlState: String) async throws {
         let url = try await PostgresTesting.freshDatabase()
         let transport = RecordingTransport()
-        let service = TestService(store: try PostgresStore(url: url, logger: testLogger()), transport: transport, webhooks: Self.allowPrivate)
+        let service = TestService(store: .shared(try PostgresStore(url: url, logger: testLogger())), transport: transport, webhooks: Self.allowPrivate)
         try await service.test { client in
             _ = try await createWebhook(client, url: "http://127.0.0.1:9/hook")
             try await Self.fireAndRecoverThrice(client, service)

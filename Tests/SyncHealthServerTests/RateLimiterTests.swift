@@ -1,16 +1,18 @@
+import SyncHealthTestSupport
 import Testing
 @testable import SyncHealthCore
 @testable import SyncHealthServer
+import SyncHealthEngine
 
 /// The per-device limiter keeps at most about `maxBuckets` buckets, in shards that are swept one at a time.
 @Suite("Rate limiter capacity")
 struct RateLimiterTests {
     static let t0 = Timestamp(microseconds: 1_000_000_000)
     /// 64 shards of 2 buckets; a token a second, bursts of 100.
-    static func limiter() -> RateLimiter { RateLimiter(limit: .init(perSecond: 1, burst: 100), maxBuckets: 128) }
+    static func limiter() -> RateLimiter<String> { RateLimiter(limit: .init(perSecond: 1, burst: 100), maxBuckets: 128) }
 
     /// `count` keys other than `key` that share its shard, and one that does not.
-    static func neighbours(of key: String, in limiter: RateLimiter, count: Int) -> (same: [String], other: String) {
+    static func neighbours(of key: String, in limiter: RateLimiter<String>, count: Int) -> (same: [String], other: String) {
         let shard = limiter.buckets.withLock { $0.shard(of: key) }
         var same: [String] = []
         var other: String?
@@ -28,7 +30,7 @@ struct RateLimiterTests {
     }
 
     /// Takes tokens from `key` until one is refused; returns how many were allowed.
-    static func drain(_ limiter: RateLimiter, _ key: String, at now: Timestamp) -> Int {
+    static func drain(_ limiter: RateLimiter<String>, _ key: String, at now: Timestamp) -> Int {
         var allowed = 0
         while limiter.take(key, now: now).allowed { allowed += 1 }
         return allowed
@@ -36,7 +38,7 @@ struct RateLimiterTests {
 
     /// A limiter whose shard of "hot" is full at `t0`: "hot" drained, and `same[0]` holding one token taken; `other`
     /// drained in another shard. `same[1]` shares the shard and is not there yet.
-    static func fullShard() -> (limiter: RateLimiter, same: [String], other: String) {
+    static func fullShard() -> (limiter: RateLimiter<String>, same: [String], other: String) {
         let limiter = Self.limiter()
         let (same, other) = Self.neighbours(of: "hot", in: limiter, count: 2)
         #expect(Self.drain(limiter, "hot", at: Self.t0) == 100)
@@ -46,7 +48,7 @@ struct RateLimiterTests {
     }
 
     /// The keys in the shard of "hot".
-    static func hotShard(_ limiter: RateLimiter) -> Set<String> {
+    static func hotShard(_ limiter: RateLimiter<String>) -> Set<String> {
         limiter.buckets.withLock { $0.withShard(of: "hot") { Set($0.keys) } }
     }
 

@@ -4,8 +4,10 @@ import HummingbirdTesting
 import NIOCore
 import SyncHealthCore
 import SyncHealthStore
+import SyncHealthTestSupport
 import Testing
 @testable import SyncHealthServer
+import SyncHealthEngine
 
 @Suite("Read endpoints: devices, summary, alerts")
 struct ReadEndpointTests {

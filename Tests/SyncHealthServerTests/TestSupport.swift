@@ -13,6 +13,7 @@ import SyncHealthWebhooks
 import Synchronization
 import Testing
 @testable import SyncHealthServer
+@testable import SyncHealthEngine
 
 /// A transport that answers 200 and keeps what it was asked to send.
 final class RecordingTransport: WebhookTransport {
@@ -27,7 +28,6 @@ let ingestKey = "test-ingest"
 let readKey = "test-read"
 let adminKey = "test-admin"
 let testKeys = KeyRing(ingest: [ingestKey], read: [readKey], admin: [adminKey])
-let testStart = Timestamp(rfc3339: "2026-11-22T10:00:00Z") ?? Timestamp(microseconds: 0)
 
 /// A logger that prints nothing, unless SYNCHEALTH_TEST_LOGS is set.
 func testLogger() -> Logger {
@@ -36,24 +36,26 @@ func testLogger() -> Logger {
     return logger
 }
 
-/// Everything a test needs: the app over an engine over a store, and the clock that drives it.
+/// Everything a test needs: the app, built by the application's own builder over a store of the test's, and the
+/// clock that drives it.
 struct TestService {
-    let engine: MonitorEngine
+    let engine: any MonitorEngine
     let clock: ManualClock
     let store: any SyncStore
     let app: Application<RouterResponder<AppRequestContext>>
 
-    init(store: any SyncStore = InMemoryStore(), clock: ManualClock = ManualClock(testStart), configuration: EngineConfiguration = EngineConfiguration(),
+    init(store: MonitorStore = .local(InMemoryStore()), clock: ManualClock = ManualClock(testStart), configuration: EngineConfiguration = EngineConfiguration(),
          transport: any WebhookTransport = RecordingTransport(), webhooks: WebhookConfiguration = WebhookConfiguration(), realTime: Bool = false, limits: RateLimits = RateLimits()) {
-        self.store = store
+        self.store = store.store
         self.clock = clock
-        let serviceClock: any ServiceClock = realTime ? SystemClock() : clock
-        let center = WebhookCenter(store: store, transport: transport, clock: serviceClock, configuration: webhooks, logger: testLogger())
-        engine = MonitorEngine(store: store, clock: serviceClock, configuration: configuration, webhooks: center, logger: testLogger())
-        let router = SyncHealthApplication.makeRouter(engine: engine, keys: testKeys, registry: PrometheusCollectorRegistry(), limits: limits)
+        var service = ServiceConfiguration()
+        service.engine = configuration
+        service.webhooks = webhooks
+        service.rateLimits = limits
         // PostgreSQL's connection pool runs first and stops last, as in the service.
-        let pool: [any Service] = (store as? PostgresStore).map { [$0.service] } ?? []
-        app = Application(router: router, services: pool + [engine, center], logger: testLogger())
+        let pool: (any Service)? = if case .shared(let shared) = store, let postgres = shared as? PostgresStore { postgres.service } else { nil }
+        (app, engine) = SyncHealthApplication.assemble(store: store, storeService: pool, keys: testKeys, configuration: service, transport: transport,
+                                                       clock: realTime ? SystemClock() : clock, registry: PrometheusCollectorRegistry(), logger: testLogger())
     }
 
     /// Runs `body` against the router once the engine is ready.
@@ -76,18 +78,18 @@ enum EngineStore: String, CustomTestStringConvertible {
 
     var testDescription: String { rawValue }
 
-    func make() async throws -> any SyncStore {
+    func make() async throws -> MonitorStore {
         switch self {
-        case .memory: InMemoryStore()
-        case .sqlite: try SQLiteStore(directory: temporaryDirectory(), synchronous: .normal)
-        case .postgres: try PostgresStore(url: try await PostgresTesting.freshDatabase(), logger: testLogger())
+        case .memory: .local(InMemoryStore())
+        case .sqlite: .local(try SQLiteStore(directory: temporaryDirectory(), synchronous: .normal))
+        case .postgres: .shared(try PostgresStore(url: try await PostgresTesting.freshDatabase(), logger: testLogger()))
         }
     }
 }
 
 struct NotReady: Error {}
 
-func waitUntilReady(_ engine: MonitorEngine) async throws {
+func waitUntilReady(_ engine: any MonitorEngine) async throws {
     for _ in 0..<500 {
         if engine.isReady { return }
         try await Task.sleep(for: .milliseconds(10))
@@ -110,35 +112,6 @@ func headers(_ key: String?, _ extra: HTTPFields = [:]) -> HTTPFields {
     if let key { fields[.authorization] = "Bearer \(key)" }
     return fields
 }
-
-/// A JSON event body.
-func event(_ id: String, _ at: String, _ fields: String) -> String {
-    #"{"eventId": "\#(id)", "occurredAt": "\#(at)", \#(fields)}"#
-}
-
-/// A JSON event body at the test's start time.
-func event(_ id: String, _ fields: String) -> String {
-    event(id, "2026-11-22T10:00:00Z", fields)
-}
-
-func batch(device: String = "dev-1", app: String = "com.example.notes", container: String? = "iCloud.com.example.notes", _ events: [String]) -> ByteBuffer {
-    let containerField = container.map { #", "containerId": "\#($0)""# } ?? ""
-    return ByteBuffer(string: #"{"device": {"deviceId": "\#(device)", "appId": "\#(app)"\#(containerField), "platform": "iOS"}, "events": [\#(events.joined(separator: ","))]}"#)
-}
-
-let healthyEvents = [
-    event("h1", #""kind": "account", "status": "available""#),
-    event("h2", #""kind": "network", "available": true"#),
-    event("h3", "2026-11-22T10:00:01Z", #""kind": "activity", "phase": "setup", "state": "succeeded""#),
-    event("h4", "2026-11-22T10:00:02Z", #""kind": "activity", "phase": "import", "state": "succeeded""#),
-    event("h5", "2026-11-22T10:00:03Z", #""kind": "activity", "phase": "export", "state": "succeeded""#),
-]
-
-let notSyncingEvents = [
-    event("n1", #""kind": "account", "status": "available""#),
-    event("n2", #""kind": "network", "available": true"#),
-    event("n3", "2026-11-22T10:00:01Z", #""kind": "activity", "phase": "setup", "state": "succeeded""#),
-]
 
 /// Decodes a JSON object body.
 func json(_ response: TestResponse) throws -> [String: Any] {

@@ -8,8 +8,10 @@ import Synchronization
 import SyncHealthCore
 import SyncHealthStore
 import SyncHealthWebhooks
+import SyncHealthTestSupport
 import Testing
 @testable import SyncHealthServer
+import SyncHealthEngine
 
 /// A real HTTP receiver on loopback: records every request and answers as told.
 final class TestReceiver: Sendable {
@@ -83,7 +85,6 @@ func withReceiver<T: Sendable>(_ receiver: TestReceiver, port: Int = 0, _ body: 
     }
 }
 
-let urgentError = #""kind": "activity", "phase": "export", "state": "failed", "error": {"domain": "CKErrorDomain", "code": 5}"#
 
 func createWebhook(_ client: any TestClientProtocol, url: String, kinds: [String] = []) async throws -> [String: Any] {
     let kindList = kinds.map { "\"\($0)\"" }.joined(separator: ",")
@@ -185,7 +186,7 @@ struct WebhookTests {
         // Find a free port, then leave it closed: connections are refused.
         let probe = TestReceiver()
         let port = try await withReceiver(probe) { $0 }
-        let first = TestService(store: try SQLiteStore(directory: dir, synchronous: .normal), transport: CurlTransport(), webhooks: webhookConfiguration, realTime: true)
+        let first = TestService(store: .local(try SQLiteStore(directory: dir, synchronous: .normal)), transport: CurlTransport(), webhooks: webhookConfiguration, realTime: true)
         try await first.test { client in
             _ = try await createWebhook(client, url: "http://127.0.0.1:\(port)/hook")
             // Three devices break and recover: six messages, two per device, in fire-then-resolve order.
@@ -198,7 +199,7 @@ struct WebhookTests {
         }
         // Restarted while the receiver is still down; then the receiver comes back on the same port.
         let receiver = TestReceiver()
-        let second = TestService(store: try SQLiteStore(directory: dir, synchronous: .normal), transport: CurlTransport(), webhooks: webhookConfiguration, realTime: true)
+        let second = TestService(store: .local(try SQLiteStore(directory: dir, synchronous: .normal)), transport: CurlTransport(), webhooks: webhookConfiguration, realTime: true)
         try await second.test { client in
             try await Task.sleep(for: .milliseconds(200))
             try await withReceiver(receiver, port: port) { _ in

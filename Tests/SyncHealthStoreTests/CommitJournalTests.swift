@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Synchronization
+import SyncHealthTestSupport
 import Testing
 import SyncHealthCore
 @testable import SyncHealthStore

@@ -1,3 +1,4 @@
+import SyncHealthTestSupport
 import Testing
 import SyncHealthCore
 @testable import SyncHealthStore

@@ -51,12 +51,6 @@ func withPostgresStore<T>(deliveryLease: Duration = .seconds(60), _ body: (Postg
     }
 }
 
-func temporaryDirectory() -> String {
-    let dir = NSTemporaryDirectory() + "synchealth-test-" + UUID().uuidString
-    try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-    return dir
-}
-
 let t0 = Timestamp(microseconds: 1_795_000_000_000_000)
 
 /// A record that exercises every field of the binary form.

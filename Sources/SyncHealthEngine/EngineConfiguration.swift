@@ -49,4 +49,10 @@ public struct IngestReceipt: Sendable, Equatable {
     public var accepted: Int
     /// Events whose id the device had sent before.
     public var duplicates: Int
+
+    /// Creates a receipt.
+    public init(accepted: Int, duplicates: Int) {
+        self.accepted = accepted
+        self.duplicates = duplicates
+    }
 }

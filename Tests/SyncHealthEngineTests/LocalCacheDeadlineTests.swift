@@ -1,13 +1,14 @@
 import SyncHealthCore
+import SyncHealthTestSupport
 import Testing
-@testable import SyncHealthServer
+@testable import SyncHealthEngine
 
 /// The cache's timer heap: a device's deadline comes due once, at its latest value, whatever moved it meanwhile.
 @Suite("Cache deadlines")
-struct CacheDeadlineTests {
+struct LocalCacheDeadlineTests {
     /// A cache with `count` devices.
-    static func cache(devices count: Int) -> Cache {
-        var cache = Cache()
+    static func cache(devices count: Int) -> LocalCache {
+        var cache = LocalCache()
         for i in 0..<count {
             let record = DeviceRecord(key: DeviceKey(appId: "com.example", deviceId: "dev-\(i)"), firstSeenAt: testStart)
             _ = cache.append(record, contribution: record.fleetContribution(now: testStart, configuration: AlertConfiguration()))

@@ -42,6 +42,8 @@ public final class WebhookCenter: Service, Sendable {
     let clock: any ServiceClock
     let configuration: WebhookConfiguration
     let logger: Logger
+    /// Whether other processes may change the subscriptions (a shared store): then they are read again before use.
+    let reloadsBeforeUse: Bool
     let subscriptions = Mutex<[String: WebhookSubscription]>([:])
     let wake = WakeSignal()
     /// Signalled by the first `load()`.
@@ -51,9 +53,11 @@ public final class WebhookCenter: Service, Sendable {
     let delivered = Counter(label: "synchealth_webhook_delivered_total")
     let failed = Counter(label: "synchealth_webhook_failed_total")
 
-    /// Creates the center.
-    public init(store: any SyncStore, transport: any WebhookTransport, clock: any ServiceClock, configuration: WebhookConfiguration, logger: Logger) {
+    /// Creates the center. `reloadsBeforeUse` when other replicas share the store and may change the subscriptions.
+    public init(store: any SyncStore, transport: any WebhookTransport, clock: any ServiceClock, configuration: WebhookConfiguration,
+                reloadsBeforeUse: Bool = false, logger: Logger) {
         self.store = store
+        self.reloadsBeforeUse = reloadsBeforeUse
         self.transport = transport
         self.clock = clock
         self.configuration = configuration
@@ -67,9 +71,9 @@ public final class WebhookCenter: Service, Sendable {
         if !loaded.exchange(true, ordering: .acquiringAndReleasing) { loadedSignal.signal() }
     }
 
-    /// Active subscriptions that want `kind`.
-    func subscribers(of kind: AlertKind) -> [WebhookSubscription] {
-        subscriptions.withLock { $0.values.filter { $0.wants(kind) }.sorted { $0.id < $1.id } }
+    /// Active subscriptions that want `alert`, in id order.
+    func subscribers(for alert: AlertRecord) -> [WebhookSubscription] {
+        subscriptions.withLock { $0.values.filter { $0.wants(alert.kind) }.sorted { $0.id < $1.id } }
     }
 
     /// Tells the delivery loop that new messages are waiting.
@@ -92,7 +96,7 @@ public final class WebhookCenter: Service, Sendable {
         } catch {
             throw WebhookError.invalidURL(error.description)
         }
-        let subscription = WebhookSubscription(id: "wh_" + GeneratedKeys.randomToken().prefix(22), url: url, kinds: parsedKinds,
+        let subscription = WebhookSubscription(id: "wh_" + RandomToken.make().prefix(22), url: url, kinds: parsedKinds,
                                                description: description, secret: WebhookSigner.makeSecret(), createdAt: clock.now)
         try await management { try await store.saveWebhook(subscription) }
         subscriptions.withLock { $0[subscription.id] = subscription }
@@ -126,7 +130,7 @@ public final class WebhookCenter: Service, Sendable {
     /// With a store shared by several replicas, another replica may have changed the subscriptions: the
     /// cache is reloaded before each use (the table is small).
     func refreshIfShared() async throws {
-        if store is any SharedSyncStore { try await load() }
+        if reloadsBeforeUse { try await load() }
     }
 
     /// Deletes a subscription with its pending messages and log.
@@ -288,40 +292,4 @@ public final class WebhookCenter: Service, Sendable {
         let wait = Timestamp(seconds: date.timeIntervalSince1970) - now
         return wait > .zero ? wait : .zero
     }
-}
-
-/// Outbox messages for alert transitions.
-enum OutboxBuilder {
-    /// The line of one device's alerts of one kind: messages on a line are delivered in order.
-    static func orderingKey(_ key: DeviceKey, _ kind: AlertKind) -> String {
-        "d\u{1}\(key.appId)\u{1}\(key.deviceId)\u{1}\(kind.rawValue)"
-    }
-
-    /// The device of a device line.
-    static func deviceKey(orderingKey: String) -> DeviceKey? {
-        let parts = orderingKey.split(separator: "\u{1}", omittingEmptySubsequences: false)
-        guard parts.count == 4, parts[0] == "d" else { return nil }
-        return DeviceKey(appId: String(parts[1]), deviceId: String(parts[2]))
-    }
-
-    /// The messages for one alert change, one per interested subscription.
-    static func messages(for alert: AlertRecord, change: AlertTransition.Change, orderingKey: String,
-                         subscribers: [WebhookSubscription], now: Timestamp) -> [OutboxMessage] {
-        guard !subscribers.isEmpty else { return [] }
-        let payload = WebhookPayload(type: change == .fire ? "alert.firing" : "alert.resolved", timestamp: now.rfc3339, data: AlertDTO(alert))
-        guard let data = try? JSONResponse.encoder.encode(payload) else { return [] }
-        let body = String(decoding: data, as: UTF8.self)
-        return subscribers.map { subscription in
-            // Deterministic, so that the same transition written twice is one message (and one webhook-id).
-            OutboxMessage(id: "msg_" + AlertIdentity.digest([alert.id, change.rawValue, subscription.id]),
-                          webhookId: subscription.id, orderingKey: orderingKey, payload: body, createdAt: now, nextAttemptAt: now)
-        }
-    }
-}
-
-/// `{"type", "timestamp", "data": {alert}}`.
-struct WebhookPayload: Encodable {
-    let type: String
-    let timestamp: String
-    let data: AlertDTO
 }

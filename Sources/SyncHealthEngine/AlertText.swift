@@ -6,7 +6,7 @@ enum AlertText {
     static func record(for transition: AlertTransition, device: DeviceRecord) -> AlertRecord {
         let (summary, detail) = text(transition.kind, device: device)
         return AlertRecord(
-            id: AlertIdentity.id(subject: AlertIdentity.subject(device.key), kind: transition.kind, startsAt: transition.startsAt),
+            id: AlertIdentity.id(subject: .device(device.key), kind: transition.kind, startsAt: transition.startsAt),
             kind: transition.kind,
             state: transition.change == .fire ? .firing : .resolved,
             deviceId: device.key.deviceId,
@@ -21,7 +21,7 @@ enum AlertText {
 
     static func record(for transition: AlertTransition, containerId: String, counts: FleetCounts) -> AlertRecord {
         AlertRecord(
-            id: AlertIdentity.id(subject: AlertIdentity.subject(containerId: containerId), kind: .fleetDegraded, startsAt: transition.startsAt),
+            id: AlertIdentity.id(subject: .container(containerId), kind: .fleetDegraded, startsAt: transition.startsAt),
             kind: .fleetDegraded,
             state: transition.change == .fire ? .firing : .resolved,
             deviceId: nil,
@@ -32,6 +32,23 @@ enum AlertText {
             summary: "Sync is broken on \(counts.activeBroken) of \(counts.active) active devices of \(containerId)",
             detail: "\(counts.activeBroken) of \(counts.active) active devices are broken (error, notSyncing or unknown); \(counts.notSyncing) are not syncing."
         )
+    }
+
+    /// The message that tells ops an alert started flapping, and that its changes are held until it is stable.
+    static func flapping(_ alert: AlertRecord, configuration: NotificationPolicy.Configuration) -> AlertRecord {
+        var told = alert
+        let window = Int(configuration.flapWindow.secondsValue / 60)
+        told.detail += " Flapping: this alert fired more than \(configuration.flapThreshold) times in \(window) min;"
+            + " further changes are not delivered until it has been stable for \(window) min."
+        return told
+    }
+
+    /// A fleet alert's resolve, noting the device alert changes held back while it fired.
+    static func heldBack(_ alert: AlertRecord, count: Int) -> AlertRecord {
+        guard count > 0 else { return alert }
+        var told = alert
+        told.detail += " \(count) device alert changes of this container were held back while it fired; GET /v1/alerts lists them."
+        return told
     }
 
     /// The firing alerts of a device, as records.

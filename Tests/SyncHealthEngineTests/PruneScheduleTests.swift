@@ -1,6 +1,8 @@
 import SyncHealthCore
+import SyncHealthTestSupport
 import Testing
-@testable import SyncHealthServer
+
+@testable import SyncHealthEngine
 
 @Suite("Prune schedule")
 struct PruneScheduleTests {

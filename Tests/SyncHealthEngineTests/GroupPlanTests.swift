@@ -2,11 +2,12 @@ import Foundation
 import NIOCore
 import SyncHealthCore
 import SyncHealthStore
+import SyncHealthTestSupport
 import Testing
-@testable import SyncHealthServer
+@testable import SyncHealthEngine
 
 @Suite("A group's plan, without a server")
-struct PlanTests {
+struct GroupPlanTests {
     static let hook = WebhookSubscription(id: "wh_1", url: "http://127.0.0.1:9/hook", kinds: [], description: nil, secret: "s",
                                           createdAt: testStart)
 
@@ -14,9 +15,11 @@ struct PlanTests {
         try EventBatch.decode(json: Data(buffer: body))
     }
 
-    static func make(_ batches: [EventBatch], cache: inout Cache) -> Plan {
-        Plan.make(batches: batches, seen: batches.map { _ in [] }, due: [], cache: &cache, now: testStart, configuration: EngineConfiguration(),
-                  subscribers: { _ in [hook] })
+    static func make(_ batches: [EventBatch]) -> GroupPlan {
+        var policy = NotificationPolicy()
+        return GroupPlan.make(batches: batches, seen: batches.map { _ in [] }, due: [], devices: DeviceTable(), counters: FleetCounters(),
+                              fleetAlerts: FleetAlerts(), policy: &policy, now: testStart, configuration: EngineConfiguration(),
+                              subscribers: { _ in [hook] })
     }
 
     @Test("one device's fire, resolve and fire again in one group are one incident, told once as firing")
@@ -25,8 +28,7 @@ struct PlanTests {
                                            event("f0", "2026-11-22T10:00:10Z", urgentError)]))
         let recover = try Self.decoded(batch([event("s0", "2026-11-22T10:00:14Z", #""kind": "activity", "phase": "export", "state": "started""#)]))
         let fireAgain = try Self.decoded(batch([event("f1", "2026-11-22T10:00:18Z", urgentError), event("f0", "2026-11-22T10:00:10Z", urgentError)]))
-        var cache = Cache()
-        let plan = Self.make([fire, recover, fireAgain], cache: &cache)
+        let plan = Self.make([fire, recover, fireAgain])
         // Every transition of a group happens at its `now`: taken one request at a time, the two incidents would
         // share an id, and the second firing message would be the first one's duplicate.
         #expect(plan.transitions.map(\.change) == [.fire])
@@ -45,8 +47,7 @@ struct PlanTests {
         let a = try Self.decoded(batch(device: "a", [event("n", #""kind": "network", "available": true"#), event("f", "2026-11-22T10:00:01Z", urgentError)]))
         let b = try Self.decoded(batch(device: "b", healthyEvents))
         let a2 = try Self.decoded(batch(device: "a", [event("s", "2026-11-22T10:00:02Z", #""kind": "activity", "phase": "export", "state": "succeeded""#)]))
-        var cache = Cache()
-        let plan = Self.make([a, b, a2], cache: &cache)
+        let plan = Self.make([a, b, a2])
         // a's error is followed by a success within the group: evaluated once, it never fired.
         #expect(plan.transitions.isEmpty)
         #expect(plan.touched.map(\.record.key.deviceId) == ["a", "b"])

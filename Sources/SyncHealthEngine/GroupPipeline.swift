@@ -1,0 +1,126 @@
+import Logging
+import ServiceLifecycle
+import SyncHealthCore
+import SyncHealthStore
+
+/// What the two pipelines do differently; `run()`'s lifecycle, pruning and reporting are the same for both.
+protocol GroupPipeline: AnyObject, Sendable {
+    var queue: IngestQueue { get }
+    var clock: any ServiceClock { get }
+    var configuration: EngineConfiguration { get }
+    var webhooks: WebhookCenter { get }
+    var logger: Logger { get }
+    var metrics: EngineMetrics { get }
+    /// The store, for what both pipelines do alike (pruning, alerts, closing).
+    var syncStore: any SyncStore { get }
+
+    /// Readies the store and the state before the first group.
+    func prepare() async throws
+    /// Serves one group: queued requests and due timers. Returns whether there was anything to do.
+    func step(now: Timestamp) async -> Bool
+    /// When the loop must look again even if no request arrives.
+    func nextWake(now: Timestamp) async -> Timestamp?
+    /// Metadata for the ready log line.
+    var readyMetadata: Logger.Metadata { get }
+}
+
+extension GroupPipeline {
+    /// Prepares, then serves groups until graceful shutdown or cancellation. Requests already queued at shutdown
+    /// are committed before it returns; then the store is closed.
+    func runPipeline() async throws {
+        do {
+            // A shutdown while the store is still unreachable (a database that does not answer) ends the wait.
+            try await cancelWhenGracefulShutdown { try await self.prepare() }
+        } catch {
+            if Task.isShuttingDownGracefully || Task.isCancelled {
+                queue.set(.stopped)
+                try? await syncStore.close()
+                logger.info("Monitor engine stopped before it was ready")
+                return
+            }
+            // postgres-nio hides the server's message from the plain description; the reflection has it.
+            logger.error("Monitor engine could not load the store", metadata: ["error": "\(String(reflecting: error))"])
+            throw error
+        }
+        queue.set(.ready)
+        logger.info("Monitor engine ready", metadata: readyMetadata)
+        await withGracefulShutdownHandler {
+            await self.loop()
+        } onGracefulShutdown: {
+            self.queue.set(.stopping)
+            self.queue.wake.signal()
+        }
+        // Serve whatever was accepted before the shutdown began.
+        while await step(now: clock.now) {}
+        queue.set(.stopped)
+        try await syncStore.close()
+        logger.info("Monitor engine stopped")
+    }
+
+    private func loop() async {
+        var pruning = PruneSchedule(start: clock.now)
+        while queue.phase == .ready, !Task.isCancelled {
+            let now = clock.now
+            let worked = await step(now: now)
+            if await prune(&pruning, now: now) || worked { continue }
+            await queue.wake.wait(until: await nextWake(now: now), clock: clock)
+        }
+    }
+
+    /// Forgets one batch of event ids older than the dedupe retention window when a pass is under way (one
+    /// starts every hour), so that a pass runs between groups. Returns whether more batches are waiting.
+    private func prune(_ schedule: inout PruneSchedule, now: Timestamp) async -> Bool {
+        guard let cutoff = schedule.cutoff(now: now, retention: configuration.dedupeRetention) else { return false }
+        do {
+            let removed = try await syncStore.pruneEventIds(recordedBefore: cutoff, limit: configuration.pruneBatchSize)
+            schedule.removed(removed, limit: configuration.pruneBatchSize)
+            if !schedule.passUnderWay { logger.debug("Pruned event ids", metadata: ["events.pruned": "\(schedule.lastPassRemoved)"]) }
+        } catch {
+            schedule.abandonPass()
+            logger.error("Pruning event ids failed", metadata: ["error": "\(error)"])
+        }
+        return schedule.passUnderWay
+    }
+
+    /// A store read; a failure is logged and answered as `storeUnavailable`.
+    func read<T>(_ body: () async throws -> T) async throws(EngineError) -> T {
+        do {
+            return try await body()
+        } catch {
+            logger.error("Store read failed", metadata: ["error": "\(error)"])
+            throw .storeUnavailable
+        }
+    }
+
+    func readAlerts(_ query: AlertQuery) async throws(EngineError) -> AlertPage {
+        try queue.checkReadable()
+        return try await read { try await syncStore.alerts(query) }
+    }
+
+    /// After a commit: metrics and logs of the transitions, a nudge to the webhook sender, and the answers.
+    func finish(_ jobs: [IngestJob], plan: GroupPlan, started: ContinuousClock.Instant) {
+        metrics.commitDuration.recordNanoseconds(Int64((ContinuousClock.now - started).microseconds) * 1000)
+        metrics.commits.increment()
+        metrics.groupSize.record(jobs.count)
+        for transition in plan.transitions {
+            guard let counters = metrics.transitions[transition.kind] else { continue }
+            (transition.change == .fire ? counters.fire : counters.resolve).increment()
+            logger.info(transition.change == .fire ? "Alert fired" : "Alert resolved",
+                        metadata: ["alert.kind": "\(transition.kind.rawValue)", "alert.id": "\(transition.id)"])
+        }
+        if !plan.changes.outbox.isEmpty { webhooks.notify() }
+        for (job, receipt) in zip(jobs, plan.receipts) {
+            metrics.eventsAccepted.increment(by: receipt.accepted)
+            metrics.eventsDuplicate.increment(by: receipt.duplicates)
+            metrics.eventsRejected.increment(by: job.batch.rejected.count)
+            job.continuation.resume(returning: .success(receipt))
+        }
+    }
+
+    /// Answers every request of a failed group.
+    func fail(_ jobs: [IngestJob], error: any Error) {
+        metrics.commitFailures.increment()
+        logger.error("Store commit failed; the group was not applied", metadata: ["error": "\(error)", "group.requests": "\(jobs.count)"])
+        for job in jobs { job.continuation.resume(returning: .failure(.storeUnavailable)) }
+    }
+}

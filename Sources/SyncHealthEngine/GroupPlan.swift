@@ -1,0 +1,218 @@
+import SyncHealthCore
+import SyncHealthStore
+
+/// The new states of one group (queued requests, due timers, settling lines), computed on copies and written
+/// in one transaction; the local pipeline installs it in its cache only after the commit.
+///
+/// A value with no I/O: `make` reads a device table and decides on the notification policy in place (copying the
+/// policy costs in proportion to the alerts of the last hour); the caller takes those decisions back if the
+/// commit fails.
+struct GroupPlan {
+    /// A device the group changed, or looked at to settle a line.
+    struct Touched {
+        /// Its position in the table, or `nil` for a new device.
+        var index: Int?
+        var record: DeviceRecord
+        /// Its part of the fleet counters: as counted before the group until `count()`, then after.
+        var contribution: FleetContribution
+        /// When its timers next need it.
+        var deadline: Timestamp?
+    }
+
+    /// An alert that fired or resolved in the group.
+    struct Transition: Equatable {
+        var id: String
+        var kind: AlertKind
+        var change: AlertTransition.Change
+    }
+
+    /// What to write. Its `eventIds` stay empty: a store records the claimed ids itself
+    /// (`SyncStore.commit(claiming:at:plan:)`), and the shared pipeline sets them from `StoreChanges.newIds`.
+    var changes: StoreChanges
+    /// One per request, in order.
+    var receipts: [IngestReceipt] = []
+    /// In first-touch order.
+    var touched: [Touched] = []
+    /// The counters after the group (the shared pipeline starts from zero: these are then its deltas).
+    var counters: FleetCounters
+    var fleetAlerts: FleetAlerts
+    var transitions: [Transition] = []
+    /// Containers a touched device left or joined, sorted: the fleet rule is evaluated for these.
+    var containers: [String] = []
+
+    /// Plans a group over `devices`, deciding on `policy` in place.
+    ///
+    /// - Parameters:
+    ///   - seen: per batch, the ids its device sent before this group.
+    ///   - due: positions in `devices` whose timers came due.
+    ///   - subscribers: the subscriptions that want an alert.
+    static func make(batches: some Collection<EventBatch>, seen: [Set<String>], due: [Int], devices: DeviceTable, counters: FleetCounters,
+                     fleetAlerts: FleetAlerts, policy: inout NotificationPolicy, now: Timestamp, configuration: EngineConfiguration,
+                     subscribers: @escaping (AlertRecord) -> [WebhookSubscription]) -> GroupPlan {
+        var planner = GroupPlanner(devices: devices, now: now, configuration: configuration, subscribers: subscribers,
+                                   plan: GroupPlan(changes: StoreChanges(recordedAt: now), counters: counters, fleetAlerts: fleetAlerts))
+        planner.apply(batches, seen: seen, policy: &policy)
+        planner.evaluate(due: due, policy: &policy)
+        planner.settle(policy: &policy)
+        planner.count()
+        return planner.plan
+    }
+}
+
+/// Builds a `GroupPlan` step by step.
+private struct GroupPlanner {
+    let devices: DeviceTable
+    let now: Timestamp
+    let configuration: EngineConfiguration
+    let subscribers: (AlertRecord) -> [WebhookSubscription]
+    var plan: GroupPlan
+    /// Each touched device's place in `plan.touched`.
+    var slot: [DeviceKey: Int] = [:]
+
+    init(devices: DeviceTable, now: Timestamp, configuration: EngineConfiguration, subscribers: @escaping (AlertRecord) -> [WebhookSubscription],
+         plan: GroupPlan) {
+        self.devices = devices
+        self.now = now
+        self.configuration = configuration
+        self.subscribers = subscribers
+        self.plan = plan
+    }
+
+    /// The slot of `key`, touching it first if needed: a new device starts as `make()` builds it.
+    mutating func touch(_ key: DeviceKey, make: () -> DeviceRecord) -> Int {
+        if let s = slot[key] { return s }
+        let index = devices.index[key]
+        let record = index.map { devices.records[$0] } ?? make()
+        let contribution = index.map { devices.contributions[$0] } ?? record.fleetContribution(now: now, configuration: configuration.alerts)
+        // A device touched only to settle a line keeps its timers: start from what they are now.
+        var probe = record
+        let evaluation = probe.evaluateAlerts(now: now, configuration: configuration.alerts)
+        plan.touched.append(GroupPlan.Touched(index: index, record: record, contribution: contribution,
+                                              deadline: evaluation.transitions.isEmpty ? evaluation.nextDeadline : now))
+        slot[key] = plan.touched.count - 1
+        return plan.touched.count - 1
+    }
+
+    /// Records a device's transitions, and the messages the policy lets through.
+    mutating func record(_ transitions: [AlertTransition], of device: DeviceRecord, policy: inout NotificationPolicy) {
+        for transition in transitions {
+            let alert = AlertText.record(for: transition, device: device)
+            plan.changes.alerts.append(alert)
+            plan.transitions.append(GroupPlan.Transition(id: alert.id, kind: alert.kind, change: transition.change))
+            let line = AlertLine.device(device.key, alert.kind)
+            let fleetFiring = device.info.containerId.map { plan.fleetAlerts.firing[$0] != nil } ?? false
+            switch policy.decide(key: line, containerId: device.info.containerId, transition: transition, fleetFiring: fleetFiring, now: now) {
+            case .deliver(let flapping):
+                let told = flapping ? AlertText.flapping(alert, configuration: configuration.notifications) : alert
+                plan.changes.outbox += OutboxBuilder.messages(for: told, change: transition.change, line: line, subscribers: subscribers(told), now: now)
+            case .suppressFlapping, .holdForFleet:
+                break
+            }
+        }
+    }
+
+    /// Applies the requests. A device's requests in one group are applied together, at its last one, and evaluated
+    /// once: every transition of the group happens at `now`, so a fire, resolve and fire again would be one
+    /// incident id.
+    mutating func apply(_ batches: some Collection<EventBatch>, seen: [Set<String>], policy: inout NotificationPolicy) {
+        // A device with several requests in the group: the ids its earlier requests brought are duplicates in the
+        // later ones. Kept only for such devices; most have one request.
+        var requestsOf: [DeviceKey: Int] = [:]
+        for batch in batches { requestsOf[batch.key, default: 0] += 1 }
+        var seenInGroup: [DeviceKey: Set<String>] = [:]
+        var gathered: [DeviceKey: (events: [DeviceEvent], requests: Int)] = [:]
+
+        for (batch, seenIds) in zip(batches, seen) {
+            let key = batch.key
+            let now = now
+            let s = touch(key) { DeviceRecord(key: key, info: batch.info, firstSeenAt: now) }
+            let requests = requestsOf[key, default: 0]
+            let (fresh, duplicates): ([DeviceEvent], Int)
+            if requests > 1 {
+                var inGroup = seenInGroup[key] ?? []
+                (fresh, duplicates) = batch.events.removingDuplicates { seenIds.contains($0) || inGroup.contains($0) }
+                for event in fresh { inGroup.insert(event.eventId) }
+                seenInGroup[key] = inGroup
+            } else {
+                (fresh, duplicates) = batch.events.removingDuplicates { seenIds.contains($0) }
+            }
+            plan.receipts.append(IngestReceipt(accepted: fresh.count, duplicates: duplicates))
+            var events = fresh
+            if requests > 1 {
+                let earlier = gathered[key, default: (events: [], requests: 0)]
+                guard earlier.requests + 1 == requests else {
+                    gathered[key] = (earlier.events + fresh, earlier.requests + 1)
+                    continue
+                }
+                events = earlier.events + fresh
+            }
+            var device = plan.touched[s].record
+            let result = device.ingest(events, info: batch.info, now: now, skew: configuration.skew, configuration: configuration.alerts)
+            record(result.transitions, of: device, policy: &policy)
+            plan.touched[s].record = device
+            plan.touched[s].deadline = result.nextDeadline
+        }
+    }
+
+    /// Evaluates the devices whose timers came due.
+    mutating func evaluate(due: [Int], policy: inout NotificationPolicy) {
+        for i in due {
+            let stored = devices.records[i]
+            let s = touch(stored.key) { stored }
+            var device = plan.touched[s].record
+            let evaluation = device.evaluateAlerts(now: now, configuration: configuration.alerts)
+            record(evaluation.transitions, of: device, policy: &policy)
+            plan.touched[s].record = device
+            plan.touched[s].deadline = evaluation.nextDeadline
+        }
+    }
+
+    /// Flapping alerts that have been quiet for a window: tells ops the state they have not heard.
+    mutating func settle(policy: inout NotificationPolicy) {
+        for (line, transition) in policy.settle(now: now) {
+            guard let key = line.deviceKey, let i = devices.index[key] else { continue }
+            let stored = devices.records[i]
+            let s = touch(key) { stored }
+            let alert = AlertText.record(for: transition, device: plan.touched[s].record)
+            plan.changes.outbox += OutboxBuilder.messages(for: alert, change: transition.change, line: line, subscribers: subscribers(alert), now: now)
+        }
+    }
+
+    /// The fleet counters after the group, and the containers whose fleet rule must be evaluated.
+    mutating func count() {
+        var containers = Set<String>()
+        for s in plan.touched.indices {
+            let old = plan.touched[s].index.map { _ in plan.touched[s].contribution }
+            let new = plan.touched[s].record.fleetContribution(now: now, configuration: configuration.alerts)
+            plan.counters.replace(old, with: new)
+            if let c = old?.containerId { containers.insert(c) }
+            if let c = new.containerId { containers.insert(c) }
+            plan.touched[s].contribution = new
+        }
+        plan.containers = containers.sorted()
+        plan.changes.devices = plan.touched.map(\.record)
+        for item in plan.touched {
+            if let deadline = item.deadline { plan.changes.deadlines[item.record.key] = deadline }
+        }
+    }
+}
+
+extension GroupPlan {
+    /// Evaluates the fleet rule of every container the group touched, given their counts after the group.
+    mutating func evaluateFleet(counts countsOf: (String) -> FleetCounts, policy: inout NotificationPolicy, now: Timestamp,
+                                configuration: EngineConfiguration, subscribers: (AlertRecord) -> [WebhookSubscription]) {
+        for container in containers {
+            let counts = countsOf(container)
+            guard let transition = fleetAlerts.evaluate(containerId: container, counts: counts, now: now, configuration: configuration.alerts) else { continue }
+            var alert = AlertText.record(for: transition, containerId: container, counts: counts)
+            if transition.change == .resolve {
+                alert = AlertText.heldBack(alert, count: policy.takeHeldBack(containerId: container))
+            }
+            changes.alerts.append(alert)
+            changes.fleetAlerts.append((container, transition.change == .fire ? transition.startsAt : nil))
+            transitions.append(Transition(id: alert.id, kind: .fleetDegraded, change: transition.change))
+            changes.outbox += OutboxBuilder.messages(for: alert, change: transition.change, line: .container(container),
+                                                     subscribers: subscribers(alert), now: now)
+        }
+    }
+}

@@ -1,0 +1,76 @@
+import Synchronization
+import SyncHealthCore
+
+/// The front both pipelines share: the requests waiting for a group, and the engine's phase.
+///
+/// Requests are answered through their continuation once the group that holds them commits or fails.
+final class IngestQueue: Sendable {
+    enum Phase: UInt8 {
+        case starting, ready, stopping, stopped
+    }
+
+    private let jobs = Mutex<[IngestJob]>([])
+    private let phaseValue = Atomic<UInt8>(Phase.starting.rawValue)
+    /// Signalled when a request arrives or shutdown begins; the pipeline's loop waits on it.
+    let wake = WakeSignal()
+    private let capacity: Int
+    private let metrics: EngineMetrics
+
+    init(capacity: Int, metrics: EngineMetrics) {
+        self.capacity = capacity
+        self.metrics = metrics
+    }
+
+    var phase: Phase { Phase(rawValue: phaseValue.load(ordering: .acquiring)) ?? .stopped }
+
+    func set(_ phase: Phase) {
+        phaseValue.store(phase.rawValue, ordering: .releasing)
+    }
+
+    var isReady: Bool { phase == .ready }
+
+    /// Reads are refused until the state is loaded.
+    func checkReadable() throws(EngineError) {
+        if phase == .starting { throw .starting }
+    }
+
+    /// Queues a batch and waits for the group that commits it.
+    func submit(_ batch: EventBatch) async throws(EngineError) -> IngestReceipt {
+        let phase = self.phase
+        guard phase == .ready || phase == .starting else { throw .stopping }
+        if batch.events.isEmpty { return IngestReceipt(accepted: 0, duplicates: 0) }
+        let result: Result<IngestReceipt, EngineError> = await withCheckedContinuation { continuation in
+            let accepted = jobs.withLock { jobs -> Bool in
+                guard jobs.count < capacity else { return false }
+                jobs.append(IngestJob(batch: batch, continuation: continuation))
+                return true
+            }
+            if accepted {
+                wake.signal()
+            } else {
+                metrics.queueShed.increment()
+                continuation.resume(returning: .failure(.overloaded))
+            }
+        }
+        return try result.get()
+    }
+
+    /// Up to `limit` queued requests, oldest first.
+    func take(limit: Int) -> [IngestJob] {
+        jobs.withLock { jobs -> [IngestJob] in
+            let n = min(jobs.count, limit)
+            let taken = Array(jobs.prefix(n))
+            jobs.removeFirst(n)
+            return taken
+        }
+    }
+}
+
+/// A queued request.
+struct IngestJob {
+    var batch: EventBatch
+    var continuation: CheckedContinuation<Result<IngestReceipt, EngineError>, Never>
+
+    /// The (device, event ids) pair a group claims for it.
+    var claim: (key: DeviceKey, eventIds: [String]) { (batch.key, batch.events.map(\.eventId)) }
+}

@@ -1,0 +1,186 @@
+import Logging
+import Synchronization
+import SyncHealthCore
+import SyncHealthStore
+
+/// The monitor over a store that this process alone writes (SQLite, or memory in tests).
+///
+/// Every device is cached in memory, with its timers and the fleet counters; the cache is the authority between
+/// commits and is rebuilt from the store at start. One serialized pipeline applies batches and timers in group
+/// commits: record the event ids (learning which were seen before), plan the new states on copies, write them and
+/// commit; only then install them in the cache and answer the requests. A failed commit changes nothing, and its
+/// requests get `EngineError.storeUnavailable`.
+public final class LocalMonitor: MonitorEngine, GroupPipeline {
+    public let configuration: EngineConfiguration
+    public let clock: any ServiceClock
+    public let webhooks: WebhookCenter
+    let store: any SyncStore
+    let logger: Logger
+    let metrics: EngineMetrics
+    let queue: IngestQueue
+    let cache = Mutex(LocalCache())
+
+    /// Creates a monitor over `store`. Call `run()` (as a service) to load the state and serve.
+    public init(store: any SyncStore, clock: any ServiceClock, configuration: EngineConfiguration = EngineConfiguration(),
+                webhooks: WebhookCenter, logger: Logger) {
+        self.store = store
+        self.clock = clock
+        self.configuration = configuration
+        self.webhooks = webhooks
+        self.logger = logger
+        self.metrics = EngineMetrics()
+        self.queue = IngestQueue(capacity: configuration.maxQueuedRequests, metrics: metrics)
+    }
+
+    public func run() async throws { try await runPipeline() }
+
+    public var isReady: Bool { queue.isReady }
+
+    /// The number of devices tracked.
+    public var deviceCount: Int { cache.withLock { $0.devices.count } }
+
+    // MARK: Writes and reads
+
+    public func ingest(_ batch: EventBatch) async throws(EngineError) -> IngestReceipt {
+        try await queue.submit(batch)
+    }
+
+    public func device(_ key: DeviceKey) async throws(EngineError) -> DeviceSnapshot? {
+        try queue.checkReadable()
+        let now = clock.now
+        return cache.withLock { c in
+            c.devices.index[key].map { DeviceSnapshot(record: c.devices.records[$0], now: now, configuration: configuration.alerts) }
+        }
+    }
+
+    public func devices(withId deviceId: String) async throws(EngineError) -> [DeviceKey] {
+        try queue.checkReadable()
+        return cache.withLock { $0.devices.keys(deviceId: deviceId) }
+    }
+
+    public func devices(_ filter: DeviceFilter, after cursor: Int, limit: Int) async throws(EngineError) -> DevicePage {
+        try queue.checkReadable()
+        let now = clock.now
+        // At most `scanBudget` devices are looked at per page, a chunk per hold of the cache lock: one hold over
+        // the whole budget would stall every commit and read behind it. Positions only grow, so a page taken over
+        // several holds lists each device once.
+        let scanBudget = 200_000
+        let start = max(0, cursor)
+        let chunk = max(1, configuration.listScanChunk)
+        var result: [DeviceSnapshot] = []
+        var index = start
+        var total = 0
+        repeat {
+            let end = min(index + chunk, start + scanBudget)
+            (index, total) = cache.withLock { c in
+                var i = index
+                while i < min(end, c.devices.count), result.count < limit {
+                    if filter.matches(c.devices.contributions[i]) {
+                        result.append(DeviceSnapshot(record: c.devices.records[i], now: now, configuration: configuration.alerts))
+                    }
+                    i += 1
+                }
+                return (i, c.devices.count)
+            }
+        } while index < total && result.count < limit && index - start < scanBudget
+        return DevicePage(devices: result, nextCursor: index < total ? index : nil)
+    }
+
+    public func summary(_ scope: FleetScope) async throws(EngineError) -> FleetCounts {
+        try queue.checkReadable()
+        return cache.withLock { $0.counters[scope] }
+    }
+
+    public func alerts(_ query: AlertQuery) async throws(EngineError) -> AlertPage {
+        try await readAlerts(query)
+    }
+
+    // MARK: The pipeline
+
+    var syncStore: any SyncStore { store }
+
+    var readyMetadata: Logger.Metadata { ["devices.count": "\(deviceCount)", "store.shared": "false"] }
+
+    /// Rebuilds the cache from the store: devices, fleet counters, timers.
+    func prepare() async throws {
+        try await webhooks.load()
+        let state = try await store.loadState()
+        let now = clock.now
+        let alerts = configuration.alerts
+        cache.withLock { c in
+            c = LocalCache()
+            c.policy = NotificationPolicy(configuration: configuration.notifications)
+            c.devices.index.reserveCapacity(state.devices.count)
+            for record in state.devices {
+                let contribution = record.fleetContribution(now: now, configuration: alerts)
+                let i = c.append(record, contribution: contribution)
+                c.counters.replace(nil, with: contribution)
+                // Evaluate a copy: anything that came due while the server was down is served at once,
+                // through the pipeline, so that its transitions are committed like any other.
+                var probe = record
+                let evaluation = probe.evaluateAlerts(now: now, configuration: alerts)
+                c.setDeadline(evaluation.transitions.isEmpty ? evaluation.nextDeadline : now, for: i)
+                for (kind, _) in record.firingAlerts { c.firing[kind, default: 0] += 1 }
+            }
+            c.fleetAlerts = FleetAlerts(firing: state.fleetAlerts)
+            c.firing[.fleetDegraded] = state.fleetAlerts.count
+        }
+        metrics.devices.record(state.devices.count)
+        updateFiringGauges()
+    }
+
+    func nextWake(now: Timestamp) async -> Timestamp? {
+        cache.withLock { c in [c.deadlines.min?.at, c.policy.nextSettleTime].compactMap { $0 }.min() }
+    }
+
+    func step(now: Timestamp) async -> Bool {
+        let jobs = queue.take(limit: configuration.maxGroupRequests)
+        let (due, settling) = cache.withLock { c in
+            (c.popDue(now: now, limit: configuration.maxTimersPerGroup), c.policy.nextSettleTime.map { $0 <= now } ?? false)
+        }
+        if jobs.isEmpty && due.isEmpty && !settling { return false }
+
+        let started = ContinuousClock.now
+        let plan: GroupPlan
+        do {
+            // Dedupe, plan and write in one store transaction; the plan is computed on copies of the cache.
+            plan = try await store.commit(claiming: jobs.map(\.claim), at: now) { seen in self.plan(jobs, seen: seen, due: due, now: now) }
+        } catch {
+            cache.withLock { c in
+                c.policy.discardChanges()
+                // The timers come back a second later.
+                for i in due { c.setDeadline(now + .seconds(1), for: i) }
+            }
+            fail(jobs, error: error)
+            return true
+        }
+        let deviceCount = cache.withLock { c in
+            c.install(plan)
+            return c.devices.count
+        }
+        metrics.devices.record(deviceCount)
+        if !plan.transitions.isEmpty { updateFiringGauges() }
+        finish(jobs, plan: plan, started: started)
+        return true
+    }
+
+    /// Plans a group on the cache; only the notification policy is changed in place (kept by `install`, taken
+    /// back on failure).
+    private func plan(_ jobs: [IngestJob], seen: [Set<String>], due: [Int], now: Timestamp) -> (changes: StoreChanges, result: GroupPlan) {
+        cache.withLock { c in
+            c.policy.beginChanges()
+            var plan = GroupPlan.make(batches: jobs.lazy.map(\.batch), seen: seen, due: due, devices: c.devices, counters: c.counters,
+                                      fleetAlerts: c.fleetAlerts, policy: &c.policy, now: now, configuration: configuration,
+                                      subscribers: webhooks.subscribers(for:))
+            let counters = plan.counters
+            plan.evaluateFleet(counts: { counters[FleetScope(containerId: $0)] }, policy: &c.policy, now: now, configuration: configuration,
+                               subscribers: webhooks.subscribers(for:))
+            return (plan.changes, plan)
+        }
+    }
+
+    private func updateFiringGauges() {
+        let firing = cache.withLock { $0.firing }
+        for kind in AlertKind.allCases { metrics.firing[kind]?.record(firing[kind] ?? 0) }
+    }
+}

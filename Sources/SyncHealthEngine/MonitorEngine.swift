@@ -1,0 +1,135 @@
+import Logging
+import ServiceLifecycle
+import SyncHealthCore
+import SyncHealthStore
+import SyncHealthWebhooks
+
+/// The running monitor, as the HTTP routes and the other services use it: ingestion, reads, and the webhook
+/// subscriptions. Two types implement it, one per kind of store:
+///
+/// - `LocalMonitor`, over a store that one process owns (SQLite, or memory in tests): every device is cached in
+///   memory, and the cache is the authority between commits.
+/// - `SharedMonitor`, over a store that several replicas share (PostgreSQL): nothing about devices is cached; the
+///   database is the authority, and every group locks the devices it changes.
+///
+/// Both run as a service: `run()` loads or prepares the store, then commits groups (queued requests, due timers)
+/// until graceful shutdown, and commits what was accepted before it returns.
+public protocol MonitorEngine: Service, Sendable {
+    /// The service's clock.
+    var clock: any ServiceClock { get }
+    /// Tunables.
+    var configuration: EngineConfiguration { get }
+    /// Subscriptions and their delivery.
+    var webhooks: WebhookCenter { get }
+    /// Whether the state is loaded and the pipeline runs.
+    var isReady: Bool { get }
+
+    /// Applies a decoded batch and returns once it is durable.
+    ///
+    /// - Throws: `EngineError.overloaded` when too many requests wait, `.stopping` during shutdown,
+    ///   `.storeUnavailable` when the commit failed (nothing was applied).
+    func ingest(_ batch: EventBatch) async throws(EngineError) -> IngestReceipt
+    /// A device's state now, or `nil` if unknown.
+    func device(_ key: DeviceKey) async throws(EngineError) -> DeviceSnapshot?
+    /// Every device with `deviceId`, in any app (for lookups that leave out the app).
+    func devices(withId deviceId: String) async throws(EngineError) -> [DeviceKey]
+    /// A page of devices matching `filter`, in first-seen order.
+    func devices(_ filter: DeviceFilter, after cursor: Int, limit: Int) async throws(EngineError) -> DevicePage
+    /// The fleet counters of a scope, O(1) in the fleet's size.
+    func summary(_ scope: FleetScope) async throws(EngineError) -> FleetCounts
+    /// A page of alerts, newest first.
+    func alerts(_ query: AlertQuery) async throws(EngineError) -> AlertPage
+}
+
+extension MonitorEngine {
+    /// The clock's current time.
+    public var now: Timestamp { clock.now }
+}
+
+/// The store an engine runs over, which decides its pipeline.
+public enum MonitorStore: Sendable {
+    /// A store one process owns: `LocalMonitor`.
+    case local(any SyncStore)
+    /// A store several replicas share: `SharedMonitor`.
+    case shared(any SharedSyncStore)
+
+    /// The store.
+    public var store: any SyncStore {
+        switch self {
+        case .local(let store): store
+        case .shared(let store): store
+        }
+    }
+
+    /// Builds the engine for this store, with its webhook center.
+    public func makeEngine(clock: any ServiceClock, configuration: EngineConfiguration, webhooks: WebhookConfiguration,
+                           transport: any WebhookTransport, logger: Logger) -> any MonitorEngine {
+        switch self {
+        case .local(let store):
+            let center = WebhookCenter(store: store, transport: transport, clock: clock, configuration: webhooks, reloadsBeforeUse: false, logger: logger)
+            return LocalMonitor(store: store, clock: clock, configuration: configuration, webhooks: center, logger: logger)
+        case .shared(let store):
+            // Another replica may change the subscriptions: they are read again before each use.
+            let center = WebhookCenter(store: store, transport: transport, clock: clock, configuration: webhooks, reloadsBeforeUse: true, logger: logger)
+            return SharedMonitor(store: store, clock: clock, configuration: configuration, webhooks: center, logger: logger)
+        }
+    }
+}
+
+/// A device's state as the API shows it.
+public struct DeviceSnapshot: Sendable {
+    /// The record.
+    public var record: DeviceRecord
+    /// Whether the device is silent now.
+    public var silent: Bool
+    /// Its firing alerts.
+    public var alerts: [AlertRecord]
+
+    init(record: DeviceRecord, now: Timestamp, configuration: AlertConfiguration) {
+        self.record = record
+        self.silent = record.isSilent(now: now, configuration: configuration)
+        self.alerts = AlertText.firing(record)
+    }
+}
+
+/// Filters of `GET /v1/devices`.
+public struct DeviceFilter: Sendable {
+    /// Only this summary value.
+    public var summary: SyncStateSummary?
+    /// Only broken (`true`) or only not broken (`false`) devices.
+    public var broken: Bool?
+    /// Only this app.
+    public var appId: String?
+    /// Only this container.
+    public var containerId: String?
+
+    /// Creates a filter.
+    public init(summary: SyncStateSummary? = nil, broken: Bool? = nil, appId: String? = nil, containerId: String? = nil) {
+        self.summary = summary
+        self.broken = broken
+        self.appId = appId
+        self.containerId = containerId
+    }
+
+    /// Whether a device matches, from its fleet contribution alone (which carries its app, container and summary).
+    func matches(_ contribution: FleetContribution) -> Bool {
+        if let appId, contribution.appId != appId { return false }
+        if let containerId, contribution.containerId != containerId { return false }
+        if let summary, contribution.summary != summary { return false }
+        if let broken, contribution.summary.isBroken != broken { return false }
+        return true
+    }
+
+    /// The same filters, as a shared store's query.
+    var query: DeviceQuery {
+        DeviceQuery(appId: appId, containerId: containerId, summary: summary, broken: broken)
+    }
+}
+
+/// A page of devices.
+public struct DevicePage: Sendable {
+    /// The devices.
+    public var devices: [DeviceSnapshot]
+    /// Where the next page starts, or `nil` at the end.
+    public var nextCursor: Int?
+}

@@ -1,0 +1,61 @@
+import Foundation
+import SyncHealthCore
+import SyncHealthStore
+
+/// Outbox messages for alert transitions.
+enum OutboxBuilder {
+    /// Sorted keys, so that the same alert is always the same bytes.
+    static let encoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return encoder
+    }()
+
+    /// The messages for one alert change on `line`, one per interested subscription. Messages of one line are
+    /// delivered in order.
+    static func messages(for alert: AlertRecord, change: AlertTransition.Change, line: AlertLine,
+                         subscribers: [WebhookSubscription], now: Timestamp) -> [OutboxMessage] {
+        guard !subscribers.isEmpty else { return [] }
+        let payload = WebhookPayload(type: change == .fire ? "alert.firing" : "alert.resolved", timestamp: now.rfc3339, data: AlertJSON(alert))
+        guard let data = try? encoder.encode(payload) else { return [] }
+        let body = String(decoding: data, as: UTF8.self)
+        let orderingKey = line.storageKey
+        return subscribers.map { subscription in
+            // Deterministic, so that the same transition written twice is one message (and one webhook-id).
+            OutboxMessage(id: "msg_" + AlertIdentity.digest([alert.id, change.rawValue, subscription.id]),
+                          webhookId: subscription.id, orderingKey: orderingKey, payload: body, createdAt: now, nextAttemptAt: now)
+        }
+    }
+}
+
+/// `{"type", "timestamp", "data": {alert}}`.
+struct WebhookPayload: Encodable {
+    let type: String
+    let timestamp: String
+    let data: AlertJSON
+}
+
+/// An alert as the API and webhooks show it:
+/// `{"id", "kind", "state", "deviceId", "appId", "containerId", "startsAt", "endsAt", "summary", "detail"}`.
+public struct AlertJSON: Encodable, Sendable {
+    let alert: AlertRecord
+
+    /// Wraps an alert.
+    public init(_ alert: AlertRecord) { self.alert = alert }
+
+    enum Key: String, CodingKey { case id, kind, state, deviceId, appId, containerId, startsAt, endsAt, summary, detail }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: Key.self)
+        try c.encode(alert.id, forKey: .id)
+        try c.encode(alert.kind.rawValue, forKey: .kind)
+        try c.encode(alert.state.rawValue, forKey: .state)
+        try c.encode(alert.deviceId, forKey: .deviceId)
+        try c.encode(alert.appId, forKey: .appId)
+        try c.encode(alert.containerId, forKey: .containerId)
+        try c.encode(alert.startsAt.rfc3339, forKey: .startsAt)
+        try c.encode(alert.endsAt?.rfc3339, forKey: .endsAt)
+        try c.encode(alert.summary, forKey: .summary)
+        try c.encode(alert.detail, forKey: .detail)
+    }
+}
