@@ -26,12 +26,17 @@ let package = Package(
         .package(url: "https://github.com/adam-fowler/compress-nio", from: "1.5.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+        // The device side: the monitor both build, and the client that `synchealth simulate` sends through.
+        .package(path: "Client"),
     ],
     targets: [
-        // Pure domain: the per-device monitor, error classes, alert rules, fleet counters. No I/O, no clock.
+        // Pure domain: alert rules, fleet counters, the notification policy, the batch decoder, over the device monitor
+        // (`Client/Sources/SyncHealthMonitor`). No I/O, no clock.
         .target(
             name: "SyncHealthCore",
             dependencies: [
+                // The per-device monitor, shared with the client package (one module, not a copy).
+                .product(name: "SyncHealthMonitor", package: "Client"),
                 // A heap for the notification policy's settle queue: a data structure, no I/O.
                 .product(name: "HeapModule", package: "swift-collections"),
             ],
@@ -151,7 +156,10 @@ let package = Package(
             ],
             path: "Tests/SyncHealthTestSupport"
         ),
-        .testTarget(name: "SyncHealthCoreTests", dependencies: ["SyncHealthCore", "SyncHealthTestSupport"]),
+        .testTarget(
+            name: "SyncHealthCoreTests",
+            dependencies: ["SyncHealthCore", "SyncHealthTestSupport", .product(name: "SyncHealthMonitorTestKit", package: "Client")]
+        ),
         .testTarget(
             name: "SyncHealthStoreTests",
             dependencies: ["SyncHealthStore", "SyncHealthPostgres", "SyncHealthCore", "SyncHealthTestSupport",

@@ -1,6 +1,7 @@
 import Foundation
 @testable import SyncHealthCore
 import SyncHealthTestSupport
+import SyncHealthMonitorTestKit
 import Testing
 
 /// The byte-level event decoder against the `JSONDecoder`-based one it replaced (`ReferenceDecoder`): the same

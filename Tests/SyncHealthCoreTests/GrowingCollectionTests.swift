@@ -1,3 +1,4 @@
+import SyncHealthMonitorTestKit
 import Testing
 import SyncHealthTestSupport
 @testable import SyncHealthCore

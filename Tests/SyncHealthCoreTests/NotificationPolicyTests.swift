@@ -1,3 +1,4 @@
+import SyncHealthMonitorTestKit
 import Testing
 @testable import SyncHealthCore
 

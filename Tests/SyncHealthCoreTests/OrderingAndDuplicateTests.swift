@@ -1,4 +1,5 @@
 import SyncHealthTestSupport
+import SyncHealthMonitorTestKit
 import Testing
 @testable import SyncHealthCore
 

@@ -1,4 +1,5 @@
 import Foundation
+import SyncHealthMonitorTestKit
 import Testing
 @testable import SyncHealthCore
 

@@ -6,6 +6,7 @@ public struct Timestamp: Hashable, Comparable, Sendable {
     public var microseconds: Int64
 
     /// Creates a timestamp from microseconds since the Unix epoch.
+    @inlinable
     public init(microseconds: Int64) {
         self.microseconds = microseconds
     }
@@ -30,19 +31,23 @@ public struct Timestamp: Hashable, Comparable, Sendable {
     /// Whole seconds since the Unix epoch (rounded down).
     public var unixSeconds: Int64 { microseconds >= 0 ? microseconds / 1_000_000 : (microseconds - 999_999) / 1_000_000 }
 
+    @inlinable
     public static func < (lhs: Timestamp, rhs: Timestamp) -> Bool { lhs.microseconds < rhs.microseconds }
 
     /// The timestamp `duration` later, saturating instead of overflowing.
+    @inlinable
     public static func + (lhs: Timestamp, rhs: Duration) -> Timestamp {
         Timestamp(microseconds: lhs.microseconds.addingSaturated(rhs.microseconds))
     }
 
     /// The timestamp `duration` earlier, saturating instead of overflowing.
+    @inlinable
     public static func - (lhs: Timestamp, rhs: Duration) -> Timestamp {
         Timestamp(microseconds: lhs.microseconds.addingSaturated(0 &- rhs.microseconds))
     }
 
     /// The time from `rhs` to `lhs`.
+    @inlinable
     public static func - (lhs: Timestamp, rhs: Timestamp) -> Duration {
         .microseconds(lhs.microseconds.addingSaturated(0 &- rhs.microseconds))
     }
@@ -60,6 +65,7 @@ extension Int64 {
 
 extension Duration {
     /// The duration in whole microseconds (saturating).
+    @inlinable
     public var microseconds: Int64 {
         let (seconds, attoseconds) = components
         let (micros, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000)

@@ -1,5 +1,6 @@
 import Testing
-@testable import SyncHealthCore
+@testable import SyncHealthMonitor
+import SyncHealthMonitorTestKit
 
 @Suite("Part 1 parity: summary table rows")
 struct SummaryRowTests {

@@ -1,0 +1,34 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// The device side of SyncHealth. No third-party dependencies: Foundation and the system zlib only, so that an
+// app adding this package pulls in nothing of the server.
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "SyncHealthClient",
+    platforms: [.iOS(.v17), .macOS(.v14), .tvOS(.v17), .watchOS(.v10), .visionOS(.v1)],
+    products: [
+        /// What an app embeds: the reporter, its event sources and its on-disk queue.
+        .library(name: "SyncHealthClient", targets: ["SyncHealthClient"]),
+        /// The device monitor (CloudKitSyncMonitor's state and summary), which the server runs too.
+        .library(name: "SyncHealthMonitor", targets: ["SyncHealthMonitor"]),
+        /// Fixtures for tests of code built on the monitor.
+        .library(name: "SyncHealthMonitorTestKit", targets: ["SyncHealthMonitorTestKit"]),
+    ],
+    targets: [
+        // Pure: the per-device monitor state, its summary, error classes, timestamps. No Foundation, no I/O, no clock.
+        .target(name: "SyncHealthMonitor", swiftSettings: swiftSettings),
+        .target(name: "SyncHealthMonitorTestKit", dependencies: ["SyncHealthMonitor"], swiftSettings: swiftSettings),
+        // The system zlib, for gzipping batches.
+        .systemLibrary(name: "CSyncHealthZlib", providers: [.apt(["zlib1g-dev"])]),
+        .target(name: "SyncHealthClient", dependencies: ["SyncHealthMonitor", "CSyncHealthZlib"], swiftSettings: swiftSettings),
+        .testTarget(name: "SyncHealthMonitorTests", dependencies: ["SyncHealthMonitor", "SyncHealthMonitorTestKit"], swiftSettings: swiftSettings),
+        .testTarget(name: "SyncHealthClientTests", dependencies: ["SyncHealthClient", "SyncHealthMonitor"], swiftSettings: swiftSettings),
+    ],
+    swiftLanguageModes: [.v6]
+)
