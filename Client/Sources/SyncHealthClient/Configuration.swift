@@ -1,0 +1,131 @@
+public import Foundation
+
+extension SyncHealthReporter {
+    /// How the reporter reaches the server and where it keeps its queue.
+    public struct Configuration: Sendable {
+        /// The server's base URL; events go to `endpoint/v1/events`.
+        public var endpoint: URL
+        /// An ingest key. It is public in effect (anyone can read it out of the app), so bind it to the app on the
+        /// server (`KEY@appId` in `SYNCHEALTH_INGEST_KEYS`).
+        public var ingestKey: String
+        /// The app's id, e.g. its bundle id (1-128 of `A-Z a-z 0-9 . _ : -`).
+        public var appId: String
+        /// The CloudKit container, e.g. `iCloud.com.example.notes`; also the container whose account status is read.
+        public var containerId: String?
+        /// The device's id; `nil` for a random id created on first launch and stored with the queue.
+        public var deviceId: String?
+        /// Where the queue lives; `nil` for `Application Support/SyncHealth/<appId>`.
+        public var storageDirectory: URL?
+
+        /// The most events the queue keeps; when full, the oldest go first.
+        public var maxQueuedEvents = 10_000
+        /// The most bytes the queue keeps; when full, the oldest go first.
+        public var maxQueuedBytes = 5 * 1024 * 1024
+        /// Events per request at most.
+        public var batchSize = 100
+        /// The shortest time between two scheduled sends (`flush()` and going to the background send at once).
+        public var sendInterval: Duration = .seconds(30)
+        /// Backoff after a failed send: the first delay is drawn from `minimumRetryDelay` up, and the ceiling doubles
+        /// with each failure in a row up to `maximumRetryDelay`.
+        public var minimumRetryDelay: Duration = .seconds(5)
+        /// The largest backoff delay.
+        public var maximumRetryDelay: Duration = .seconds(15 * 60)
+        /// Bodies larger than this are gzipped.
+        public var compressAbove = 1024
+        /// Records a heartbeat when the reporter starts, so that the server sees the launch even if nothing syncs.
+        public var heartbeatOnStart = true
+        /// The app's version; by default the bundle's `CFBundleShortVersionString`.
+        public var appVersion: String? = Bundle.main.object(forInfoDictionaryKey: "CFBundleShortVersionString") as? String
+        /// On Apple platforms: read network availability (`NWPathMonitor`) and the iCloud account status (at start
+        /// and on `CKAccountChanged`) without being asked.
+        public var observesNetworkAndAccount = true
+        /// How requests are sent; `URLSession` by default.
+        public var transport: any ReportTransport = URLSessionTransport()
+        /// Where the reporter's log lines go: `os.Logger` on Apple platforms, standard error elsewhere.
+        public var log: @Sendable (String) -> Void = ReporterLog.system
+
+        /// A configuration with the defaults.
+        public init(endpoint: URL, ingestKey: String, appId: String, containerId: String? = nil, deviceId: String? = nil,
+                    storageDirectory: URL? = nil) {
+            self.endpoint = endpoint
+            self.ingestKey = ingestKey
+            self.appId = appId
+            self.containerId = containerId
+            self.deviceId = deviceId
+            self.storageDirectory = storageDirectory
+        }
+
+        /// Checks what the server would refuse, so that a wrong setting fails at start, not at the first send.
+        func validate() throws(SyncHealthReporterError) {
+            func identifier(_ value: String, _ name: String) throws(SyncHealthReporterError) {
+                let allowed = value.unicodeScalars.allSatisfy { ($0.isASCII && (CharacterSet.alphanumerics.contains($0))) || ".-_:".unicodeScalars.contains($0) }
+                guard (1...128).contains(value.count), allowed else {
+                    throw .invalidConfiguration("\(name) must be 1-128 characters of A-Z a-z 0-9 . _ : -")
+                }
+            }
+            try identifier(appId, "appId")
+            if let deviceId { try identifier(deviceId, "deviceId") }
+            guard ["http", "https"].contains(endpoint.scheme?.lowercased() ?? "") else {
+                throw .invalidConfiguration("endpoint must be an http or https URL")
+            }
+            guard !ingestKey.isEmpty else { throw .invalidConfiguration("ingestKey is empty") }
+            guard batchSize >= 1, batchSize <= 1000 else { throw .invalidConfiguration("batchSize must be 1-1000") }
+            guard maxQueuedEvents >= 1, maxQueuedBytes >= 1024 else { throw .invalidConfiguration("the queue limits are too small") }
+        }
+
+        /// The queue's directory.
+        var resolvedStorageDirectory: URL {
+            if let storageDirectory { return storageDirectory }
+            let base = FileManager.default.urls(for: .applicationSupportDirectory, in: .userDomainMask).first
+                ?? FileManager.default.temporaryDirectory
+            return base.appendingPathComponent("SyncHealth", isDirectory: true).appendingPathComponent(appId, isDirectory: true)
+        }
+
+        /// `POST` target.
+        var eventsURL: URL { endpoint.appendingPathComponent("v1").appendingPathComponent("events") }
+    }
+}
+
+/// What can go wrong in reporting.
+public enum SyncHealthReporterError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The configuration cannot work (`init` throws this).
+    case invalidConfiguration(String)
+    /// The server refused the key (`401`) or its scope (`403`): sending stopped until `updateIngestKey(_:)`.
+    case refused(status: Int, detail: String)
+    /// The server asked to wait (`429`/`503` with `Retry-After`); the events stay queued.
+    case rateLimited(retryAfter: Duration)
+    /// The send failed (network, server error); the events stay queued and are retried with backoff.
+    case deliveryFailed(String)
+    /// The queue could not be read or written.
+    case storageFailed(String)
+    /// `shutdown()` was called.
+    case shutDown
+
+    public var description: String {
+        switch self {
+        case .invalidConfiguration(let d): "invalid configuration: \(d)"
+        case .refused(let status, let d): "the server refused the key (\(status)): \(d)"
+        case .rateLimited(let after): "the server asked to wait \(after)"
+        case .deliveryFailed(let d): "delivery failed: \(d)"
+        case .storageFailed(let d): "the queue's storage failed: \(d)"
+        case .shutDown: "the reporter is shut down"
+        }
+    }
+}
+
+/// The default log sinks.
+public enum ReporterLog {
+    /// `os.Logger` (subsystem `SyncHealthClient`) on Apple platforms, standard error elsewhere.
+    public static let system: @Sendable (String) -> Void = { message in
+        #if canImport(os)
+        systemLogger.notice("\(message, privacy: .public)")
+        #else
+        FileHandle.standardError.write(Data(("SyncHealthClient: " + message + "\n").utf8))
+        #endif
+    }
+}
+
+#if canImport(os)
+import os
+private let systemLogger = Logger(subsystem: "SyncHealthClient", category: "reporter")
+#endif

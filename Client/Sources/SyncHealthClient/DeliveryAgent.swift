@@ -1,0 +1,241 @@
+import Foundation
+
+/// Owns the on-disk queue and sends it, one request at a time: a flush racing the scheduled send or a background
+/// transition waits for the send under way, so nothing is sent or removed twice.
+actor DeliveryAgent {
+    private let configuration: SyncHealthReporter.Configuration
+    private let shared: Locked<SyncHealthReporter.Shared>
+    private var ingestKey: String
+    private var queue: EventQueue?
+    private var device: DeviceDescription?
+    private var backoff: Backoff
+    /// No scheduled send before this (backoff or the server's `Retry-After`).
+    private var retryAt: ContinuousClock.Instant?
+    /// Whether `retryAt` is the server's own request (`429`/`503` with `Retry-After`): a flush honours it too.
+    private var serverAskedToWait = false
+    private var lastAttempt: ContinuousClock.Instant?
+    /// Set by `401`/`403`: nothing is sent until the key changes.
+    private var refusal: SyncHealthReporterError?
+    private var sending = false
+    private var sendWaiters: [CheckedContinuation<Void, Never>] = []
+    private var random = SystemRandomNumberGenerator()
+    private let clock = ContinuousClock()
+
+    init(configuration: SyncHealthReporter.Configuration, shared: Locked<SyncHealthReporter.Shared>) {
+        self.configuration = configuration
+        self.shared = shared
+        ingestKey = configuration.ingestKey
+        backoff = Backoff(minimum: configuration.minimumRetryDelay, maximum: configuration.maximumRetryDelay)
+    }
+
+    // MARK: The loop
+
+    /// Sends on schedule until cancelled: when events wait, at most every `sendInterval`, later after failures;
+    /// with an empty queue it sleeps until the next `record` (an idle app is never woken).
+    func run(wakes: AsyncStream<Void>) async {
+        var iterator = wakes.makeAsyncIterator()
+        while !Task.isCancelled {
+            do {
+                try persistInboxOrThrow()
+            } catch {
+                note(.storageFailed("\(error)"))
+            }
+            if let due = nextSend() {
+                if due > clock.now {
+                    do { try await clock.sleep(until: due) } catch { return }
+                    continue
+                }
+                _ = try? await sendAll(flushing: false)
+                continue
+            }
+            guard await iterator.next() != nil else { return }
+        }
+    }
+
+    /// When the next scheduled send is due; `nil` when there is nothing to send or sending is stopped.
+    private func nextSend() -> ContinuousClock.Instant? {
+        guard let queue, !queue.isEmpty, refusal == nil else { return nil }
+        let now = clock.now
+        var due = lastAttempt.map { $0 + configuration.sendInterval } ?? now
+        if let retryAt { due = max(due, retryAt) }
+        return due
+    }
+
+    // MARK: Flush
+
+    func flush() async throws {
+        try await sendAll(flushing: true)
+    }
+
+    func updateIngestKey(_ key: String) {
+        ingestKey = key
+        refusal = nil
+        retryAt = nil
+        serverAskedToWait = false
+        backoff.succeed()
+        shared.withLock { $0.delivery.lastError = nil }
+    }
+
+    func deviceId() throws -> String {
+        _ = try openQueue()
+        return device?.deviceId ?? ""
+    }
+
+    /// Writes recorded events to the queue (at shutdown, so that nothing recorded is lost).
+    func persistInbox() {
+        do { try persistInboxOrThrow() } catch { note(.storageFailed("\(error)")) }
+    }
+
+    // MARK: Sending
+
+    /// Sends the queue, batch after batch, until it is empty or a send fails.
+    private func sendAll(flushing: Bool) async throws {
+        await acquireSending()
+        defer { releaseSending() }
+        do {
+            try persistInboxOrThrow()
+        } catch {
+            note(.storageFailed("\(error)"))
+            throw SyncHealthReporterError.storageFailed("\(error)")
+        }
+        guard let queue, let device else { return }
+        if let refusal { throw refusal }
+        if let retryAt, retryAt > clock.now, !flushing || serverAskedToWait {
+            if flushing { throw SyncHealthReporterError.rateLimited(retryAfter: retryAt - clock.now) }
+            return
+        }
+        guard !queue.isEmpty else { return }
+        do { try queue.synchronize() } catch { note(.storageFailed("\(error)")) }
+        var size = configuration.batchSize
+        while !queue.isEmpty {
+            let batch = Array(queue.pending.prefix(size))
+            lastAttempt = clock.now
+            let outcome = await upload(batch, device: device)
+            do {
+                switch outcome {
+                case .delivered(let accepted, let duplicates, let rejected):
+                    for r in rejected { configuration.log("the server rejected event \(batch[safe: r.index]?.id ?? "?"): \(r.detail)") }
+                    try queue.acknowledge(batch.count)
+                    backoff.succeed()
+                    retryAt = nil
+                    serverAskedToWait = false
+                    update { d in
+                        d.deliveredEvents += accepted + duplicates
+                        d.rejectedEvents += rejected.count
+                        d.lastError = nil
+                    }
+                case .tooLarge:
+                    if batch.count == 1 {
+                        configuration.log("dropped event \(batch[0].id): larger than the server accepts")
+                        try queue.acknowledge(1)
+                        update { $0.rejectedEvents += 1 }
+                    } else {
+                        size = max(1, batch.count / 2)
+                    }
+                case .invalid(let detail):
+                    // The envelope itself (app or device id) is wrong: the same batch can never succeed.
+                    configuration.log("dropped \(batch.count) event(s): the server found the batch invalid: \(detail)")
+                    try queue.acknowledge(batch.count)
+                    update { d in
+                        d.rejectedEvents += batch.count
+                        d.lastError = .deliveryFailed("invalid batch: \(detail)")
+                    }
+                case .refused(let status, let detail):
+                    let error = SyncHealthReporterError.refused(status: status, detail: detail)
+                    refusal = error
+                    configuration.log("sending stopped: \(error)")
+                    note(error)
+                    throw error
+                case .retry(let after, let reason):
+                    let delay = after ?? backoff.fail(using: &random)
+                    serverAskedToWait = after != nil
+                    if after != nil { _ = backoff.fail(using: &random) }
+                    retryAt = clock.now + delay
+                    let error: SyncHealthReporterError = after.map { .rateLimited(retryAfter: $0) } ?? .deliveryFailed(reason)
+                    note(error)
+                    throw error
+                }
+            } catch let error as SyncHealthReporterError {
+                throw error
+            } catch {
+                note(.storageFailed("\(error)"))
+                throw SyncHealthReporterError.storageFailed("\(error)")
+            }
+            update { $0.queuedEvents = queue.count }
+        }
+    }
+
+    /// Posts one batch; a failure to get an answer is a retry.
+    private func upload(_ batch: [EventQueue.Entry], device: DeviceDescription) async -> UploadOutcome {
+        var body = Data(EventJSON.batch(device: device, events: batch.lazy.map(\.json)).utf8)
+        var headers = ["Content-Type": "application/json", "Authorization": "Bearer \(ingestKey)", "User-Agent": "SyncHealthClient/1"]
+        if body.count > configuration.compressAbove, let gzipped = try? Gzip.compress(body) {
+            body = gzipped
+            headers["Content-Encoding"] = "gzip"
+        }
+        do {
+            let response = try await configuration.transport.post(body, to: configuration.eventsURL, headers: headers)
+            return UploadOutcome(status: response.status, headers: response.headers, body: response.body, now: Date())
+        } catch {
+            return .retry(after: nil, reason: "\(error)")
+        }
+    }
+
+    private func acquireSending() async {
+        while sending { await withCheckedContinuation { sendWaiters.append($0) } }
+        sending = true
+    }
+
+    private func releaseSending() {
+        sending = false
+        if !sendWaiters.isEmpty { sendWaiters.removeFirst().resume() }
+    }
+
+    // MARK: The queue
+
+    private func openQueue() throws -> EventQueue {
+        if let queue { return queue }
+        let directory = configuration.resolvedStorageDirectory
+        let opened = try EventQueue(directory: directory, limits: .init(maxEvents: configuration.maxQueuedEvents, maxBytes: configuration.maxQueuedBytes))
+        let deviceId = try configuration.deviceId ?? DeviceIdentity.load(in: directory)
+        device = DeviceDescription(deviceId: deviceId, appId: configuration.appId, containerId: configuration.containerId,
+                                   platform: DeviceIdentity.platform, osVersion: DeviceIdentity.osVersion, appVersion: configuration.appVersion)
+        queue = opened
+        update { $0.queuedEvents = opened.count }
+        return opened
+    }
+
+    /// Moves recorded events from the inbox to the disk queue.
+    private func persistInboxOrThrow() throws {
+        let queue = try openQueue()
+        let recorded = shared.withLock { s -> [DeviceEvent] in
+            defer { s.inbox.removeAll(keepingCapacity: true) }
+            // An id not above the queue's last one (the wall clock stepped back since an earlier launch): the
+            // event was never sent, so it can take a new id.
+            if let last = queue.lastId, let first = s.inbox.first, first.eventId <= last {
+                s.ids = EventIdGenerator(after: last)
+                for i in s.inbox.indices { s.inbox[i].eventId = s.ids.next(unixMillis: 0) }
+            }
+            return s.inbox
+        }
+        guard !recorded.isEmpty else { return }
+        let dropped = try queue.append(recorded.map { EventQueue.Entry(id: $0.eventId, json: EventJSON.encode($0)) })
+        if dropped > 0 { configuration.log("the queue is full: dropped the \(dropped) oldest event(s)") }
+        update { d in
+            d.queuedEvents = queue.count
+            d.droppedEvents += dropped
+        }
+    }
+
+    private func update(_ body: (inout DeliveryStatus) -> Void) {
+        shared.withLock { body(&$0.delivery) }
+    }
+
+    private func note(_ error: SyncHealthReporterError) {
+        update { $0.lastError = error }
+    }
+}
+
+extension Array {
+    subscript(safe index: Int) -> Element? { indices.contains(index) ? self[index] : nil }
+}

@@ -1,0 +1,38 @@
+import Foundation
+
+/// The device's random id, created on first launch and kept with the queue. No identifierForVendor, nothing
+/// personal: deleting the app (or its queue directory) makes a new device.
+enum DeviceIdentity {
+    static func load(in directory: URL) throws -> String {
+        let url = directory.appendingPathComponent("device-id")
+        if let stored = try? String(contentsOf: url, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines), !stored.isEmpty {
+            return stored
+        }
+        let id = UUID().uuidString
+        try Data(id.utf8).write(to: url, options: .atomic)
+        return id
+    }
+
+    static var platform: String {
+        #if os(iOS)
+        "iOS"
+        #elseif os(macOS)
+        "macOS"
+        #elseif os(tvOS)
+        "tvOS"
+        #elseif os(watchOS)
+        "watchOS"
+        #elseif os(visionOS)
+        "visionOS"
+        #elseif os(Linux)
+        "Linux"
+        #else
+        "unknown"
+        #endif
+    }
+
+    static var osVersion: String {
+        let v = ProcessInfo.processInfo.operatingSystemVersion
+        return "\(v.majorVersion).\(v.minorVersion).\(v.patchVersion)"
+    }
+}

@@ -1,0 +1,154 @@
+import Foundation
+
+/// The on-disk queue of events not yet acknowledged by the server.
+///
+/// Events are appended to `events.log`, one line each (`<eventId> <event JSON>`), before any attempt to send
+/// them. A `202` acknowledges a prefix of the queue: the id of its last event is written to `acknowledged`
+/// (atomically, by rename). On open, lines up to that id are skipped, so a kill at any point loses nothing
+/// acknowledged-or-not: at worst a batch is sent again, and the server counts it as duplicates. Ids only grow
+/// (`EventIdGenerator`), so "up to that id" is a string comparison. The log is rewritten without the
+/// acknowledged lines once they make up most of it.
+///
+/// Not thread-safe: one actor (`DeliveryAgent`) owns it.
+final class EventQueue {
+    /// One queued event.
+    struct Entry: Equatable {
+        var id: String
+        var json: String
+        /// Its size in the log, newline included.
+        var size: Int { id.utf8.count + json.utf8.count + 2 }
+    }
+
+    /// How many events and bytes the queue keeps at most.
+    struct Limits: Sendable, Equatable {
+        var maxEvents: Int
+        var maxBytes: Int
+    }
+
+    let directory: URL
+    let limits: Limits
+    private(set) var entries: [Entry] = []
+    private var head = 0
+    private(set) var bytes = 0
+    /// Events dropped because the queue was full, since it was opened.
+    private(set) var droppedCount = 0
+    /// The last id acknowledged (or dropped).
+    private(set) var acknowledgedId: String?
+    /// The largest id ever stored here, acknowledged or not.
+    private(set) var lastId: String?
+    private var handle: FileHandle
+    /// Bytes of the log file that belong to acknowledged lines.
+    private var deadBytes = 0
+
+    private var logURL: URL { directory.appendingPathComponent("events.log") }
+    private var acknowledgedURL: URL { directory.appendingPathComponent("acknowledged") }
+
+    /// Opens (or creates) the queue in `directory`, dropping a last line that a kill cut short.
+    init(directory: URL, limits: Limits) throws {
+        self.directory = directory
+        self.limits = limits
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let ackURL = directory.appendingPathComponent("acknowledged")
+        acknowledgedId = (try? String(contentsOf: ackURL, encoding: .utf8)).map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
+            .flatMap { $0.isEmpty ? nil : $0 }
+        lastId = acknowledgedId
+        let logURL = directory.appendingPathComponent("events.log")
+        if !FileManager.default.fileExists(atPath: logURL.path) {
+            _ = FileManager.default.createFile(atPath: logURL.path, contents: nil)
+        }
+        let data = try Data(contentsOf: logURL)
+        var kept = 0  // bytes of complete lines
+        var start = data.startIndex
+        while let newline = data[start...].firstIndex(of: UInt8(ascii: "\n")) {
+            let line = data[start..<newline]
+            kept = newline + 1 - data.startIndex
+            start = newline + 1
+            guard let space = line.firstIndex(of: UInt8(ascii: " ")) else { deadBytes += line.count + 1; continue }
+            let id = String(decoding: line[..<space], as: UTF8.self)
+            let json = String(decoding: line[(space + 1)...], as: UTF8.self)
+            if let last = lastId, id <= last {
+                deadBytes += line.count + 1
+                continue
+            }
+            lastId = id
+            entries.append(Entry(id: id, json: json))
+            bytes += line.count + 1
+        }
+        handle = try FileHandle(forWritingTo: logURL)
+        if kept < data.count { try handle.truncate(atOffset: UInt64(kept)) }
+        try handle.seekToEnd()
+    }
+
+    deinit { try? handle.close() }
+
+    /// The events not yet acknowledged, oldest first.
+    var pending: ArraySlice<Entry> { entries[head...] }
+
+    var isEmpty: Bool { head == entries.count }
+    var count: Int { entries.count - head }
+
+    /// Appends events (ids larger than any stored), then drops the oldest while the queue is over its limits.
+    /// Returns how many were dropped.
+    @discardableResult
+    func append(_ new: [Entry]) throws -> Int {
+        guard !new.isEmpty else { return 0 }
+        var text = ""
+        for entry in new { text += entry.id + " " + entry.json + "\n" }
+        try handle.write(contentsOf: Data(text.utf8))
+        entries += new
+        bytes += new.reduce(0) { $0 + $1.size }
+        lastId = new.last?.id
+        var dropped = 0
+        while count > 0, count > limits.maxEvents || bytes > limits.maxBytes {
+            bytes -= entries[head].size
+            deadBytes += entries[head].size
+            head += 1
+            dropped += 1
+        }
+        if dropped > 0 {
+            droppedCount += dropped
+            try writeAcknowledged(entries[head - 1].id)
+            try compactIfWorthIt()
+        }
+        return dropped
+    }
+
+    /// Forces the log to stable storage (before it is sent, so that nothing sent can be lost by a power cut).
+    func synchronize() throws {
+        try handle.synchronize()
+    }
+
+    /// Removes the first `n` pending events: the server acknowledged them (or refused them for good).
+    func acknowledge(_ n: Int) throws {
+        let n = min(n, count)
+        guard n > 0 else { return }
+        let removed = entries[head..<(head + n)].reduce(0) { $0 + $1.size }
+        head += n
+        bytes -= removed
+        deadBytes += removed
+        try writeAcknowledged(entries[head - 1].id)
+        try compactIfWorthIt()
+    }
+
+    private func writeAcknowledged(_ id: String) throws {
+        try Data(id.utf8).write(to: acknowledgedURL, options: .atomic)
+        acknowledgedId = id
+    }
+
+    /// Rewrites the log without its acknowledged lines once they are most of it. The acknowledged id stays
+    /// valid either way, so a kill during the rewrite loses nothing.
+    private func compactIfWorthIt() throws {
+        guard deadBytes > 64 * 1024 || (isEmpty && deadBytes > 0) else { return }
+        guard deadBytes >= bytes else { return }
+        let remaining = Array(entries[head...])
+        var text = ""
+        for entry in remaining { text += entry.id + " " + entry.json + "\n" }
+        try Data(text.utf8).write(to: logURL, options: .atomic)
+        try? handle.close()
+        handle = try FileHandle(forWritingTo: logURL)
+        try handle.seekToEnd()
+        entries = remaining
+        head = 0
+        deadBytes = 0
+    }
+}
