@@ -28,7 +28,11 @@ let package = Package(
         .systemLibrary(name: "CSyncHealthZlib", providers: [.apt(["zlib1g-dev"])]),
         .target(name: "SyncHealthClient", dependencies: ["SyncHealthMonitor", "CSyncHealthZlib"], swiftSettings: swiftSettings),
         .testTarget(name: "SyncHealthMonitorTests", dependencies: ["SyncHealthMonitor", "SyncHealthMonitorTestKit"], swiftSettings: swiftSettings),
-        .testTarget(name: "SyncHealthClientTests", dependencies: ["SyncHealthClient", "SyncHealthMonitor"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "SyncHealthClientTests",
+            dependencies: ["SyncHealthClient", "SyncHealthMonitor", "CSyncHealthZlib"],
+            swiftSettings: swiftSettings
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

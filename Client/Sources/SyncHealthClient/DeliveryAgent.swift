@@ -26,6 +26,9 @@ actor DeliveryAgent {
         self.shared = shared
         ingestKey = configuration.ingestKey
         backoff = Backoff(minimum: configuration.minimumRetryDelay, maximum: configuration.maximumRetryDelay)
+        // The first scheduled send waits a whole interval too, so that what an app records at launch (account,
+        // network, setup, import) goes out in one request.
+        lastAttempt = clock.now
     }
 
     // MARK: The loop

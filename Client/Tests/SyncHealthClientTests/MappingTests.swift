@@ -1,0 +1,112 @@
+import Foundation
+import Testing
+@testable import SyncHealthClient
+
+/// A stand-in for `NSPersistentCloudKitContainer.Event`.
+struct FakeContainerEvent: PersistentCloudKitEventDescribing {
+    var phase: Phase?
+    var identifier = UUID()
+    var startDate = Date(timeIntervalSince1970: 1_795_000_000)
+    var endDate: Date?
+    var succeeded = false
+    var error: (any Error)?
+}
+
+/// A CKError as Core Data and CloudKit hand it over, built with Foundation only.
+func ckError(_ code: Int, partial: [Int] = [], retryAfter: Double? = nil) -> NSError {
+    var info: [String: Any] = [NSLocalizedDescriptionKey: "CloudKit error \(code)"]
+    if !partial.isEmpty {
+        var items: [AnyHashable: any Error] = [:]
+        for (i, c) in partial.enumerated() { items["record-\(i)"] = NSError(domain: "CKErrorDomain", code: c) }
+        info["CKPartialErrorsByItemIDKey"] = items
+    }
+    if let retryAfter { info["CKRetryAfter"] = NSNumber(value: retryAfter) }
+    return NSError(domain: "CKErrorDomain", code: code, userInfo: info)
+}
+
+@Suite("Mappings from the sync libraries' events")
+struct MappingTests {
+    @Test("NSPersistentCloudKitContainer: start and end of one activity share its identifier; a start alone is in progress")
+    func containerPair() {
+        var start = FakeContainerEvent(phase: .import)
+        let started = SyncEvent(persistentCloudKitEvent: start)
+        #expect(started == .activity(phase: .import, state: .started, activityId: start.identifier.uuidString, startedAt: start.startDate))
+        start.endDate = start.startDate.addingTimeInterval(2)
+        start.succeeded = true
+        #expect(SyncEvent(persistentCloudKitEvent: start) == .activity(phase: .import, state: .succeeded, activityId: start.identifier.uuidString,
+                                                                        startedAt: start.startDate, endedAt: start.endDate))
+        var monitor = MonitorState()
+        monitor.apply(started!.deviceEvent(id: "1", at: start.startDate, clientSummary: nil), receivedAt: Timestamp(start.startDate))
+        #expect(monitor.importPhase.state.status == .inProgress, "a start without an end never looks like success")
+        #expect(SyncEvent(persistentCloudKitEvent: FakeContainerEvent(phase: nil)) == nil)
+    }
+
+    @Test("NSPersistentCloudKitContainer: a failure carries the CKError code and, for partialFailure, the count per item code")
+    func containerFailure() throws {
+        let event = FakeContainerEvent(phase: .export, endDate: Date(timeIntervalSince1970: 1_795_000_003), succeeded: false,
+                                       error: ckError(2, partial: [14, 14, 25], retryAfter: 12))
+        guard case let .activity(phase, state, _, _, _, error)? = SyncEvent(persistentCloudKitEvent: event) else {
+            Issue.record("not an activity")
+            return
+        }
+        #expect(phase == .export && state == .failed)
+        let report = try #require(error)
+        #expect(report.domain == "CKErrorDomain" && report.code == 2)
+        #expect(report.partialErrors == [14: 2, 25: 1])
+        #expect(report.retryAfterSeconds == 12)
+        #expect(report.errorClass == .userAction, "quotaExceeded (25) is the worst item class")
+    }
+
+    @Test("CKSyncEngine: setup at the first event, fetch is import, send is export with per-code failures, then pending")
+    func syncEngine() throws {
+        var m = SyncEngineMapping()
+        let t0 = Date(timeIntervalSince1970: 1_795_000_000)
+        let first = m.events(for: .willFetchChanges, pendingChanges: 0, now: t0)
+        #expect(first.count == 2)
+        #expect(first[0] == .activity(phase: .setup, state: .succeeded, startedAt: t0, endedAt: t0))
+        guard case let .activity(.import, .started, fetchId?, _, _, _) = first[1] else { throw MappingError() }
+        #expect(m.events(for: .didFetchChanges, pendingChanges: 0, now: t0 + 1)
+            == [.activity(phase: .import, state: .succeeded, activityId: fetchId, startedAt: t0, endedAt: t0 + 1)])
+
+        let send = m.events(for: .willSendChanges, pendingChanges: 3, now: t0 + 2)
+        guard case let .activity(.export, .started, sendId?, _, _, _) = send.first else { throw MappingError() }
+        #expect(m.events(for: .sentRecordZoneChanges(failedCodes: [14, 26]), pendingChanges: 3, now: t0 + 3).isEmpty)
+        #expect(m.events(for: .sentRecordZoneChanges(failedCodes: [14]), pendingChanges: 3, now: t0 + 3).isEmpty)
+        let done = m.events(for: .didSendChanges, pendingChanges: 3, now: t0 + 4)
+        guard case let .activity(.export, .failed, id?, _, _, error?) = done.first else { throw MappingError() }
+        #expect(id == sendId)
+        #expect(error.code == 2 && error.partialErrors == [14: 2, 26: 1])
+        #expect(error.errorClass == .dataLoss)
+        #expect(done.last == .pending(count: 3, oldestPendingAt: t0 + 4))
+        // Still pending at the next send: the oldest keeps its date; zero clears it.
+        _ = m.events(for: .willSendChanges, pendingChanges: 3, now: t0 + 5)
+        #expect(m.events(for: .didSendChanges, pendingChanges: 1, now: t0 + 6).last == .pending(count: 1, oldestPendingAt: t0 + 4))
+        _ = m.events(for: .willSendChanges, pendingChanges: 1, now: t0 + 7)
+        #expect(m.events(for: .didSendChanges, pendingChanges: 0, now: t0 + 8).last == .pending(count: 0, oldestPendingAt: nil))
+    }
+
+    @Test("CKSyncEngine: a zone fetch error fails the import; account changes map to available and noAccount")
+    func syncEngineErrorsAndAccount() throws {
+        var m = SyncEngineMapping()
+        let t0 = Date(timeIntervalSince1970: 1_795_000_000)
+        #expect(m.events(for: .accountChange(.signOut), pendingChanges: 0, now: t0).last == .account(status: .noAccount))
+        #expect(m.events(for: .accountChange(.signIn), pendingChanges: 0, now: t0) == [.account(status: .available)])
+        #expect(m.events(for: .accountChange(.switchAccounts), pendingChanges: 0, now: t0) == [.account(status: .available)])
+        _ = m.events(for: .willFetchChanges, pendingChanges: 0, now: t0)
+        let zoneMissing = SyncErrorReport(error: ckError(26))
+        #expect(m.events(for: .didFetchRecordZoneChanges(error: zoneMissing), pendingChanges: 0, now: t0).isEmpty)
+        guard case let .activity(.import, .failed, _, _, _, error?) = m.events(for: .didFetchChanges, pendingChanges: 0, now: t0).first else {
+            throw MappingError()
+        }
+        #expect(error.code == 26)
+        #expect(m.events(for: .other, pendingChanges: 0, now: t0).isEmpty)
+    }
+
+    @Test("CKAccountStatus raw values map to the contract's account statuses")
+    func accountStatus() {
+        #expect([0, 1, 2, 3, 4, 99].map(AccountStatus.init(cloudKitRawValue:))
+            == [.couldNotDetermine, .available, .restricted, .noAccount, .temporarilyUnavailable, .couldNotDetermine])
+    }
+
+    struct MappingError: Error {}
+}
