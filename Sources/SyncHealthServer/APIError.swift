@@ -12,6 +12,7 @@ public enum APIError: Error, Sendable {
     case unsupportedMediaType(String)
     case unauthorized
     case forbidden(required: KeyScope)
+    case appNotAllowed(appId: String)
     case notFound(String)
     case ambiguousDevice(String)
     case rateLimited(retryAfterSeconds: Int, limit: Int)
@@ -26,7 +27,7 @@ public enum APIError: Error, Sendable {
         case .bodyTooLarge: .contentTooLarge
         case .unsupportedEncoding, .unsupportedMediaType: .unsupportedMediaType
         case .unauthorized: .unauthorized
-        case .forbidden: .forbidden
+        case .forbidden, .appNotAllowed: .forbidden
         case .notFound, .routeNotFound: .notFound
         case .ambiguousDevice: .conflict
         case .rateLimited: .tooManyRequests
@@ -58,6 +59,9 @@ public enum APIError: Error, Sendable {
         case .forbidden(let required):
             Problem(slug: "forbidden", title: "The key's scope does not allow this", status: status,
                     detail: "This operation needs a key of scope \(required.rawValue)\(required == .read ? " or admin" : "").")
+        case .appNotAllowed(let appId):
+            Problem(slug: "app-not-allowed", title: "The key may not post for this app", status: status,
+                    detail: "This ingest key is bound to other apps than \(appId); nothing was applied.")
         case .notFound(let what):
             Problem(slug: "not-found", title: "Not found", status: status, detail: what)
         case .ambiguousDevice(let id):

@@ -6,6 +6,8 @@ public struct AppRequestContext: RequestContext {
     public var coreContext: CoreRequestContextStorage
     /// The scope of the presented key, once `AuthMiddleware` has checked it.
     public var scope: KeyScope?
+    /// For an ingest key bound to apps, the apps it may post for; `nil` for any.
+    public var allowedApps: Set<String>?
 
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)

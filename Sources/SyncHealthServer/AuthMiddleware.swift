@@ -14,7 +14,9 @@ struct AuthMiddleware: RouterMiddleware {
         var context = context
         if let header = request.headers[.authorization], let key = Self.bearerToken(header) {
             let digest = KeyRing.digest(key)
-            context.scope = keys.scope(ofDigest: digest)
+            let grant = keys.grant(ofDigest: digest)
+            context.scope = grant?.scope
+            context.allowedApps = grant?.apps
             if context.scope != nil, keyLimiter.limit != nil {
                 // Buckets are keyed by the key's digest, never by the key itself.
                 let decision = keyLimiter.take(KeyRing.hex(digest.prefix(16)), now: clock.now)

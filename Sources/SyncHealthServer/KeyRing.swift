@@ -19,17 +19,50 @@ public enum KeyScope: String, Sendable, CaseIterable {
     }
 }
 
+/// What a presented key grants.
+public struct KeyGrant: Sendable, Equatable {
+    /// What the key may do.
+    public var scope: KeyScope
+    /// For an ingest key bound to apps (`KEY@appId`), the apps it may post for; `nil` for any app.
+    public var apps: Set<String>?
+
+    /// Whether the key may post events of `appId`.
+    public func allows(appId: String) -> Bool { apps?.contains(appId) ?? true }
+}
+
 /// The configured API keys, checked in constant time.
 public struct KeyRing: Sendable {
-    private let entries: [(digest: [UInt8], scope: KeyScope)]
+    private let entries: [(digest: [UInt8], grant: KeyGrant)]
 
     /// Creates a key ring. Empty keys are ignored.
+    ///
+    /// An ingest key may be bound to apps: `KEY@appId` lets `KEY` post for `appId` only; one entry per app binds
+    /// a key to several. A key also listed without `@` may post for any app. An ingest key ships inside the app,
+    /// where anyone can read it, so binding it keeps its holder from posting for the operator's other apps.
     public init(ingest: [String], read: [String], admin: [String]) {
-        var entries: [([UInt8], KeyScope)] = []
-        for (keys, scope) in [(ingest, KeyScope.ingest), (read, .read), (admin, .admin)] {
-            for key in keys where !key.isEmpty { entries.append((Self.digest(key), scope)) }
+        var order: [String] = []
+        var unbound = Set<String>()
+        var bound: [String: Set<String>] = [:]
+        for entry in ingest where !entry.isEmpty {
+            let (key, app) = Self.split(entry)
+            guard !key.isEmpty else { continue }
+            if !unbound.contains(key) && bound[key] == nil { order.append(key) }
+            if let app { bound[key, default: []].insert(app) } else { unbound.insert(key) }
+        }
+        var entries: [([UInt8], KeyGrant)] = order.map { key in
+            (Self.digest(key), KeyGrant(scope: .ingest, apps: unbound.contains(key) ? nil : bound[key]))
+        }
+        for (keys, scope) in [(read, KeyScope.read), (admin, .admin)] {
+            for key in keys where !key.isEmpty { entries.append((Self.digest(key), KeyGrant(scope: scope, apps: nil))) }
         }
         self.entries = entries
+    }
+
+    /// `KEY@appId` split at its last `@` (app ids cannot hold one); a key without `@` has no app.
+    static func split(_ entry: String) -> (key: String, app: String?) {
+        guard let at = entry.lastIndex(of: "@") else { return (entry, nil) }
+        let app = String(entry[entry.index(after: at)...])
+        return app.isEmpty ? (entry, nil) : (String(entry[..<at]), app)
     }
 
     /// The scope of `key`, or `nil` if it is not configured.
@@ -37,16 +70,16 @@ public struct KeyRing: Sendable {
     /// Compares SHA-256 digests of every configured key without early exit, so the time taken says nothing
     /// about which key, or how much of one, matched.
     public func scope(of key: String) -> KeyScope? {
-        scope(ofDigest: Self.digest(key))
+        grant(ofDigest: Self.digest(key))?.scope
     }
 
-    /// The scope of the key whose SHA-256 digest is `candidate`, in constant time (see `scope(of:)`).
-    func scope(ofDigest candidate: [UInt8]) -> KeyScope? {
-        var found: KeyScope?
+    /// What the key whose SHA-256 digest is `candidate` grants, in constant time (see `scope(of:)`).
+    func grant(ofDigest candidate: [UInt8]) -> KeyGrant? {
+        var found: KeyGrant?
         for entry in entries {
             var diff: UInt8 = 0
             for i in 0..<min(candidate.count, entry.digest.count) { diff |= candidate[i] ^ entry.digest[i] }
-            if diff == 0 && candidate.count == entry.digest.count { found = entry.scope }
+            if diff == 0 && candidate.count == entry.digest.count { found = entry.grant }
         }
         return found
     }

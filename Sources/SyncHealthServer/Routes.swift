@@ -114,6 +114,7 @@ struct EventsRoutes<Engine: MonitorEngine> {
         case .success(let value): batch = value
         case .failure(let error): throw APIError.invalidBody(error.errors)
         }
+        if let apps = context.allowedApps, !apps.contains(batch.key.appId) { throw APIError.appNotAllowed(appId: batch.key.appId) }
         let decision = deviceLimiter.take(batch.key, now: engine.now)
         guard decision.allowed else {
             throw APIError.rateLimited(retryAfterSeconds: decision.retryAfterSeconds, limit: Int(deviceLimiter.limit?.burst ?? 0))

@@ -176,6 +176,6 @@ struct ServiceRoutes<Engine: MonitorEngine> {
     }
 
     func openapi(_ request: Request, context: AppRequestContext) async throws -> Response {
-        Response(status: .ok, headers: [.contentType: "application/yaml"], body: .init(byteBuffer: ByteBuffer(string: OpenAPIDocument.yaml)))
+        Response(status: .ok, headers: [.contentType: "application/yaml"], body: .init(byteBuffer: ByteBuffer(bytes: PackageResources.openapi_yaml)))
     }
 }

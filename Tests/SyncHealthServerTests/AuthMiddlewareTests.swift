@@ -26,8 +26,20 @@ struct AuthMiddlewareTests {
         #expect(ring.scope(of: "admin-key") == .admin)
         #expect(ring.scope(of: "in-key ") == nil)
         #expect(ring.scope(of: "in-ke") == nil)
-        #expect(ring.scope(ofDigest: KeyRing.digest("read-key"[...])) == .read)
-        #expect(ring.scope(ofDigest: []) == nil)
+        #expect(ring.grant(ofDigest: KeyRing.digest("read-key"[...]))?.scope == .read)
+        #expect(ring.grant(ofDigest: []) == nil)
+    }
+
+    @Test("an ingest key bound with KEY@appId may post for its apps only; the same key listed bare may post for any")
+    func boundIngestKeys() {
+        let ring = KeyRing(ingest: ["k1@com.a", "k1@com.b", "k2", "k3@com.c", "k3", "we@ird@com.d"], read: [], admin: [])
+        #expect(ring.grant(ofDigest: KeyRing.digest("k1")) == KeyGrant(scope: .ingest, apps: ["com.a", "com.b"]))
+        #expect(ring.grant(ofDigest: KeyRing.digest("k2")) == KeyGrant(scope: .ingest, apps: nil))
+        #expect(ring.grant(ofDigest: KeyRing.digest("k3")) == KeyGrant(scope: .ingest, apps: nil))
+        #expect(ring.grant(ofDigest: KeyRing.digest("we@ird")) == KeyGrant(scope: .ingest, apps: ["com.d"]), "split at the last @")
+        #expect(ring.scope(of: "k1@com.a") == nil, "the entry is not itself a key")
+        #expect(KeyGrant(scope: .ingest, apps: ["com.a"]).allows(appId: "com.a"))
+        #expect(!KeyGrant(scope: .ingest, apps: ["com.a"]).allows(appId: "com.b"))
     }
 
     @Test("hex is two lowercase digits per byte")

@@ -28,6 +28,21 @@ struct EventsEndpointTests {
         }
     }
 
+    @Test("an ingest key bound to an app gets 403 for another app's batch, and nothing of that batch is applied")
+    func boundKey() async throws {
+        let keys = KeyRing(ingest: ["notes-key@com.example.notes", "notes-key@com.example.notes.widget"], read: [readKey], admin: [])
+        let service = TestService(keys: keys)
+        try await service.test { client in
+            #expect(try await client.post(batch(healthyEvents), key: "notes-key").status == .accepted)
+            #expect(try await client.post(batch(app: "com.example.notes.widget", healthyEvents), key: "notes-key").status == .accepted)
+            let other = try await client.post(batch(device: "dev-2", app: "com.example.bank", healthyEvents), key: "notes-key")
+            #expect(other.status == .forbidden)
+            #expect(other.headers[.contentType] == "application/problem+json")
+            #expect(try json(other)["type"] as? String == "urn:synchealth:problem:app-not-allowed")
+            #expect(try await client.get("/v1/devices/dev-2").status == .notFound)
+        }
+    }
+
     @Test("the directly written 202 body is byte for byte what the encoder writes")
     func directResponseMatchesEncoder() throws {
         for (accepted, duplicates) in [(0, 0), (1, 0), (0, 1), (1000, 999), (Int.max, 7)] {

@@ -45,7 +45,8 @@ struct TestService {
     let app: Application<RouterResponder<AppRequestContext>>
 
     init(store: MonitorStore = .local(InMemoryStore()), clock: ManualClock = ManualClock(testStart), configuration: EngineConfiguration = EngineConfiguration(),
-         transport: any WebhookTransport = RecordingTransport(), webhooks: WebhookConfiguration = WebhookConfiguration(), realTime: Bool = false, limits: RateLimits = RateLimits()) {
+         transport: any WebhookTransport = RecordingTransport(), webhooks: WebhookConfiguration = WebhookConfiguration(), realTime: Bool = false, limits: RateLimits = RateLimits(),
+         keys: KeyRing = testKeys) {
         self.store = store.store
         self.clock = clock
         var service = ServiceConfiguration()
@@ -54,7 +55,7 @@ struct TestService {
         service.rateLimits = limits
         // PostgreSQL's connection pool runs first and stops last, as in the service.
         let pool: (any Service)? = if case .shared(let shared) = store, let postgres = shared as? PostgresStore { postgres.service } else { nil }
-        (app, engine) = SyncHealthApplication.assemble(store: store, storeService: pool, keys: testKeys, configuration: service, transport: transport,
+        (app, engine) = SyncHealthApplication.assemble(store: store, storeService: pool, keys: keys, configuration: service, transport: transport,
                                                        clock: realTime ? SystemClock() : clock, registry: PrometheusCollectorRegistry(), logger: testLogger())
     }
 
