@@ -136,6 +136,8 @@ let package = Package(
             name: "synchealth",
             dependencies: [
                 "SyncHealthServer",
+                // `synchealth simulate` sends through the client package's delivery.
+                .product(name: "SyncHealthClient", package: "Client"),
                 "SyncHealthEngine",
                 "SyncHealthCore",
                 "SyncHealthStore",

@@ -1,10 +1,8 @@
 import ArgumentParser
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
+import SyncHealthClient
 
-/// `synchealth simulate`: plays a fleet of devices against a running server.
+/// `synchealth simulate`: plays a fleet of devices against a running server, through the client package.
 struct Simulate: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Play a fleet of devices against a running SyncHealth server (load and demo).",
@@ -15,6 +13,9 @@ struct Simulate: AsyncParsableCommand {
             zone, import never starting (notSyncing), an import that never ends (stalled), or local changes that \
             are never exported (export at risk). Pointed at a running server, it fills the dashboards and fires \
             real alerts (the alert delays are the server's).
+
+            Every device is a SyncHealthReporter of the client package, with its queue on disk under --storage: \
+            events the server did not acknowledge stay there, and --drain sends them later.
             """
     )
 
@@ -39,22 +40,48 @@ struct Simulate: AsyncParsableCommand {
     @Option(help: "Share of devices that go offline for a while (0-1).")
     var offlineShare = 0.05
 
-    @Option(help: "Requests in flight at once.")
+    @Option(help: "Devices sending at once.")
     var concurrency = 32
 
     @Option(help: "App id of the simulated devices.")
     var appId = "com.example.simulated"
 
+    @Option(help: "Events per request at most (the client's batch size).")
+    var batchSize = 100
+
+    @Option(help: "Where the devices keep their queues; a temporary directory (removed at the end) if not given.")
+    var storage: String?
+
+    @Flag(help: "Record nothing: only send what the queues under --storage hold, until they are empty or the duration is over.")
+    var drain = false
+
     func run() async throws {
         guard let key = key ?? ProcessInfo.processInfo.environment["SYNCHEALTH_INGEST_KEY"], !key.isEmpty else {
             throw ValidationError("an ingest key is needed: --key or SYNCHEALTH_INGEST_KEY")
         }
-        guard let endpoint = URL(string: url + "/v1/events") else { throw ValidationError("--url is not a URL") }
+        guard let endpoint = URL(string: url), endpoint.scheme != nil else { throw ValidationError("--url is not a URL") }
         if let rounds, rounds < 1 { throw ValidationError("--rounds must be at least 1") }
-        let fleet = (0..<devices).map { SimulatedDevice(index: $0, brokenShare: brokenShare, offlineShare: offlineShare, appId: appId) }
+        if drain && storage == nil { throw ValidationError("--drain needs --storage") }
+        let root = URL(fileURLWithPath: storage ?? FileManager.default.temporaryDirectory.appendingPathComponent("synchealth-simulate-\(UUID().uuidString)").path)
+        defer { if storage == nil { try? FileManager.default.removeItem(at: root) } }
+
+        let transport = URLSessionTransport()
+        let fleet = try (0..<devices).map { index in
+            let script = SimulatedDevice(index: index, brokenShare: brokenShare, offlineShare: offlineShare)
+            var configuration = SyncHealthReporter.Configuration(endpoint: endpoint, ingestKey: key, appId: appId, containerId: "iCloud.\(appId)",
+                                                                 deviceId: script.deviceId, storageDirectory: root.appendingPathComponent(script.deviceId))
+            configuration.batchSize = batchSize
+            configuration.transport = transport
+            configuration.heartbeatOnStart = false
+            configuration.observesNetworkAndAccount = false
+            configuration.sendInterval = .seconds(24 * 3600)  // this command flushes itself
+            configuration.log = { _ in }
+            return (script, try SyncHealthReporter(configuration: configuration))
+        }
         let stats = SimulationStats()
         let end = Date().addingTimeInterval(duration)
-        let roundLimit = rounds ?? Int.max
+        let roundLimit = drain ? 1 : rounds ?? Int.max
+        let drain = drain
         await withTaskGroup(of: Void.self) { group in
             // Progress, once a second, until the workers are done.
             group.addTask {
@@ -71,9 +98,15 @@ struct Simulate: AsyncParsableCommand {
                             var any = false
                             for index in stride(from: worker, to: fleet.count, by: max(1, concurrency)) {
                                 guard Date() < end else { break }
-                                guard let body = fleet[index].batch(round: round) else { continue }
+                                let (script, reporter) = fleet[index]
+                                if !drain {
+                                    let events = script.events(round: round)
+                                    guard !events.isEmpty else { continue }
+                                    let now = Date()
+                                    for (offset, event) in events { reporter.record(event, at: now.addingTimeInterval(offset)) }
+                                }
                                 any = true
-                                await stats.record(await Self.post(body, to: endpoint, key: key))
+                                await stats.record(await Self.send(reporter, until: drain ? end : nil))
                             }
                             round += 1
                             if !any { try? await Task.sleep(for: .milliseconds(200)) }
@@ -83,51 +116,63 @@ struct Simulate: AsyncParsableCommand {
             }
             group.cancelAll()
         }
+        var queued = 0
+        for (_, reporter) in fleet {
+            await reporter.shutdown()
+            queued += reporter.delivery.queuedEvents
+        }
         await stats.printLine(final: true)
+        print("queued: \(queued) events not yet delivered")
     }
 
-    static func post(_ body: Data, to url: URL, key: String) async -> Int {
-        var request = URLRequest(url: url)
-        request.httpMethod = "POST"
-        request.httpBody = body
-        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        request.setValue("Bearer \(key)", forHTTPHeaderField: "Authorization")
-        guard let (_, response) = try? await URLSession.shared.data(for: request) else { return 0 }
-        return (response as? HTTPURLResponse)?.statusCode ?? 0
+    /// Flushes a device's queue: once, or (draining) until it is empty, waiting as the server asks.
+    static func send(_ reporter: SyncHealthReporter, until end: Date?) async -> String {
+        while true {
+            do {
+                try await reporter.flush()
+                return "202"
+            } catch SyncHealthReporterError.rateLimited(let after) {
+                guard let end, Date().addingTimeInterval(after.secondsValue) < end else { return "429" }
+                try? await Task.sleep(for: after)
+            } catch SyncHealthReporterError.refused(let status, _) {
+                return String(status)
+            } catch {
+                guard let end, Date().addingTimeInterval(1) < end else { return "failed" }
+                try? await Task.sleep(for: .seconds(1))
+            }
+        }
     }
 }
 
-/// Counts answers and prints progress.
+/// Counts outcomes and prints progress.
 actor SimulationStats {
     var sent = 0
-    var byStatus: [Int: Int] = [:]
+    var byOutcome: [String: Int] = [:]
     let started = Date()
 
-    func record(_ status: Int) {
+    func record(_ outcome: String) {
         sent += 1
-        byStatus[status, default: 0] += 1
+        byOutcome[outcome, default: 0] += 1
     }
 
     func printLine(final: Bool = false) {
         let elapsed = Date().timeIntervalSince(started)
-        let statuses = byStatus.sorted { $0.key < $1.key }.map { "\($0.key == 0 ? "failed" : String($0.key)): \($0.value)" }.joined(separator: ", ")
-        print("\(final ? "done" : "simulating"): \(sent) batches in \(Int(elapsed)) s (\(Int(Double(sent) / max(elapsed, 0.001))) /s) [\(statuses)]")
+        let outcomes = byOutcome.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")
+        print("\(final ? "done" : "simulating"): \(sent) flushes in \(Int(elapsed)) s (\(Int(Double(sent) / max(elapsed, 0.001))) /s) [\(outcomes)]")
     }
 }
 
-/// One device's script: what it posts in each round.
+/// One device's script: what it records in each round.
 struct SimulatedDevice: Sendable {
     enum Fate: CaseIterable {
         case healthy, offline, developerError, quotaFull, transientFailure, zoneDeleted, notSyncing, stalled, exportAtRisk
     }
 
     let deviceId: String
-    let appId: String
     let fate: Fate
 
-    init(index: Int, brokenShare: Double, offlineShare: Double, appId: String) {
+    init(index: Int, brokenShare: Double, offlineShare: Double) {
         deviceId = String(format: "SIM-%08d", index)
-        self.appId = appId
         // Deterministic per index, so that a run is repeatable.
         var hash = UInt64(truncatingIfNeeded: index) &* 0x9E37_79B9_7F4A_7C15
         hash ^= hash >> 29
@@ -142,62 +187,38 @@ struct SimulatedDevice: Sendable {
         }
     }
 
-    /// The batch of one round, or `nil` when the device stays quiet.
-    func batch(round: Int) -> Data? {
-        let now = Date()
-        func at(_ offset: Double) -> String { ISO8601DateFormatter.string(from: now.addingTimeInterval(offset), timeZone: .gmt, formatOptions: [.withInternetDateTime, .withFractionalSeconds]) }
-        let prefix = "r\(round)-"
-        var events: [String] = []
-        func add(_ id: String, _ offset: Double, _ fields: String) {
-            events.append(#"{"eventId": "\#(prefix)\#(id)", "occurredAt": "\#(at(offset))", \#(fields)}"#)
-        }
-        func activity(_ phase: String, _ state: String, error: (String, Int)? = nil) -> String {
-            var text = #""kind": "activity", "phase": "\#(phase)", "state": "\#(state)""#
-            if let error { text += #", "error": {"domain": "\#(error.0)", "code": \#(error.1)}"# }
-            return text
+    /// The events of one round, each with its offset in seconds from now; empty when the device stays quiet.
+    func events(round: Int) -> [(Double, SyncEvent)] {
+        func activity(_ phase: Phase, _ state: ActivityState, code: Int? = nil) -> SyncEvent {
+            .activity(phase: phase, state: state, error: code.map { SyncErrorReport(domain: SyncErrorReport.cloudKitDomain, code: $0) })
         }
         if round == 0 {
-            add("acct", -3, #""kind": "account", "status": "available""#)
-            add("net", -3, #""kind": "network", "available": true"#)
-            add("setup-s", -2.9, activity("setup", "started"))
-            add("setup-e", -2.5, activity("setup", "succeeded"))
-            if fate == .notSyncing { return body(events) }
-            add("imp-s", -2.4, activity("import", "started"))
-            if fate == .stalled { return body(events) }
-            add("imp-e", -2, activity("import", "succeeded"))
-            add("exp-s", -1.9, activity("export", "started"))
-            add("exp-e", -1.5, activity("export", "succeeded"))
-            return body(events)
+            var events: [(Double, SyncEvent)] = [(-3, .account(status: .available)), (-3, .network(available: true)),
+                                                 (-2.9, activity(.setup, .started)), (-2.5, activity(.setup, .succeeded))]
+            if fate == .notSyncing { return events }
+            events.append((-2.4, activity(.import, .started)))
+            if fate == .stalled { return events }
+            events += [(-2, activity(.import, .succeeded)), (-1.9, activity(.export, .started)), (-1.5, activity(.export, .succeeded))]
+            return events
         }
         switch fate {
         case .notSyncing, .stalled:
-            return round % 10 == 0 ? body([#"{"eventId": "\#(prefix)hb", "occurredAt": "\#(at(0))", "kind": "heartbeat"}"#]) : nil
+            return round % 10 == 0 ? [(0, .heartbeat)] : []
         case .offline:
             // Offline for rounds 5-20, then back.
-            if round == 5 { add("off", 0, #""kind": "network", "available": false"#); return body(events) }
-            if round == 20 { add("on", 0, #""kind": "network", "available": true"#); return body(events) }
-            if (5..<20).contains(round) { return nil }
+            if round == 5 { return [(0, .network(available: false))] }
+            if round == 20 { return [(0, .network(available: true))] }
+            if (5..<20).contains(round) { return [] }
         case .exportAtRisk:
-            add("pend", 0, #""kind": "pending", "pendingChanges": \#(round), "oldestPendingAt": "\#(at(-Double(round) * 10))""#)
-            add("exp-s", 0.1, activity("export", "started"))
-            add("exp-f", 0.5, activity("export", "failed"))
-            return body(events)
+            return [(0, .pending(count: round, oldestPendingAt: Date().addingTimeInterval(-Double(round) * 10))),
+                    (0.1, activity(.export, .started)), (0.5, activity(.export, .failed))]
         case .developerError, .quotaFull, .transientFailure, .zoneDeleted:
             let code = [Fate.developerError: 5, .quotaFull: 25, .transientFailure: 4, .zoneDeleted: 26][fate] ?? 4
-            add("exp-s", 0, activity("export", "started"))
-            add("exp-f", 0.4, activity("export", "failed", error: ("CKErrorDomain", code)))
-            return body(events)
+            return [(0, activity(.export, .started)), (0.4, activity(.export, .failed, code: code))]
         case .healthy:
             break
         }
-        add("imp-s", 0, activity("import", "started"))
-        add("imp-e", 0.3, activity("import", "succeeded"))
-        add("exp-s", 0.4, activity("export", "started"))
-        add("exp-e", 0.7, activity("export", "succeeded"))
-        return body(events)
-    }
-
-    func body(_ events: [String]) -> Data {
-        Data(#"{"device": {"deviceId": "\#(deviceId)", "appId": "\#(appId)", "containerId": "iCloud.\#(appId)", "platform": "iOS"}, "events": [\#(events.joined(separator: ","))]}"#.utf8)
+        return [(0, activity(.import, .started)), (0.3, activity(.import, .succeeded)), (0.4, activity(.export, .started)),
+                (0.7, activity(.export, .succeeded))]
     }
 }
