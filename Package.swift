@@ -186,6 +186,7 @@ let package = Package(
                 "SyncHealthPostgres",
                 "SyncHealthWebhooks",
                 "SyncHealthTestSupport",
+                .product(name: "SyncHealthClient", package: "Client"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "CompressNIO", package: "compress-nio"),
             ]

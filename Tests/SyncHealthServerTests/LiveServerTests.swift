@@ -27,14 +27,14 @@ final class LiveServer: @unchecked Sendable {
 
     struct StartFailed: Error, CustomStringConvertible { let description: String }
 
-    init(dataDirectory: String = temporaryDirectory(), environment extra: [String: String] = [:]) throws {
+    init(dataDirectory: String = temporaryDirectory(), port requested: Int = 0, environment extra: [String: String] = [:]) throws {
         self.dataDirectory = dataDirectory
         let binary = builtBinary()
         guard FileManager.default.isExecutableFile(atPath: binary.path) else {
             throw StartFailed(description: "\(binary.path) is missing: run `swift build` before the tests")
         }
         process.executableURL = binary
-        process.arguments = ["serve", "--port", "0"]
+        process.arguments = ["serve", "--port", String(requested)]
         var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("SYNCHEALTH_") }
         environment["SYNCHEALTH_DATA_DIR"] = dataDirectory
         environment.merge(extra) { $1 }
@@ -84,6 +84,15 @@ final class LiveServer: @unchecked Sendable {
             guard Date() < deadline else { throw StartFailed(description: "the server never became ready") }
             try await Task.sleep(for: .milliseconds(20))
         }
+    }
+
+    /// The value of a counter or gauge in `/metrics` (0 when absent).
+    func metric(_ series: String) async throws -> Double {
+        let text = String(decoding: try await request("GET", "/metrics").body, as: UTF8.self)
+        for line in text.split(separator: "\n") where line.hasPrefix(series + " ") {
+            return Double(line.dropFirst(series.count + 1)) ?? 0
+        }
+        return 0
     }
 
     /// One HTTP request.
