@@ -5,8 +5,10 @@ RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libsqlite3-dev libcurl4-openssl-dev zlib1g-dev \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
-# Resolve dependencies in their own layer, so that source edits do not refetch them.
+# Resolve dependencies in their own layer, so that source edits do not refetch them. The client package is a
+# local dependency (the device monitor both build), so it comes with the manifest.
 COPY Package.swift ./
+COPY Client ./Client
 RUN swift package resolve
 COPY Sources ./Sources
 # The manifest declares the test targets too; SwiftPM refuses a manifest whose target folders are missing.

@@ -1,4 +1,4 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.1
 import PackageDescription
 
 // The device side of SyncHealth. No third-party dependencies: Foundation and the system zlib only, so that an
@@ -36,3 +36,18 @@ let package = Package(
     ],
     swiftLanguageModes: [.v6]
 )
+
+// Benchmarks (ordo-one/benchmark, for allocation counts) build only when asked for, so that an app adding this
+// package never sees the dependency:  SYNCHEALTH_BENCHMARKS=1 swift package --package-path Client benchmark
+if Context.environment["SYNCHEALTH_BENCHMARKS"] != nil {
+    package.dependencies.append(.package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]))
+    package.targets += [
+        .executableTarget(
+            name: "ClientBenchmarks",
+            dependencies: ["SyncHealthClient", .product(name: "Benchmark", package: "benchmark")],
+            path: "Benchmarks/ClientBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+        .executableTarget(name: "ClientWire", dependencies: ["SyncHealthClient"], path: "Benchmarks/ClientWire"),
+    ]
+}
