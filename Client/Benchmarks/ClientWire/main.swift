@@ -9,7 +9,7 @@ final class Capture: ReportTransport, @unchecked Sendable {
     let lock = NSLock()
     var bodies: [(bytes: Int, gzip: Bool)] = []
     func post(_ body: Data, to url: URL, headers: [String: String]) async throws -> TransportResponse {
-        lock.withLock { bodies.append((body.count, headers["Content-Encoding"] == "gzip")) }
+            lock.withLock { bodies.append((body.count, headers["Content-Encoding"] == "gzip")) }
         return TransportResponse(status: 202, body: Data(#"{"accepted":1,"duplicates":0,"rejected":[]}"#.utf8))
     }
 }
@@ -27,8 +27,9 @@ func reporter(_ transport: some ReportTransport, compressAbove: Int = 1024) thro
 }
 
 /// A typical batch of 100: an app's sync activity as NSPersistentCloudKitContainer reports it (start/end pairs
-/// with the event's identifier), a few network and pending changes, one failure with partial errors.
-func typicalSession(_ r: SyncHealthReporter) {
+/// with the event's identifier), a few network and pending changes, failures with partial errors. Returns the
+/// number of events recorded.
+func typicalSession(_ r: SyncHealthReporter) -> Int {
     let start = Date()
     var n = 0
     while n < 100 {
@@ -47,31 +48,21 @@ func typicalSession(_ r: SyncHealthReporter) {
         if n % 10 == 0 && n < 100 { r.record(.pending(count: n % 7, oldestPendingAt: start), at: start + Double(n)); n += 1 }
         if n % 33 == 0 && n < 100 { r.record(.network(available: n % 2 == 0), at: start + Double(n)); n += 1 }
     }
+    return n
 }
 
-/// Voluntary context switches of this process so far (Linux), a count of its wake-ups.
+/// Voluntary context switches of the whole process so far, exited threads included: a thread that sleeps and
+/// is woken counts one.
 func contextSwitches() -> Int {
-    guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return -1 }
-    for line in status.split(separator: "\n") where line.hasPrefix("voluntary_ctxt_switches:") {
-        return Int(line.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) ?? -1
-    }
-    return -1
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    return usage.ru_nvcsw
 }
 
 let idleSeconds = Double(ProcessInfo.processInfo.environment["CLIENT_WIRE_IDLE_SECONDS"] ?? "") ?? 20
 
-for (label, threshold) in [("gzip", 1024), ("plain", Int.max)] {
-    let capture = Capture()
-    let r = try reporter(capture, compressAbove: threshold)
-    typicalSession(r)
-    try await r.flush()
-    await r.shutdown()
-    let events = 100
-    let bytes = capture.bodies.reduce(0) { $0 + $1.bytes }
-    print("wire \(label): \(capture.bodies.count) request(s), \(bytes) bytes for \(events) events: \(String(format: "%.1f", Double(bytes) / Double(events))) B/event")
-}
-
-// Idle: the same stretch with no reporter, then with a reporter that has nothing to send.
+// Idle first, before anything else ran in this process: the same stretch with no reporter, then with a reporter
+// that has nothing to send.
 let baselineStart = contextSwitches()
 try await Task.sleep(for: .seconds(idleSeconds))
 let baseline = contextSwitches() - baselineStart
@@ -84,3 +75,13 @@ let withReporter = contextSwitches() - idleStart
 await idle.shutdown()
 let perHour = { (n: Int) in Double(n) * 3600 / idleSeconds }
 print("idle \(Int(idleSeconds)) s: wake-ups without a reporter \(baseline), with an idle reporter \(withReporter); per hour: \(Int(perHour(baseline))) vs \(Int(perHour(withReporter))); requests sent: \(capture.bodies.count)")
+
+for (label, threshold) in [("gzip", 1024), ("plain", Int.max)] {
+    let capture = Capture()
+    let r = try reporter(capture, compressAbove: threshold)
+    let events = typicalSession(r)
+    try await r.flush()
+    await r.shutdown()
+    let bytes = capture.bodies.reduce(0) { $0 + $1.bytes }
+    print("wire \(label): \(capture.bodies.count) request(s), \(bytes) bytes for \(events) events: \(String(format: "%.1f", Double(bytes) / Double(events))) B/event")
+}

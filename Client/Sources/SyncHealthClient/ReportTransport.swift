@@ -28,19 +28,22 @@ public struct TransportResponse: Sendable {
 
 /// `URLSession`, with an ephemeral configuration (no cookies, no cache) and a 30-second timeout.
 public struct URLSessionTransport: ReportTransport {
-    let session: URLSession
-
-    /// A transport over its own ephemeral session.
-    public init() {
+    /// One session for every reporter, made at the first send: a session has threads and timers of its own,
+    /// which a reporter that never sends (or sends through another transport) should not start.
+    private static let session: URLSession = {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.timeoutIntervalForRequest = 30
         configuration.timeoutIntervalForResource = 60
         configuration.httpCookieAcceptPolicy = .never
         configuration.urlCache = nil
-        session = URLSession(configuration: configuration)
-    }
+        return URLSession(configuration: configuration)
+    }()
+
+    /// A transport over the shared ephemeral session.
+    public init() {}
 
     public func post(_ body: Data, to url: URL, headers: [String: String]) async throws -> TransportResponse {
+        let session = Self.session
         var request = URLRequest(url: url)
         request.httpMethod = "POST"
         request.httpBody = body
