@@ -153,6 +153,8 @@ let package = Package(
             name: "SyncHealthTestSupport",
             dependencies: [
                 "SyncHealthCore",
+                "SyncHealthStore",
+                "SyncHealthPostgres",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -170,6 +172,11 @@ let package = Package(
                            .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Logging", package: "swift-log"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                            .product(name: "PostgresNIO", package: "postgres-nio")]
+        ),
+        .testTarget(
+            name: "SyncHealthPostgresTests",
+            dependencies: ["SyncHealthPostgres", "SyncHealthStore", "SyncHealthCore", "SyncHealthTestSupport",
+                           .product(name: "Logging", package: "swift-log"), .product(name: "PostgresNIO", package: "postgres-nio")]
         ),
         .testTarget(name: "SyncHealthWebhooksTests", dependencies: ["SyncHealthWebhooks", "SyncHealthCore"]),
         .testTarget(

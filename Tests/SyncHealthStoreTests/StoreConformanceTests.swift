@@ -38,44 +38,6 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
     }
 }
 
-/// Runs `body` with a `PostgresStore` on a fresh database, its connection pool running beside it.
-func withPostgresStore<T>(deliveryLease: Duration = .seconds(60), _ body: (PostgresStore) async throws -> T) async throws -> T {
-    let url = try await PostgresTesting.freshDatabase()
-    let store = try PostgresStore(url: url, deliveryLease: deliveryLease, logger: Logger(label: "test"))
-    return try await withThrowingTaskGroup(of: Void.self) { group in
-        let service = store.service
-        group.addTask { try await service.run() }
-        defer { group.cancelAll() }
-        try await store.prepare()
-        return try await body(store)
-    }
-}
-
-let t0 = Timestamp(microseconds: 1_795_000_000_000_000)
-
-/// A record that exercises every field of the binary form.
-func richRecord(_ id: String, app: String = "com.example") -> DeviceRecord {
-    var r = DeviceRecord(key: DeviceKey(appId: app, deviceId: id), info: DeviceInfo(containerId: "iCloud.x", platform: "iOS", osVersion: "18.2", appVersion: "3.4"), firstSeenAt: t0)
-    let error = SyncErrorReport(domain: "CKErrorDomain", code: 2, message: "partial ✓", retryAfterSeconds: 1.5, partialErrors: [14: 2, 25: 1])
-    let events: [DeviceEvent] = [
-        DeviceEvent(eventId: "1", occurredAt: t0, body: .account(.available)),
-        DeviceEvent(eventId: "2", occurredAt: t0, body: .network(available: true)),
-        DeviceEvent(eventId: "3", occurredAt: t0 + .seconds(1), body: .activity(.init(phase: .setup, state: .succeeded))),
-        DeviceEvent(eventId: "4", occurredAt: t0 + .seconds(2), body: .activity(.init(phase: .import, state: .started))),
-        DeviceEvent(eventId: "5", occurredAt: t0 + .seconds(3), body: .activity(.init(phase: .export, state: .failed, error: error))),
-        DeviceEvent(eventId: "6", occurredAt: t0 + .seconds(4), body: .pending(count: 3, oldestPendingAt: t0)),
-        DeviceEvent(eventId: "7", occurredAt: t0 + .seconds(5), body: .heartbeat(clientSummary: .error)),
-    ]
-    _ = r.ingest(events, info: DeviceInfo(), now: t0 + .seconds(10))
-    _ = r.evaluateAlerts(now: t0 + .seconds(1000), configuration: AlertConfiguration())
-    return r
-}
-
-func alert(_ id: String, _ kind: AlertKind, _ state: AlertState, device: String = "d1", at: Int64 = 0) -> AlertRecord {
-    AlertRecord(id: id, kind: kind, state: state, deviceId: device, appId: "com.example", containerId: "iCloud.x",
-                startsAt: t0 + .seconds(at), endsAt: state == .resolved ? t0 + .seconds(at + 5) : nil, summary: "s", detail: "d")
-}
-
 @Suite("Store conformance: every SyncStore behaves the same")
 struct StoreConformanceTests {
     @Test("committed devices load back equal, in insertion order", arguments: StoreKind.allCases)

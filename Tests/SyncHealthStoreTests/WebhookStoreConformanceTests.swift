@@ -3,14 +3,6 @@ import Testing
 import SyncHealthCore
 @testable import SyncHealthStore
 
-func message(_ id: String, line: String = "L", webhook: String = "wh_1", at: Int64 = 0) -> OutboxMessage {
-    OutboxMessage(id: id, webhookId: webhook, orderingKey: line, payload: #"{"id":"\#(id)"}"#, createdAt: t0 + .seconds(at), nextAttemptAt: t0 + .seconds(at))
-}
-
-func subscription(_ id: String = "wh_1") -> WebhookSubscription {
-    WebhookSubscription(id: id, url: "https://example.com/hook", kinds: [.syncError, .notSyncing], description: "ops", secret: "whsec_x", createdAt: t0)
-}
-
 @Suite("Store conformance: subscriptions, outbox and delivery log")
 struct WebhookStoreConformanceTests {
     @Test("subscriptions are saved, replaced, listed and deleted with their outbox and log", arguments: StoreKind.allCases)
