@@ -2,7 +2,7 @@
 ///
 /// A Swift `Array` doubles its buffer when it is full and moves every element into the new one: with a device's
 /// record in each element, the append that found the array full held the engine's lock for 51-297 ms at 262,144
-/// devices (BENCHMARKS.md, "Pauses as the fleet grows"), and twice that at the next power of two. Here the longest
+/// devices (docs/benchmarks-log.md, "Pauses as the fleet grows"), and twice that at the next power of two. Here the longest
 /// append allocates one chunk, and the array of chunks it may grow holds one reference per `chunkSize` elements.
 ///
 /// Indices are `0..<count`, as an array's. Elements are only appended, never inserted or removed.

@@ -3,7 +3,7 @@
 ///
 /// A Swift `Dictionary` that passes three quarters of its capacity moves every entry into a table twice the size,
 /// hashing each key again, in the insert that found it full: with device keys, 58-66 ms at 196,608 devices and
-/// 64-148 ms at 393,216 in the server on this machine, under the lock every ingest takes (BENCHMARKS.md, "Pauses
+/// 64-148 ms at 393,216 in the server on this machine, under the lock every ingest takes (docs/benchmarks-log.md, "Pauses
 /// as the fleet grows"), and twice as long at each doubling after. Each shard here is 1/`shardCount` of that size,
 /// so the longest insert is too.
 ///

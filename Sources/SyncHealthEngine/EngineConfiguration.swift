@@ -12,7 +12,7 @@ public struct EngineConfiguration: Sendable {
     public var dedupeRetention: Duration = .seconds(7 * 86_400)
     /// Most expired event ids forgotten in one transaction. Forgetting runs hourly, a transaction of this size
     /// at a time between groups: 500 random keys take ~10 ms on SQLite, where an hour of ids (1M) in one
-    /// transaction held every request up for ~9 s. See BENCHMARKS.md.
+    /// transaction held every request up for ~9 s. See docs/benchmarks-log.md.
     public var pruneBatchSize = 500
     /// Most requests committed in one transaction.
     public var maxGroupRequests = 1024

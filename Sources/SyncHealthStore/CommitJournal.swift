@@ -11,7 +11,7 @@ import Foundation
 /// acknowledged, one sequential record per group.
 ///
 /// Writing a group straight into SQLite's tables rewrote ~18 KB of B-tree pages for a 150-byte event (WAL
-/// frames, then the checkpoint's copy), and that halved single-event ingestion (BENCHMARKS.md, "The commit
+/// frames, then the checkpoint's copy), and that halved single-event ingestion (docs/benchmarks-log.md, "The commit
 /// journal"). A journal record is the group's bytes and nothing else; `SQLiteStore` folds the journal into the
 /// tables later, many groups in one transaction.
 ///
@@ -29,7 +29,7 @@ import Foundation
 /// `maxSpareBytes`) and renamed to the next segment's name when one is needed, so that records overwrite blocks
 /// the file already has. `fdatasync` after a write that grows a file must also write the inode (its size); after
 /// one within the file it writes the data alone: on this machine's disk 90 µs and 42 µs of CPU a sync, against
-/// 132 µs and 57 µs (BENCHMARKS.md, "Recycled journal segments"). Its older records never come back: they are all
+/// 132 µs and 57 µs (docs/benchmarks-log.md, "Recycled journal segments"). Its older records never come back: they are all
 /// at or below the fold that retired the segment, and a store replays only what is above its last fold.
 ///
 /// All file work runs on one serial queue, off Swift's concurrency pool: `fdatasync` blocks for a millisecond.

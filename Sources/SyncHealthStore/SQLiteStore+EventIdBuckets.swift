@@ -11,7 +11,7 @@ import GRDB
 /// A bucket covers the ids from its `lo` up to the next bucket's `lo`; a device's first bucket has an empty `lo`.
 /// A group reads each of its devices' buckets once, judges and records every id in memory, and writes each changed
 /// bucket back once: one row per bucket where a row per id (the `seen_events` table of migrations v1-v3) cost a
-/// B-tree insert per event on the one writer, ~40% of batched ingestion's throughput (BENCHMARKS.md, "Event ids in
+/// B-tree insert per event on the one writer, ~40% of batched ingestion's throughput (docs/benchmarks-log.md, "Event ids in
 /// buckets"). A bucket that grows past `maxBytes` splits, as a B-tree page does.
 ///
 /// Each entry keeps the time it was recorded; expiry removes entries by that time, oldest buckets first, through an

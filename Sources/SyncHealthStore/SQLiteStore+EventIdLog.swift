@@ -5,7 +5,7 @@ import GRDB
 /// `EventIdLog.rowLimit` ids each), of the ids that commit recorded, read oldest first.
 ///
 /// An index on `seen_events.recorded_at` did the same by writing every id a second time, a B-tree entry per
-/// event on the one writer; measured, that index cost batched ingestion 25-30% (BENCHMARKS.md, "The dedupe
+/// event on the one writer; measured, that index cost batched ingestion 25-30% (docs/benchmarks-log.md, "The dedupe
 /// table's expiry index"). Migration v4 replaced the table and the log with `EventIdBuckets`; what is left here
 /// is what v3 runs when it upgrades an older store.
 enum EventIdLog {

@@ -18,7 +18,7 @@ import SyncHealthCore
 /// kept in generations: a fold starts a new one when it takes its entries, and forgets the generations it wrote
 /// whole, instead of rebuilding the set from the entries left. What it forgets is handed back (`Forgotten`) and
 /// released after the lock. Rebuilding and releasing under the lock held it 6-9 ms a fold at 8k requests a second,
-/// and every commit meanwhile waited (BENCHMARKS.md, "The fold's 7 ms under the backlog's lock").
+/// and every commit meanwhile waited (docs/benchmarks-log.md, "The fold's 7 ms under the backlog's lock").
 struct JournalBacklog: Sendable {
     /// Ids by device hash.
     typealias Ids = [Int64: Set<[UInt8]>]
@@ -210,7 +210,7 @@ extension SQLiteStore {
 /// else too. The default, 4, is what measured best of 0, 4 and 10: at 10 the half-load p99 at 100k devices was
 /// lower still, but at 1M devices folds fell behind the load and wrote 40-100% more bytes per request. When the
 /// backlog passes `pressureBytes` the fold runs on GRDB's writer instead: under a load the polite thread cannot
-/// keep up with, folding late only makes the folds larger (BENCHMARKS.md, "The fold's priority").
+/// keep up with, folding late only makes the folds larger (docs/benchmarks-log.md, "The fold's priority").
 ///
 /// A fold that fails leaves its groups in the journal and the backlog, and the next tick tries again. Until one
 /// succeeds, `synchealth_store_journal_backlog_bytes` grows, `synchealth_store_fold_failures_total` counts each

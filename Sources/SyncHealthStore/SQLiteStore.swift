@@ -27,7 +27,7 @@ public final class SQLiteStore: SyncStore {
     ///
     /// Every event costs B-tree descents into `devices` and `event_id_buckets`: the commit's dedupe read and the fold's
     /// read and write. With 2 MiB a connection kept few of those tables' pages, so a single-event request read ~1.35
-    /// pages back from the OS with `pread` (BENCHMARKS.md, "SQLite's page cache"). The memory is taken as pages are
+    /// pages back from the OS with `pread` (docs/benchmarks-log.md, "SQLite's page cache"). The memory is taken as pages are
     /// read: the writer and the reader that judges ids fill theirs, the others stay small.
     static let pageCacheKiB = 32 * 1024
 
