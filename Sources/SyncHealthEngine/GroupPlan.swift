@@ -48,7 +48,7 @@ struct GroupPlan {
     ///   - subscribers: the subscriptions that want an alert.
     static func make(batches: some Collection<EventBatch>, seen: [Set<String>], due: [Int], devices: DeviceTable, counters: FleetCounters,
                      fleetAlerts: FleetAlerts, policy: inout NotificationPolicy, now: Timestamp, configuration: EngineConfiguration,
-                     subscribers: @escaping (AlertRecord) -> [WebhookSubscription]) -> GroupPlan {
+                     subscribers: @escaping (AlertRecord, AlertContext) -> [WebhookSubscription]) -> GroupPlan {
         var planner = GroupPlanner(devices: devices, now: now, configuration: configuration, subscribers: subscribers,
                                    plan: GroupPlan(changes: StoreChanges(recordedAt: now), counters: counters, fleetAlerts: fleetAlerts))
         planner.apply(batches, seen: seen, policy: &policy)
@@ -64,12 +64,12 @@ private struct GroupPlanner {
     let devices: DeviceTable
     let now: Timestamp
     let configuration: EngineConfiguration
-    let subscribers: (AlertRecord) -> [WebhookSubscription]
+    let subscribers: (AlertRecord, AlertContext) -> [WebhookSubscription]
     var plan: GroupPlan
     /// Each touched device's place in `plan.touched`.
     var slot: [DeviceKey: Int] = [:]
 
-    init(devices: DeviceTable, now: Timestamp, configuration: EngineConfiguration, subscribers: @escaping (AlertRecord) -> [WebhookSubscription],
+    init(devices: DeviceTable, now: Timestamp, configuration: EngineConfiguration, subscribers: @escaping (AlertRecord, AlertContext) -> [WebhookSubscription],
          plan: GroupPlan) {
         self.devices = devices
         self.now = now
@@ -104,7 +104,9 @@ private struct GroupPlanner {
             switch policy.decide(key: line, containerId: device.info.containerId, transition: transition, fleetFiring: fleetFiring, now: now) {
             case .deliver(let flapping):
                 let told = flapping ? AlertText.flapping(alert, configuration: configuration.notifications) : alert
-                plan.changes.outbox += OutboxBuilder.messages(for: told, change: transition.change, line: line, subscribers: subscribers(told), now: now)
+                let context = AlertContext(device: device)
+                plan.changes.outbox += OutboxBuilder.messages(for: told, change: transition.change, line: line, context: context,
+                                                              subscribers: subscribers(told, context), now: now)
             case .suppressFlapping, .holdForFleet:
                 break
             }
@@ -174,7 +176,9 @@ private struct GroupPlanner {
             let stored = devices.records[i]
             let s = touch(key) { stored }
             let alert = AlertText.record(for: transition, device: plan.touched[s].record)
-            plan.changes.outbox += OutboxBuilder.messages(for: alert, change: transition.change, line: line, subscribers: subscribers(alert), now: now)
+            let context = AlertContext(device: plan.touched[s].record)
+            plan.changes.outbox += OutboxBuilder.messages(for: alert, change: transition.change, line: line, context: context,
+                                                          subscribers: subscribers(alert, context), now: now)
         }
     }
 
@@ -200,7 +204,7 @@ private struct GroupPlanner {
 extension GroupPlan {
     /// Evaluates the fleet rule of every container the group touched, given their counts after the group.
     mutating func evaluateFleet(counts countsOf: (String) -> FleetCounts, policy: inout NotificationPolicy, now: Timestamp,
-                                configuration: EngineConfiguration, subscribers: (AlertRecord) -> [WebhookSubscription]) {
+                                configuration: EngineConfiguration, subscribers: (AlertRecord, AlertContext) -> [WebhookSubscription]) {
         for container in containers {
             let counts = countsOf(container)
             guard let transition = fleetAlerts.evaluate(containerId: container, counts: counts, now: now, configuration: configuration.alerts) else { continue }
@@ -211,8 +215,8 @@ extension GroupPlan {
             changes.alerts.append(alert)
             changes.fleetAlerts.append((container, transition.change == .fire ? transition.startsAt : nil))
             transitions.append(Transition(id: alert.id, kind: .fleetDegraded, change: transition.change))
-            changes.outbox += OutboxBuilder.messages(for: alert, change: transition.change, line: .container(container),
-                                                     subscribers: subscribers(alert), now: now)
+            changes.outbox += OutboxBuilder.messages(for: alert, change: transition.change, line: .container(container), context: .fleet,
+                                                     subscribers: subscribers(alert, .fleet), now: now)
         }
     }
 }

@@ -171,10 +171,10 @@ public final class LocalMonitor: MonitorEngine, GroupPipeline {
             c.policy.beginChanges()
             var plan = GroupPlan.make(batches: jobs.lazy.map(\.batch), seen: seen, due: due, devices: c.devices, counters: c.counters,
                                       fleetAlerts: c.fleetAlerts, policy: &c.policy, now: now, configuration: configuration,
-                                      subscribers: webhooks.subscribers(for:))
+                                      subscribers: webhooks.subscribers(for:context:))
             let counters = plan.counters
             plan.evaluateFleet(counts: { counters[FleetScope(containerId: $0)] }, policy: &c.policy, now: now, configuration: configuration,
-                               subscribers: webhooks.subscribers(for:))
+                               subscribers: webhooks.subscribers(for:context:))
             return (plan.changes, plan)
         }
     }

@@ -11,19 +11,17 @@ enum OutboxBuilder {
         return encoder
     }()
 
-    /// The messages for one alert change on `line`, one per interested subscription. Messages of one line are
-    /// delivered in order.
-    static func messages(for alert: AlertRecord, change: AlertTransition.Change, line: AlertLine,
+    /// The messages for one alert change on `line`, one per interested subscription, each in its subscription's
+    /// format. Messages of one line are delivered in order.
+    static func messages(for alert: AlertRecord, change: AlertTransition.Change, line: AlertLine, context: AlertContext,
                          subscribers: [WebhookSubscription], now: Timestamp) -> [OutboxMessage] {
-        guard !subscribers.isEmpty else { return [] }
-        let payload = WebhookPayload(type: change == .fire ? "alert.firing" : "alert.resolved", timestamp: now.rfc3339, data: AlertJSON(alert))
-        guard let data = try? encoder.encode(payload) else { return [] }
-        let body = String(decoding: data, as: UTF8.self)
         let orderingKey = line.storageKey
-        return subscribers.map { subscription in
+        return subscribers.compactMap { subscription in
+            guard let body = AlertMessage.body(subscription.format, alert: alert, change: change, context: context, subscription: subscription, now: now)
+            else { return nil }
             // Deterministic, so that the same transition written twice is one message (and one webhook-id).
-            OutboxMessage(id: "msg_" + AlertIdentity.digest([alert.id, change.rawValue, subscription.id]),
-                          webhookId: subscription.id, orderingKey: orderingKey, payload: body, createdAt: now, nextAttemptAt: now)
+            return OutboxMessage(id: "msg_" + AlertIdentity.digest([alert.id, change.rawValue, subscription.id]),
+                                 webhookId: subscription.id, orderingKey: orderingKey, payload: body, createdAt: now, nextAttemptAt: now)
         }
     }
 }

@@ -147,7 +147,7 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
         var plan = policy.withLock { p in
             // The counters start at zero: the plan's counters are the group's deltas.
             GroupPlan.make(batches: jobs.lazy.map(\.batch), seen: seen, due: due, devices: devices, counters: FleetCounters(),
-                           fleetAlerts: firing, policy: &p, now: now, configuration: configuration, subscribers: webhooks.subscribers(for:))
+                           fleetAlerts: firing, policy: &p, now: now, configuration: configuration, subscribers: webhooks.subscribers(for:context:))
         }
         plan.changes.eventIds = StoreChanges.newIds(claims, seen: seen)
         guard !plan.changes.isEmpty || !plan.transitions.isEmpty else { return plan }
@@ -155,7 +155,7 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
         plan.fleetAlerts = FleetAlerts(firing: try await tx.fleetAlerts(plan.containers))
         policy.withLock { p in
             plan.evaluateFleet(counts: { counts[$0] ?? FleetCounts() }, policy: &p, now: now, configuration: configuration,
-                               subscribers: webhooks.subscribers(for:))
+                               subscribers: webhooks.subscribers(for:context:))
         }
         try await tx.write(plan.changes)
         return plan

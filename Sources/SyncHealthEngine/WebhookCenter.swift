@@ -29,7 +29,33 @@ public struct WebhookConfiguration: Sendable {
 public enum WebhookError: Error, Sendable {
     case invalidURL(String)
     case invalidKinds(String)
+    case invalidField(pointer: String, detail: String)
     case notFound
+}
+
+/// What `POST /v1/webhooks` asks for, before it is checked.
+public struct WebhookRequestFields: Sendable {
+    public var url: String
+    public var kinds: [String] = []
+    public var description: String?
+    public var format: String?
+    public var routingKey: String?
+    public var appIds: [String] = []
+    public var containerIds: [String] = []
+    public var errorClasses: [String] = []
+
+    /// The fields of a request.
+    public init(url: String, kinds: [String] = [], description: String? = nil, format: String? = nil, routingKey: String? = nil,
+                appIds: [String] = [], containerIds: [String] = [], errorClasses: [String] = []) {
+        self.url = url
+        self.kinds = kinds
+        self.description = description
+        self.format = format
+        self.routingKey = routingKey
+        self.appIds = appIds
+        self.containerIds = containerIds
+        self.errorClasses = errorClasses
+    }
 }
 
 /// Subscriptions, their management, and the delivery service that drains the outbox.
@@ -72,8 +98,8 @@ public final class WebhookCenter: Service, Sendable {
     }
 
     /// Active subscriptions that want `alert`, in id order.
-    func subscribers(for alert: AlertRecord) -> [WebhookSubscription] {
-        subscriptions.withLock { $0.values.filter { $0.wants(alert.kind) }.sorted { $0.id < $1.id } }
+    func subscribers(for alert: AlertRecord, context: AlertContext) -> [WebhookSubscription] {
+        subscriptions.withLock { $0.values.filter { $0.wants(alert, errorClass: context.errorClass) }.sorted { $0.id < $1.id } }
     }
 
     /// Tells the delivery loop that new messages are waiting.
@@ -81,23 +107,51 @@ public final class WebhookCenter: Service, Sendable {
 
     // MARK: Management
 
-    /// Creates a subscription after checking its URL (scheme, and the SSRF guard).
+    /// Creates a subscription after checking its fields, and its URL (scheme, and the SSRF guard).
     public func create(url: String, kinds: [String], description: String?) async throws -> WebhookSubscription {
+        try await create(WebhookRequestFields(url: url, kinds: kinds, description: description))
+    }
+
+    /// Creates a subscription after checking its fields, and its URL (scheme, and the SSRF guard).
+    public func create(_ fields: WebhookRequestFields) async throws -> WebhookSubscription {
         var parsedKinds: [AlertKind] = []
-        for name in kinds {
+        for name in fields.kinds {
             guard let kind = AlertKind(rawValue: name) else { throw WebhookError.invalidKinds(name) }
             if !parsedKinds.contains(kind) { parsedKinds.append(kind) }
         }
+        let format = try fields.format.map { name in
+            guard let format = WebhookFormat(rawValue: name) else {
+                throw WebhookError.invalidField(pointer: "/format", detail: "\(name) is not a format; use " + WebhookFormat.allCases.map(\.rawValue).joined(separator: ", "))
+            }
+            return format
+        } ?? .standardWebhooks
+        let routingKey = fields.routingKey.flatMap { $0.isEmpty ? nil : $0 }
+        if format == .pagerduty && routingKey == nil {
+            throw WebhookError.invalidField(pointer: "/routingKey", detail: "the pagerduty format needs the integration's routingKey")
+        }
+        if let routingKey, routingKey.count > 256 { throw WebhookError.invalidField(pointer: "/routingKey", detail: "routingKey is longer than 256 characters") }
+        var errorClasses: [ErrorClass] = []
+        for name in fields.errorClasses {
+            guard let errorClass = ErrorClass(rawValue: name) else {
+                throw WebhookError.invalidField(pointer: "/errorClasses", detail: "\(name) is not an error class; use " + ErrorClass.allCases.map(\.rawValue).joined(separator: ", "))
+            }
+            if !errorClasses.contains(errorClass) { errorClasses.append(errorClass) }
+        }
+        for (pointer, list) in [("/appIds", fields.appIds), ("/containerIds", fields.containerIds)] where list.contains(where: { $0.isEmpty || $0.count > 256 }) {
+            throw WebhookError.invalidField(pointer: pointer, detail: "each entry must be 1-256 characters")
+        }
         let guardian = AddressGuard(allowPrivate: configuration.allowPrivate)
         do {
-            _ = try guardian.check(url)
+            _ = try guardian.check(format == .alertmanager ? Self.alertmanagerAlertsURL(fields.url) : fields.url)
         } catch .unresolvable {
             // Not proof of anything: DNS may be down, or the name not live yet. Every delivery checks again.
         } catch {
             throw WebhookError.invalidURL(error.description)
         }
-        let subscription = WebhookSubscription(id: "wh_" + RandomToken.make().prefix(22), url: url, kinds: parsedKinds,
-                                               description: description, secret: WebhookSigner.makeSecret(), createdAt: clock.now)
+        let subscription = WebhookSubscription(id: "wh_" + RandomToken.make().prefix(22), url: fields.url, kinds: parsedKinds,
+                                               description: fields.description, secret: WebhookSigner.makeSecret(), createdAt: clock.now,
+                                               format: format, routingKey: routingKey, appIds: Array(Set(fields.appIds)).sorted(),
+                                               containerIds: Array(Set(fields.containerIds)).sorted(), errorClasses: errorClasses)
         try await management { try await store.saveWebhook(subscription) }
         subscriptions.withLock { $0[subscription.id] = subscription }
         return subscription
@@ -206,22 +260,14 @@ public final class WebhookCenter: Service, Sendable {
         let attemptNumber = message.attempts + 1
         let now = clock.now
         attempts.increment()
+        let body = Array(message.payload.utf8)
         guard let subscription = subscriptions.withLock({ $0[message.webhookId] }), subscription.disabledReason == nil,
-              let signer = WebhookSigner(secret: subscription.secret) else {
+              let (url, headers) = Self.target(subscription, messageId: message.id, body: body, now: now) else {
             await record(DeliveryAttempt(webhookId: message.webhookId, messageId: message.id, attempt: attemptNumber, attemptedAt: now,
                                          statusCode: nil, error: "the subscription is disabled or gone", nextRetryAt: nil, outcome: .failed))
             return
         }
-        let body = Array(message.payload.utf8)
-        let response: WebhookResponse
-        do {
-            // Checked again at send time: the host may resolve elsewhere now. curl connects to the checked address.
-            let target = try AddressGuard(allowPrivate: configuration.allowPrivate).check(subscription.url)
-            let headers = signer.headers(id: message.id, timestamp: now.unixSeconds, body: body)
-            response = await transport.send(WebhookRequest(url: subscription.url, headers: headers, body: body, pinnedAddress: target.address))
-        } catch {
-            response = .failure("refused by the SSRF guard: \(error.description)")
-        }
+        let response = await send(url: url, headers: headers, body: body)
         var attempt = DeliveryAttempt(webhookId: message.webhookId, messageId: message.id, attempt: attemptNumber, attemptedAt: now,
                                       statusCode: nil, error: nil, nextRetryAt: nil, outcome: .retrying)
         var disable: String?
@@ -260,6 +306,40 @@ public final class WebhookCenter: Service, Sendable {
         logger.debug("Webhook attempt", metadata: ["webhook.id": "\(message.webhookId)", "message.id": "\(message.id)",
                                                    "attempt": "\(attemptNumber)", "outcome": "\(attempt.outcome.rawValue)"])
         await record(attempt, disable: disable)
+    }
+
+    /// Where a subscription's message goes, and its headers: signed for Standard Webhooks, plain JSON for the
+    /// providers' formats. `nil` when the subscription's secret is unusable.
+    static func target(_ subscription: WebhookSubscription, messageId: String, body: [UInt8], now: Timestamp)
+        -> (url: String, headers: [(name: String, value: String)])? {
+        let json = [(name: "content-type", value: "application/json")]
+        switch subscription.format {
+        case .standardWebhooks:
+            guard let signer = WebhookSigner(secret: subscription.secret) else { return nil }
+            return (subscription.url, signer.headers(id: messageId, timestamp: now.unixSeconds, body: body))
+        case .slack, .pagerduty:
+            return (subscription.url, json)
+        case .alertmanager:
+            return (alertmanagerAlertsURL(subscription.url), json)
+        }
+    }
+
+    /// An Alertmanager's `POST /api/v2/alerts`, from its base URL.
+    static func alertmanagerAlertsURL(_ base: String) -> String {
+        var base = base
+        while base.hasSuffix("/") { base.removeLast() }
+        return base + "/api/v2/alerts"
+    }
+
+    /// One request through the transport, after the SSRF guard has checked the address again (the host may resolve
+    /// elsewhere now; curl connects to the checked address).
+    func send(url: String, headers: [(name: String, value: String)], body: [UInt8]) async -> WebhookResponse {
+        do {
+            let target = try AddressGuard(allowPrivate: configuration.allowPrivate).check(url)
+            return await transport.send(WebhookRequest(url: url, headers: headers, body: body, pinnedAddress: target.address))
+        } catch {
+            return .failure("refused by the SSRF guard: \(error.description)")
+        }
     }
 
     func record(_ attempt: DeliveryAttempt, disable: String? = nil) async {

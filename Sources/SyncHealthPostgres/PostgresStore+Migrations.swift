@@ -100,6 +100,9 @@ extension PostgresStore {
             """,
             "CREATE INDEX deliveries_webhook ON deliveries (webhook_id, seq)",
         ]),
+        ("v2: webhook options (format, routing)", [
+            "ALTER TABLE webhooks ADD COLUMN options TEXT NOT NULL DEFAULT '{}'",
+        ]),
     ]
 
     /// Applies the missing migrations, one replica at a time (under a transaction-scoped advisory lock), and

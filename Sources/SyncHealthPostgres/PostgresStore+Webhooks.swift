@@ -6,23 +6,26 @@ extension PostgresStore {
     public func webhooks() async throws -> [WebhookSubscription] {
         var all: [WebhookSubscription] = []
         let rows = try await client.query("""
-            SELECT id, url, kinds, description, secret, created_at, disabled_reason FROM webhooks ORDER BY created_at, id
+            SELECT id, url, kinds, description, secret, created_at, disabled_reason, options FROM webhooks ORDER BY created_at, id
             """, logger: logger)
-        for try await (id, url, kinds, description, secret, createdAt, disabled) in rows.decode((String, String, String, String?, String, Int64, String?).self) {
-            all.append(WebhookSubscription(id: id, url: url, kinds: kinds.split(separator: ",").compactMap { AlertKind(rawValue: String($0)) },
-                                           description: description, secret: secret, createdAt: Timestamp(microseconds: createdAt),
-                                           disabledReason: disabled))
+        for try await (id, url, kinds, description, secret, createdAt, disabled, options) in rows.decode((String, String, String, String?, String, Int64, String?, String).self) {
+            var subscription = WebhookSubscription(id: id, url: url, kinds: kinds.split(separator: ",").compactMap { AlertKind(rawValue: String($0)) },
+                                                   description: description, secret: secret, createdAt: Timestamp(microseconds: createdAt),
+                                                   disabledReason: disabled)
+            subscription.apply(optionsJSON: options)
+            all.append(subscription)
         }
         return all
     }
 
     public func saveWebhook(_ w: WebhookSubscription) async throws {
         try await client.query("""
-            INSERT INTO webhooks (id, url, kinds, description, secret, created_at, disabled_reason)
+            INSERT INTO webhooks (id, url, kinds, description, secret, created_at, disabled_reason, options)
             VALUES (\(w.id), \(w.url), \(w.kinds.map(\.rawValue).joined(separator: ",")), \(w.description), \(w.secret),
-                    \(w.createdAt.microseconds), \(w.disabledReason))
+                    \(w.createdAt.microseconds), \(w.disabledReason), \(w.optionsJSON))
             ON CONFLICT (id) DO UPDATE SET url = excluded.url, kinds = excluded.kinds, description = excluded.description,
-                secret = excluded.secret, created_at = excluded.created_at, disabled_reason = excluded.disabled_reason
+                secret = excluded.secret, created_at = excluded.created_at, disabled_reason = excluded.disabled_reason,
+                options = excluded.options
             """, logger: logger)
     }
 

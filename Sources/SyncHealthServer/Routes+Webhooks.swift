@@ -12,6 +12,11 @@ struct WebhookRoutes {
         var url: String?
         var kinds: [String]?
         var description: String?
+        var format: String?
+        var routingKey: String?
+        var appIds: [String]?
+        var containerIds: [String]?
+        var errorClasses: [String]?
     }
 
     func create(_ request: Request, context: AppRequestContext) async throws -> Response {
@@ -21,17 +26,21 @@ struct WebhookRoutes {
         do {
             body = try JSONDecoder().decode(CreateBody.self, from: Data(buffer: buffer))
         } catch {
-            throw APIError.invalidBody([.init(pointer: "", detail: "the body must be {\"url\", \"kinds\", \"description\"}")])
+            throw APIError.invalidBody([.init(pointer: "", detail: "the body must be {\"url\", \"kinds\", \"description\", \"format\", \"routingKey\", \"appIds\", \"containerIds\", \"errorClasses\"}")])
         }
         guard let url = body.url else { throw APIError.invalidBody([.init(pointer: "/url", detail: "url is required")]) }
         if let description = body.description, description.count > 1024 {
             throw APIError.invalidBody([.init(pointer: "/description", detail: "description is longer than 1024 characters")])
         }
         do {
-            let subscription = try await webhooks.create(url: url, kinds: body.kinds ?? [], description: body.description)
+            let subscription = try await webhooks.create(WebhookRequestFields(
+                url: url, kinds: body.kinds ?? [], description: body.description, format: body.format, routingKey: body.routingKey,
+                appIds: body.appIds ?? [], containerIds: body.containerIds ?? [], errorClasses: body.errorClasses ?? []))
             return try JSONResponse.make(WebhookDTO(subscription, includeSecret: true), status: .created)
         } catch WebhookError.invalidURL(let why) {
             throw APIError.invalidBody([.init(pointer: "/url", detail: why)])
+        } catch WebhookError.invalidField(let pointer, let detail) {
+            throw APIError.invalidBody([.init(pointer: pointer, detail: detail)])
         } catch WebhookError.invalidKinds(let kind) {
             throw APIError.invalidBody([.init(pointer: "/kinds", detail: "\(kind) is not an alert kind; use " + AlertKind.allCases.map(\.rawValue).joined(separator: ", "))])
         }
@@ -87,7 +96,9 @@ struct WebhookDTO: Encodable {
         self.includeSecret = includeSecret
     }
 
-    enum Key: String, CodingKey { case id, url, kinds, description, secret, createdAt, disabled, disabledReason }
+    enum Key: String, CodingKey {
+        case id, url, kinds, description, secret, createdAt, disabled, disabledReason, format, routingKey, appIds, containerIds, errorClasses
+    }
 
     func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: Key.self)
@@ -99,6 +110,11 @@ struct WebhookDTO: Encodable {
         try c.encode(subscription.createdAt.rfc3339, forKey: .createdAt)
         try c.encode(subscription.disabledReason != nil, forKey: .disabled)
         try c.encode(subscription.disabledReason, forKey: .disabledReason)
+        try c.encode(subscription.format.rawValue, forKey: .format)
+        try c.encode(subscription.routingKey, forKey: .routingKey)
+        try c.encode(subscription.appIds, forKey: .appIds)
+        try c.encode(subscription.containerIds, forKey: .containerIds)
+        try c.encode(subscription.errorClasses.map(\.rawValue), forKey: .errorClasses)
     }
 }
 

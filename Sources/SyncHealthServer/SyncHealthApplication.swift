@@ -114,7 +114,8 @@ public enum SyncHealthApplication {
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "synchealth",
                                  availableConnectionsDelegate: MaximumAvailableConnections(configuration.maxConnections, logger: logger)),
             // Shutdown runs in reverse: the engine commits what it accepted before the pool stops.
-            services: (storeService.map { [$0] } ?? []) + [engine, engine.webhooks, HeapTrimmer(logger: logger)],
+            services: (storeService.map { [$0] } ?? []) + [engine, engine.webhooks, AlertmanagerRefresh(engine: engine, logger: logger),
+                                                            HeapTrimmer(logger: logger)],
             logger: logger
         )
         return (application, engine)

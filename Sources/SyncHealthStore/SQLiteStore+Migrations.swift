@@ -120,6 +120,9 @@ extension SQLiteStore {
                 INSERT INTO journal_state (id, folded_through) VALUES (1, 0);
                 """)
         }
+        migrator.registerMigration("v6: webhook options (format, routing)") { db in
+            try db.execute(sql: "ALTER TABLE webhooks ADD COLUMN options TEXT NOT NULL DEFAULT '{}'")
+        }
         return migrator
     }
 }

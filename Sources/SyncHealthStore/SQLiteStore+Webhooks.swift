@@ -17,10 +17,12 @@ extension SQLiteStore {
 
     public func webhooks() async throws -> [WebhookSubscription] {
         try await pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT id, url, kinds, description, secret, created_at, disabled_reason FROM webhooks ORDER BY created_at, id").map { row in
+            try Row.fetchAll(db, sql: "SELECT id, url, kinds, description, secret, created_at, disabled_reason, options FROM webhooks ORDER BY created_at, id").map { row in
                 let kinds = (row[2] as String).split(separator: ",").compactMap { AlertKind(rawValue: String($0)) }
-                return WebhookSubscription(id: row[0], url: row[1], kinds: kinds, description: row[3], secret: row[4],
-                                           createdAt: Timestamp(microseconds: row[5]), disabledReason: row[6])
+                var subscription = WebhookSubscription(id: row[0], url: row[1], kinds: kinds, description: row[3], secret: row[4],
+                                                       createdAt: Timestamp(microseconds: row[5]), disabledReason: row[6])
+                subscription.apply(optionsJSON: row[7])
+                return subscription
             }
         }
     }
@@ -28,10 +30,10 @@ extension SQLiteStore {
     public func saveWebhook(_ w: WebhookSubscription) async throws {
         try await pool.write { db in
             try db.execute(sql: """
-                INSERT OR REPLACE INTO webhooks (id, url, kinds, description, secret, created_at, disabled_reason)
-                VALUES (?, ?, ?, ?, ?, ?, ?)
+                INSERT OR REPLACE INTO webhooks (id, url, kinds, description, secret, created_at, disabled_reason, options)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                 """, arguments: [w.id, w.url, w.kinds.map(\.rawValue).joined(separator: ","), w.description, w.secret,
-                                 w.createdAt.microseconds, w.disabledReason])
+                                 w.createdAt.microseconds, w.disabledReason, w.optionsJSON])
         }
     }
 

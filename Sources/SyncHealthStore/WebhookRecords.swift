@@ -1,4 +1,17 @@
+import Foundation
 import SyncHealthCore
+
+/// What a subscription's messages look like, and where they go.
+public enum WebhookFormat: String, Sendable, Hashable, CaseIterable, Codable {
+    /// The service's own envelope, signed per Standard Webhooks, posted to `url`.
+    case standardWebhooks
+    /// A Slack incoming-webhook message (`text` and `blocks`); Mattermost and Rocket.Chat take it too.
+    case slack
+    /// A PagerDuty Events API v2 event, keyed by the subscription's `routingKey`.
+    case pagerduty
+    /// Alertmanager alerts, posted to `url` + `/api/v2/alerts`, and posted again while they fire.
+    case alertmanager
+}
 
 /// A webhook subscription.
 public struct WebhookSubscription: Sendable, Hashable {
@@ -16,9 +29,21 @@ public struct WebhookSubscription: Sendable, Hashable {
     public var createdAt: Timestamp
     /// Why it was disabled (e.g. the receiver answered 410), or `nil` while active.
     public var disabledReason: String?
+    /// The body and target of its messages.
+    public var format: WebhookFormat
+    /// PagerDuty's integration key (`routing_key`), for the `pagerduty` format.
+    public var routingKey: String?
+    /// Apps whose alerts are delivered; empty means all.
+    public var appIds: [String]
+    /// Containers whose alerts are delivered; empty means all.
+    public var containerIds: [String]
+    /// Error classes whose alerts are delivered (an alert's class is its device's worst visible error); empty means all.
+    public var errorClasses: [ErrorClass]
 
     /// Creates a subscription.
-    public init(id: String, url: String, kinds: [AlertKind], description: String?, secret: String, createdAt: Timestamp, disabledReason: String? = nil) {
+    public init(id: String, url: String, kinds: [AlertKind], description: String?, secret: String, createdAt: Timestamp, disabledReason: String? = nil,
+                format: WebhookFormat = .standardWebhooks, routingKey: String? = nil, appIds: [String] = [], containerIds: [String] = [],
+                errorClasses: [ErrorClass] = []) {
         self.id = id
         self.url = url
         self.kinds = kinds
@@ -26,10 +51,49 @@ public struct WebhookSubscription: Sendable, Hashable {
         self.secret = secret
         self.createdAt = createdAt
         self.disabledReason = disabledReason
+        self.format = format
+        self.routingKey = routingKey
+        self.appIds = appIds
+        self.containerIds = containerIds
+        self.errorClasses = errorClasses
     }
 
-    /// Whether alerts of `kind` go to this subscription.
-    public func wants(_ kind: AlertKind) -> Bool { disabledReason == nil && (kinds.isEmpty || kinds.contains(kind)) }
+    /// Whether an alert goes to this subscription: it is active, and every list it has names the alert's kind,
+    /// app, container and error class (an alert without an app, container or class matches only empty lists).
+    public func wants(_ alert: AlertRecord, errorClass: ErrorClass?) -> Bool {
+        func matches<T: Equatable>(_ list: [T], _ value: T?) -> Bool { list.isEmpty || value.map(list.contains) == true }
+        return disabledReason == nil && matches(kinds, alert.kind) && matches(appIds, alert.appId) && matches(containerIds, alert.containerId)
+            && matches(errorClasses, errorClass)
+    }
+}
+
+extension WebhookSubscription {
+    /// The fields kept in the `options` column, as JSON: new ones join without a migration.
+    struct Options: Codable {
+        var format: WebhookFormat?
+        var routingKey: String?
+        var appIds: [String]?
+        var containerIds: [String]?
+        var errorClasses: [ErrorClass]?
+    }
+
+    /// The stored JSON of the options.
+    public var optionsJSON: String {
+        let options = Options(format: format, routingKey: routingKey, appIds: appIds, containerIds: containerIds, errorClasses: errorClasses)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        return (try? encoder.encode(options)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+    }
+
+    /// Takes the options from their stored JSON; missing fields keep their defaults.
+    public mutating func apply(optionsJSON: String) {
+        guard let options = try? JSONDecoder().decode(Options.self, from: Data(optionsJSON.utf8)) else { return }
+        format = options.format ?? .standardWebhooks
+        routingKey = options.routingKey
+        appIds = options.appIds ?? []
+        containerIds = options.containerIds ?? []
+        errorClasses = options.errorClasses ?? []
+    }
 }
 
 /// A message waiting in the outbox, or given up on.

@@ -19,7 +19,7 @@ struct GroupPlanTests {
         var policy = NotificationPolicy()
         return GroupPlan.make(batches: batches, seen: batches.map { _ in [] }, due: [], devices: DeviceTable(), counters: FleetCounters(),
                               fleetAlerts: FleetAlerts(), policy: &policy, now: testStart, configuration: EngineConfiguration(),
-                              subscribers: { _ in [hook] })
+                              subscribers: { _, _ in [hook] })
     }
 
     @Test("one device's fire, resolve and fire again in one group are one incident, told once as firing")

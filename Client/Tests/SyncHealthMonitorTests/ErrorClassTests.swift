@@ -45,3 +45,16 @@ struct ErrorClassTests {
         #expect(m.syncErrorClass == .developer)
     }
 }
+
+@Suite("CloudKit error names")
+struct CloudKitNameTests {
+    @Test("CloudKit codes have their CKError.Code names; other domains and unknown codes have none")
+    func names() {
+        #expect(SyncErrorReport(domain: "CKErrorDomain", code: 25).cloudKitName == "quotaExceeded")
+        #expect(SyncErrorReport(domain: "CKErrorDomain", code: 2).cloudKitName == "partialFailure")
+        #expect(SyncErrorReport(domain: "CKErrorDomain", code: 28).cloudKitName == "userDeletedZone")
+        #expect(SyncErrorReport(domain: "CKErrorDomain", code: 999).cloudKitName == nil)
+        #expect(SyncErrorReport(domain: "NSCocoaErrorDomain", code: 25).cloudKitName == nil)
+        #expect(SyncErrorReport(domain: "CKErrorDomain", code: 26).displayName == "CKErrorDomain 26 (zoneNotFound)")
+    }
+}

@@ -1,0 +1,32 @@
+import SyncHealthCore
+import SyncHealthStore
+
+/// What a message tells about an alert beyond the alert record: its device's error and state. Routing by error
+/// class and the Alertmanager labels read it.
+public struct AlertContext: Sendable, Equatable {
+    /// The device's most recent error. It is sticky, so the alert keeps the same class (and the same Alertmanager
+    /// labels) from its fire to its resolve.
+    public var error: SyncErrorReport?
+    /// The device's summary now.
+    public var summary: SyncStateSummary?
+    /// Local changes waiting for export.
+    public var pendingChanges: Int?
+    /// The device's platform, OS and app version, as last reported.
+    public var info: DeviceInfo?
+
+    /// The class of `error`.
+    public var errorClass: ErrorClass? { error?.errorClass }
+
+    /// No device: a container's fleet alert.
+    public static let fleet = AlertContext()
+
+    /// The context of a device's alert.
+    public init(device record: DeviceRecord) {
+        error = record.monitor.lastSyncError
+        summary = record.monitor.summary
+        pendingChanges = record.monitor.pendingChanges
+        info = record.info
+    }
+
+    init() {}
+}

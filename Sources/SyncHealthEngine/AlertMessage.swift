@@ -1,0 +1,128 @@
+import Foundation
+import SyncHealthCore
+import SyncHealthStore
+
+/// The body of one alert message in each subscription format. Pure: the same alert gives the same bytes.
+enum AlertMessage {
+    /// How long an Alertmanager alert stays active without news; the refresh posts it again well before.
+    static let alertmanagerHold: Duration = .seconds(300)
+
+    /// The body for `format`; `nil` if it cannot be written (it then is not sent).
+    static func body(_ format: WebhookFormat, alert: AlertRecord, change: AlertTransition.Change, context: AlertContext,
+                     subscription: WebhookSubscription, now: Timestamp) -> String? {
+        switch format {
+        case .standardWebhooks:
+            return encode(WebhookPayload(type: change == .fire ? "alert.firing" : "alert.resolved", timestamp: now.rfc3339, data: AlertJSON(alert)))
+        case .slack:
+            return encode(slack(alert, change: change, context: context))
+        case .pagerduty:
+            return encode(pagerDuty(alert, change: change, context: context, routingKey: subscription.routingKey ?? ""))
+        case .alertmanager:
+            return encode([alertmanager(alert, context: context, now: now)])
+        }
+    }
+
+    /// PagerDuty's severity, and Alertmanager's `severity` label.
+    static func severity(_ alert: AlertRecord, _ context: AlertContext) -> String {
+        switch context.errorClass {
+        case .dataLoss?: "critical"
+        case .developer?: "error"
+        default: "warning"
+        }
+    }
+
+    // MARK: Slack
+
+    struct Slack: Encodable {
+        struct Text: Encodable {
+            var type: String
+            var text: String
+        }
+        struct Block: Encodable {
+            var type: String
+            var text: Text?
+            var fields: [Text]?
+            var elements: [Text]?
+        }
+        var text: String
+        var blocks: [Block]
+    }
+
+    static func slack(_ alert: AlertRecord, change: AlertTransition.Change, context: AlertContext) -> Slack {
+        let firing = change == .fire
+        let headline = "\(firing ? "🔴" : "✅") \(alert.kind.rawValue) \(firing ? "firing" : "resolved"): \(alert.summary)"
+        var fields: [Slack.Text] = []
+        if let device = alert.deviceId { fields.append(.init(type: "mrkdwn", text: "*Device*\n\(device)")) }
+        if let app = alert.appId { fields.append(.init(type: "mrkdwn", text: "*App*\n\(app)")) }
+        if let container = alert.containerId { fields.append(.init(type: "mrkdwn", text: "*Container*\n\(container)")) }
+        if let error = context.error {
+            fields.append(.init(type: "mrkdwn", text: "*Error*\n\(error.errorClass.rawValue): \(error.displayName)"))
+        }
+        fields.append(.init(type: "mrkdwn", text: firing ? "*Since*\n\(alert.startsAt.rfc3339)" : "*Resolved at*\n\((alert.endsAt ?? alert.startsAt).rfc3339)"))
+        return Slack(text: headline, blocks: [
+            .init(type: "section", text: .init(type: "mrkdwn", text: "*\(headline)*\n\(alert.detail)")),
+            .init(type: "section", fields: fields),
+            .init(type: "context", elements: [.init(type: "mrkdwn", text: "SyncHealth alert `\(alert.id)`")]),
+        ])
+    }
+
+    // MARK: PagerDuty
+
+    struct PagerDuty: Encodable {
+        struct Payload: Encodable {
+            var summary: String
+            var source: String
+            var severity: String
+            var timestamp: String
+            var component: String?
+            var group: String?
+            var `class`: String
+            var custom_details: [String: String]
+        }
+        var routing_key: String
+        var event_action: String
+        var dedup_key: String
+        var payload: Payload?
+    }
+
+    static func pagerDuty(_ alert: AlertRecord, change: AlertTransition.Change, context: AlertContext, routingKey: String) -> PagerDuty {
+        guard change == .fire else { return PagerDuty(routing_key: routingKey, event_action: "resolve", dedup_key: alert.id) }
+        var details = ["kind": alert.kind.rawValue, "detail": alert.detail, "alertId": alert.id]
+        if let v = context.summary { details["syncStateSummary"] = v.rawValue }
+        if let v = context.error { details["error"] = v.displayName; details["errorClass"] = v.errorClass.rawValue }
+        if let v = context.pendingChanges { details["pendingChanges"] = String(v) }
+        if let v = context.info?.platform { details["platform"] = v }
+        if let v = context.info?.osVersion { details["osVersion"] = v }
+        if let v = context.info?.appVersion { details["appVersion"] = v }
+        let payload = PagerDuty.Payload(summary: String(alert.summary.prefix(1024)), source: alert.deviceId ?? alert.containerId ?? "synchealth",
+                                        severity: severity(alert, context), timestamp: alert.startsAt.rfc3339, component: alert.appId ?? alert.containerId,
+                                        group: alert.containerId, class: context.errorClass?.rawValue ?? alert.kind.rawValue, custom_details: details)
+        return PagerDuty(routing_key: routingKey, event_action: "trigger", dedup_key: alert.id, payload: payload)
+    }
+
+    // MARK: Alertmanager
+
+    struct AlertmanagerAlert: Encodable {
+        var labels: [String: String]
+        var annotations: [String: String]
+        var startsAt: String
+        var endsAt: String
+    }
+
+    /// One alert for `POST /api/v2/alerts`: a firing one holds for `alertmanagerHold` unless posted again, a resolved
+    /// one ends at its resolve.
+    static func alertmanager(_ alert: AlertRecord, context: AlertContext, now: Timestamp) -> AlertmanagerAlert {
+        var labels = ["alertname": alert.kind.rawValue, "severity": severity(alert, context)]
+        labels["app_id"] = alert.appId
+        labels["container_id"] = alert.containerId
+        labels["device_id"] = alert.deviceId
+        labels["error_class"] = context.errorClass?.rawValue
+        let endsAt = alert.state == .resolved ? (alert.endsAt ?? now) : now + alertmanagerHold
+        return AlertmanagerAlert(labels: labels, annotations: ["summary": alert.summary, "description": alert.detail],
+                                 startsAt: alert.startsAt.rfc3339, endsAt: endsAt.rfc3339)
+    }
+
+    static func encode(_ value: some Encodable) -> String? {
+        (try? OutboxBuilder.encoder.encode(value)).map { String(decoding: $0, as: UTF8.self) }
+    }
+}
