@@ -27,6 +27,29 @@ struct WebhookStoreConformanceTests {
         }
     }
 
+    @Test("a subscription's format and routing lists are saved and read back, and replaced with it", arguments: StoreKind.allCases)
+    func formatAndRouting(kind: StoreKind) async throws {
+        try await kind.withStore { store in
+            var routed = subscription("wh_pd")
+            routed.format = .pagerduty
+            routed.routingKey = "R0UTING"
+            routed.appIds = ["com.a", "com.b"]
+            routed.containerIds = ["iCloud.a"]
+            routed.errorClasses = [.dataLoss, .developer]
+            try await store.saveWebhook(routed)
+            var manager = subscription("wh_am")
+            manager.format = .alertmanager
+            try await store.saveWebhook(manager)
+            let all = Dictionary(uniqueKeysWithValues: try await store.webhooks().map { ($0.id, $0) })
+            #expect(all["wh_pd"] == routed)
+            #expect(all["wh_am"] == manager)
+            routed.appIds = []
+            routed.format = .slack
+            try await store.saveWebhook(routed)
+            #expect(try await store.webhooks().first { $0.id == "wh_pd" } == routed)
+        }
+    }
+
     @Test("a line's messages come one at a time, in order; retries wait for their time", arguments: StoreKind.allCases)
     func outboxOrder(kind: StoreKind) async throws {
         try await kind.withStore { store in
