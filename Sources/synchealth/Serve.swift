@@ -29,7 +29,7 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("data-dir"), help: "Where the embedded store and generated keys live. [SYNCHEALTH_DATA_DIR, default ./data]")
     var dataDir: String?
 
-    @Option(name: .customLong("ingest-keys"), help: "Comma-separated keys that devices use to post events. [SYNCHEALTH_INGEST_KEYS, default generated]")
+    @Option(name: .customLong("ingest-keys"), help: "Comma-separated keys that devices use to post events; KEY@appId binds a key to an app. [SYNCHEALTH_INGEST_KEYS, default generated]")
     var ingestKeys: String?
 
     @Option(name: .customLong("read-keys"), help: "Comma-separated keys that may read status, summaries and alerts. [SYNCHEALTH_READ_KEYS, default none]")
