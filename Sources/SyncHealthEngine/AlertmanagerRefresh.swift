@@ -38,14 +38,16 @@ public struct AlertmanagerRefresh: Service {
         guard !targets.isEmpty else { return }
         let firing: [(AlertRecord, AlertContext)]
         do {
-            firing = try await firingAlerts()
+            firing = try await Self.firingAlerts(of: engine)
         } catch {
             logger.warning("Reading the firing alerts for Alertmanager failed", metadata: ["error": "\(error)"])
             return
         }
         let now = engine.now
         for subscription in targets {
-            let alerts = firing.filter { subscription.wants($0.0, errorClass: $0.1.errorClass) }.map { AlertMessage.alertmanager($0.0, context: $0.1, now: now) }
+            // A silenced alert is not refreshed: Alertmanager lets it lapse, as it would not hear of it at all.
+            let alerts = firing.filter { subscription.wants($0.0, errorClass: $0.1.errorClass)
+                && engine.webhooks.silences.silencedBy($0.0, info: $0.1.info, now: now).isEmpty }.map { AlertMessage.alertmanager($0.0, context: $0.1, now: now) }
             guard !alerts.isEmpty else { continue }
             for chunk in stride(from: 0, to: alerts.count, by: 500).map({ Array(alerts[$0..<min($0 + 500, alerts.count)]) }) {
                 guard let body = AlertMessage.encode(chunk) else { continue }
@@ -58,7 +60,7 @@ public struct AlertmanagerRefresh: Service {
     }
 
     /// Every firing alert, with its device's context.
-    func firingAlerts() async throws -> [(AlertRecord, AlertContext)] {
+    static func firingAlerts(of engine: any MonitorEngine) async throws -> [(AlertRecord, AlertContext)] {
         var out: [(AlertRecord, AlertContext)] = []
         var cursor: Int64?
         repeat {

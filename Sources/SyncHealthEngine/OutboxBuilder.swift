@@ -37,11 +37,22 @@ struct WebhookPayload: Encodable {
 /// `{"id", "kind", "state", "deviceId", "appId", "containerId", "startsAt", "endsAt", "summary", "detail"}`.
 public struct AlertJSON: Encodable, Sendable {
     let alert: AlertRecord
+    /// The silences holding the alert's deliveries, for the API (webhook bodies leave it out).
+    let silencedBy: [String]?
 
     /// Wraps an alert.
-    public init(_ alert: AlertRecord) { self.alert = alert }
+    public init(_ alert: AlertRecord) {
+        self.alert = alert
+        self.silencedBy = nil
+    }
 
-    enum Key: String, CodingKey { case id, kind, state, deviceId, appId, containerId, startsAt, endsAt, summary, detail }
+    /// Wraps an alert with the silences in force over it.
+    public init(_ alert: AlertRecord, silencedBy: [String]) {
+        self.alert = alert
+        self.silencedBy = silencedBy
+    }
+
+    enum Key: String, CodingKey { case id, kind, state, deviceId, appId, containerId, startsAt, endsAt, summary, detail, silencedBy }
 
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: Key.self)
@@ -55,5 +66,6 @@ public struct AlertJSON: Encodable, Sendable {
         try c.encode(alert.endsAt?.rfc3339, forKey: .endsAt)
         try c.encode(alert.summary, forKey: .summary)
         try c.encode(alert.detail, forKey: .detail)
+        if let silencedBy { try c.encode(silencedBy, forKey: .silencedBy) }
     }
 }

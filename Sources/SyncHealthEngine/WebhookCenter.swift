@@ -71,6 +71,8 @@ public final class WebhookCenter: Service, Sendable {
     /// Whether other processes may change the subscriptions (a shared store): then they are read again before use.
     let reloadsBeforeUse: Bool
     let subscriptions = Mutex<[String: WebhookSubscription]>([:])
+    /// The silences, which hold deliveries back.
+    public let silences: SilenceCenter
     let wake = WakeSignal()
     /// Signalled by the first `load()`.
     let loadedSignal = WakeSignal()
@@ -84,6 +86,7 @@ public final class WebhookCenter: Service, Sendable {
                 reloadsBeforeUse: Bool = false, logger: Logger) {
         self.store = store
         self.reloadsBeforeUse = reloadsBeforeUse
+        self.silences = SilenceCenter(store: store, clock: clock, reloadsBeforeUse: reloadsBeforeUse)
         self.transport = transport
         self.clock = clock
         self.configuration = configuration
@@ -92,14 +95,20 @@ public final class WebhookCenter: Service, Sendable {
 
     /// Loads the subscriptions. Called by the engine before it serves.
     func load() async throws {
+        try await silences.load()
         let all = try await store.webhooks()
         subscriptions.withLock { s in s = Dictionary(uniqueKeysWithValues: all.map { ($0.id, $0) }) }
         if !loaded.exchange(true, ordering: .acquiringAndReleasing) { loadedSignal.signal() }
     }
 
-    /// Active subscriptions that want `alert`, in id order.
+    /// Active subscriptions that want `alert`, in id order; none while a silence holds it.
     func subscribers(for alert: AlertRecord, context: AlertContext) -> [WebhookSubscription] {
-        subscriptions.withLock { $0.values.filter { $0.wants(alert, errorClass: context.errorClass) }.sorted { $0.id < $1.id } }
+        subscribers(for: alert, context: context, now: clock.now)
+    }
+
+    func subscribers(for alert: AlertRecord, context: AlertContext, now: Timestamp) -> [WebhookSubscription] {
+        guard silences.silencedBy(alert, info: context.info, now: now).isEmpty else { return [] }
+        return subscriptions.withLock { $0.values.filter { $0.wants(alert, errorClass: context.errorClass) }.sorted { $0.id < $1.id } }
     }
 
     /// Tells the delivery loop that new messages are waiting.

@@ -103,6 +103,19 @@ extension PostgresStore {
         ("v2: webhook options (format, routing)", [
             "ALTER TABLE webhooks ADD COLUMN options TEXT NOT NULL DEFAULT '{}'",
         ]),
+        ("v3: silences", [
+            """
+            CREATE TABLE silences (
+                id TEXT PRIMARY KEY,
+                matchers TEXT NOT NULL,
+                starts_at BIGINT NOT NULL,
+                ends_at BIGINT NOT NULL,
+                comment TEXT NOT NULL,
+                created_at BIGINT NOT NULL,
+                released BOOLEAN NOT NULL DEFAULT FALSE
+            )
+            """,
+        ]),
     ]
 
     /// Applies the missing migrations, one replica at a time (under a transaction-scoped advisory lock), and

@@ -224,6 +224,19 @@ struct FleetRoutes<Engine: MonitorEngine> {
                                     appId: try query.identifier("appId"), deviceId: try query.identifier("deviceId"),
                                     limit: try query.limit(), cursor: try query.cursor())
         let page = try await mapEngine { () async throws(EngineError) in try await engine.alerts(alertQuery) }
-        return try JSONResponse.make(PageDTO(data: page.alerts.map(AlertJSON.init), nextCursor: page.nextCursor.map(String.init)))
+        var data: [AlertJSON] = []
+        let now = engine.now
+        for alert in page.alerts {
+            var silencedBy: [String] = []
+            if alert.state == .firing {
+                var info: DeviceInfo?
+                if let appId = alert.appId, let deviceId = alert.deviceId {
+                    info = try await mapEngine { () async throws(EngineError) in try await engine.device(DeviceKey(appId: appId, deviceId: deviceId)) }?.record.info
+                }
+                silencedBy = engine.webhooks.silences.silencedBy(alert, info: info, now: now)
+            }
+            data.append(AlertJSON(alert, silencedBy: silencedBy))
+        }
+        return try JSONResponse.make(PageDTO(data: data, nextCursor: page.nextCursor.map(String.init)))
     }
 }

@@ -34,6 +34,7 @@ public enum SyncHealthApplication {
         let devices = DeviceRoutes(engine: engine)
         let fleet = FleetRoutes(engine: engine)
         let hooks = WebhookRoutes(webhooks: engine.webhooks)
+        let silences = SilenceRoutes(silences: engine.webhooks.silences)
         return [
             APIRoute(.get, "/livez", health.livez),
             APIRoute(.get, "/readyz", health.readyz),
@@ -50,6 +51,10 @@ public enum SyncHealthApplication {
             APIRoute(.delete, "/v1/webhooks/:id", hooks.delete),
             APIRoute(.get, "/v1/webhooks/:id/deliveries", hooks.deliveries),
             APIRoute(.post, "/v1/webhooks/:id/deliveries/:deliveryId/resend", hooks.resend),
+            APIRoute(.post, "/v1/silences", silences.create),
+            APIRoute(.get, "/v1/silences", silences.list),
+            APIRoute(.get, "/v1/silences/:id", silences.get),
+            APIRoute(.delete, "/v1/silences/:id", silences.delete),
         ]
     }
 
@@ -115,6 +120,7 @@ public enum SyncHealthApplication {
                                  availableConnectionsDelegate: MaximumAvailableConnections(configuration.maxConnections, logger: logger)),
             // Shutdown runs in reverse: the engine commits what it accepted before the pool stops.
             services: (storeService.map { [$0] } ?? []) + [engine, engine.webhooks, AlertmanagerRefresh(engine: engine, logger: logger),
+                                                            SilenceRelease(engine: engine, logger: logger),
                                                             HeapTrimmer(logger: logger)],
             logger: logger
         )

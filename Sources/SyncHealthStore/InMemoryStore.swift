@@ -11,6 +11,7 @@ public final class InMemoryStore: SyncStore {
         var alertIndex: [String: Int] = [:]
         var fleetAlerts: [String: Timestamp] = [:]
         var webhooks: [String: WebhookSubscription] = [:]
+        var silences: [String: Silence] = [:]
         var outbox: [OutboxMessage] = []
         var deliveries: [DeliveryAttempt] = []
     }
@@ -101,6 +102,20 @@ public final class InMemoryStore: SyncStore {
     }
 
     public func close() async throws {}
+
+    public func silences() async throws -> [Silence] {
+        state.withLock { $0.silences.values.sorted { ($0.createdAt, $0.id) < ($1.createdAt, $1.id) } }
+    }
+
+    public func saveSilence(_ silence: Silence) async throws {
+        state.withLock { $0.silences[silence.id] = silence }
+    }
+
+    public func enqueue(_ messages: [OutboxMessage]) async throws {
+        state.withLock { s in
+            for m in messages where !s.outbox.contains(where: { $0.id == m.id }) { s.outbox.append(m) }
+        }
+    }
 
     public func webhooks() async throws -> [WebhookSubscription] {
         state.withLock { $0.webhooks.values.sorted { ($0.createdAt, $0.id) < ($1.createdAt, $1.id) } }

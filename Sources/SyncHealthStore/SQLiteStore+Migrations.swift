@@ -123,6 +123,19 @@ extension SQLiteStore {
         migrator.registerMigration("v6: webhook options (format, routing)") { db in
             try db.execute(sql: "ALTER TABLE webhooks ADD COLUMN options TEXT NOT NULL DEFAULT '{}'")
         }
+        migrator.registerMigration("v7: silences") { db in
+            try db.execute(sql: """
+                CREATE TABLE silences (
+                    id TEXT PRIMARY KEY,
+                    matchers TEXT NOT NULL,
+                    starts_at INTEGER NOT NULL,
+                    ends_at INTEGER NOT NULL,
+                    comment TEXT NOT NULL,
+                    created_at INTEGER NOT NULL,
+                    released INTEGER NOT NULL DEFAULT 0
+                )
+                """)
+        }
         return migrator
     }
 }

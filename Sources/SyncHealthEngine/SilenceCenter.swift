@@ -1,0 +1,106 @@
+import Synchronization
+import SyncHealthCore
+import SyncHealthStore
+import SyncHealthWebhooks
+
+/// Why a silence request was refused.
+public enum SilenceError: Error, Sendable, Equatable {
+    case invalid(pointer: String, detail: String)
+}
+
+/// The silences: their management, and the question every delivery asks ("is this alert silenced now?").
+///
+/// A silenced alert still fires, resolves and is listed; only its deliveries are held. When a silence ends, the
+/// alerts it held that still fire are delivered then (`SilenceRelease`); those that resolved meanwhile never are.
+public final class SilenceCenter: Sendable {
+    let store: any SyncStore
+    /// The service's clock.
+    public let clock: any ServiceClock
+    let reloadsBeforeUse: Bool
+    let cache = Mutex<[String: Silence]>([:])
+    /// Signalled when a silence ends early (`DELETE`), so that its release does not wait for the next check.
+    let ended = WakeSignal()
+
+    init(store: any SyncStore, clock: any ServiceClock, reloadsBeforeUse: Bool) {
+        self.store = store
+        self.clock = clock
+        self.reloadsBeforeUse = reloadsBeforeUse
+    }
+
+    /// Reads every silence from the store.
+    func load() async throws {
+        let all = try await store.silences()
+        cache.withLock { $0 = Dictionary(uniqueKeysWithValues: all.map { ($0.id, $0) }) }
+    }
+
+    /// With a shared store another replica may have changed the silences: read them again.
+    func refreshIfShared() async throws {
+        if reloadsBeforeUse { try await load() }
+    }
+
+    /// The ids of the silences in force at `now` that match an alert of a device with `info`.
+    public func silencedBy(_ alert: AlertRecord, info: DeviceInfo?, now: Timestamp) -> [String] {
+        cache.withLock { $0.values.filter { $0.isActive(at: now) && $0.matchers.matches(alert, info: info) }.map(\.id).sorted() }
+    }
+
+    // MARK: Management
+
+    /// Creates a silence: at least one matcher, an end after its start and after now.
+    public func create(matchers: Silence.Matchers, startsAt: Timestamp?, endsAt: Timestamp, comment: String) async throws -> Silence {
+        let now = clock.now
+        let startsAt = startsAt ?? now
+        guard !matchers.isEmpty else { throw SilenceError.invalid(pointer: "/matchers", detail: "give at least one matcher") }
+        guard endsAt > startsAt, endsAt > now else { throw SilenceError.invalid(pointer: "/endsAt", detail: "endsAt must be after startsAt and after now") }
+        guard comment.count <= 1024 else { throw SilenceError.invalid(pointer: "/comment", detail: "comment is longer than 1024 characters") }
+        let silence = Silence(id: "si_" + RandomToken.make().prefix(22), matchers: matchers, startsAt: startsAt, endsAt: endsAt, comment: comment,
+                              createdAt: now)
+        try await store.saveSilence(silence)
+        cache.withLock { $0[silence.id] = silence }
+        return silence
+    }
+
+    /// Every silence, expired ones included, newest first.
+    public func list() async throws -> [Silence] {
+        try await refreshIfShared()
+        return cache.withLock { $0.values.sorted { ($0.createdAt, $0.id) > ($1.createdAt, $1.id) } }
+    }
+
+    /// One silence.
+    public func get(_ id: String) async throws -> Silence? {
+        try await refreshIfShared()
+        return cache.withLock { $0[id] }
+    }
+
+    /// Ends a silence now (kept, as expired). Returns it, or `nil` if there is none with this id.
+    public func expire(_ id: String) async throws -> Silence? {
+        guard var silence = try await get(id) else { return nil }
+        let now = clock.now
+        if silence.endsAt > now {
+            silence.endsAt = max(now, silence.startsAt)
+            try await store.saveSilence(silence)
+            cache.withLock { $0[id] = silence }
+            ended.signal()
+        }
+        return silence
+    }
+
+    // MARK: Release
+
+    /// Silences that have ended and whose held deliveries are not released yet.
+    func endedUnreleased(now: Timestamp) async throws -> [Silence] {
+        try await refreshIfShared()
+        return cache.withLock { $0.values.filter { $0.endsAt <= now && !$0.released }.sorted { $0.endsAt < $1.endsAt } }
+    }
+
+    /// When the next unreleased silence ends.
+    func nextEnd() -> Timestamp? {
+        cache.withLock { $0.values.filter { !$0.released }.map(\.endsAt).min() }
+    }
+
+    func markReleased(_ silence: Silence) async throws {
+        var released = silence
+        released.released = true
+        try await store.saveSilence(released)
+        cache.withLock { $0[silence.id] = released }
+    }
+}

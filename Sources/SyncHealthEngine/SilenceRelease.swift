@@ -1,0 +1,62 @@
+import Logging
+import ServiceLifecycle
+import SyncHealthCore
+import SyncHealthStore
+
+/// When a silence ends, delivers the alerts it held that still fire: those that fired while it was in force, match
+/// it, and are not held by another silence still in force. An alert that resolved meanwhile is not delivered.
+public struct SilenceRelease: Service {
+    let engine: any MonitorEngine
+    let logger: Logger
+
+    /// Releases for `engine`'s silences.
+    public init(engine: any MonitorEngine, logger: Logger) {
+        self.engine = engine
+        self.logger = logger
+    }
+
+    public func run() async throws {
+        let silences = engine.webhooks.silences
+        await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                if engine.isReady {
+                    do {
+                        try await releaseEnded()
+                    } catch {
+                        logger.warning("Releasing the deliveries held by a silence failed", metadata: ["error": "\(error)"])
+                    }
+                }
+                // Ends are checked at the next end, when a silence is deleted, and every minute (another replica may
+                // have created one).
+                let now = engine.now
+                let next = [silences.nextEnd(), now + (engine.isReady ? .seconds(60) : .seconds(1))].compactMap { $0 }.filter { $0 > now }.min()
+                await silences.ended.wait(until: next ?? now + .seconds(60), clock: engine.clock)
+            }
+        }
+    }
+
+    /// Releases every silence that has ended.
+    func releaseEnded() async throws {
+        let silences = engine.webhooks.silences
+        let now = engine.now
+        let ended = try await silences.endedUnreleased(now: now)
+        guard !ended.isEmpty else { return }
+        let firing = try await AlertmanagerRefresh.firingAlerts(of: engine)
+        for silence in ended {
+            var messages: [OutboxMessage] = []
+            for (alert, context) in firing where alert.startsAt >= silence.startsAt && alert.startsAt < silence.endsAt
+                && silence.matchers.matches(alert, info: context.info) && silences.silencedBy(alert, info: context.info, now: now).isEmpty {
+                let line: AlertLine = alert.deviceId.flatMap { id in alert.appId.map { .device(DeviceKey(appId: $0, deviceId: id), alert.kind) } }
+                    ?? .container(alert.containerId ?? "")
+                let subscribers = engine.webhooks.subscribers(for: alert, context: context, now: now)
+                messages += OutboxBuilder.messages(for: alert, change: .fire, line: line, context: context, subscribers: subscribers, now: now)
+            }
+            if !messages.isEmpty {
+                try await engine.webhooks.store.enqueue(messages)
+                engine.webhooks.notify()
+            }
+            try await silences.markReleased(silence)
+            logger.info("Silence ended", metadata: ["silence.id": "\(silence.id)", "messages.released": "\(messages.count)"])
+        }
+    }
+}
