@@ -34,6 +34,10 @@ struct SilenceRoutes {
             throw APIError.invalidBody([.init(pointer: "", detail: "the body must be {\"matchers\": {…}, \"startsAt\", \"endsAt\", \"comment\"}")])
         }
         let m = body.matchers ?? .init()
+        for (name, value) in [("appId", m.appId), ("containerId", m.containerId), ("deviceId", m.deviceId), ("appVersion", m.appVersion),
+                              ("osVersion", m.osVersion), ("platform", m.platform), ("kind", m.kind)] where value?.isEmpty == true {
+            throw APIError.invalidBody([.init(pointer: "/matchers/\(name)", detail: "a matcher cannot be empty; leave it out to match any value")])
+        }
         var kind: AlertKind?
         if let name = m.kind {
             guard let parsed = AlertKind(rawValue: name) else {
