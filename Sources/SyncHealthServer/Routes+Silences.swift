@@ -26,13 +26,7 @@ struct SilenceRoutes {
 
     func create(_ request: Request, context: AppRequestContext) async throws -> Response {
         try context.require(.admin)
-        let buffer = try await request.body.collect(upTo: 64 * 1024)
-        let body: CreateBody
-        do {
-            body = try JSONDecoder().decode(CreateBody.self, from: Data(buffer: buffer))
-        } catch {
-            throw APIError.invalidBody([.init(pointer: "", detail: "the body must be {\"matchers\": {…}, \"startsAt\", \"endsAt\", \"comment\"}")])
-        }
+        let body = try await JSONRequest.decode(CreateBody.self, from: request, shape: #"{"matchers": {…}, "startsAt", "endsAt", "comment"}"#)
         let m = body.matchers ?? .init()
         for (name, value) in [("appId", m.appId), ("containerId", m.containerId), ("deviceId", m.deviceId), ("appVersion", m.appVersion),
                               ("osVersion", m.osVersion), ("platform", m.platform), ("kind", m.kind)] where value?.isEmpty == true {

@@ -21,13 +21,8 @@ struct WebhookRoutes {
 
     func create(_ request: Request, context: AppRequestContext) async throws -> Response {
         try context.require(.admin)
-        let buffer = try await request.body.collect(upTo: 64 * 1024)
-        let body: CreateBody
-        do {
-            body = try JSONDecoder().decode(CreateBody.self, from: Data(buffer: buffer))
-        } catch {
-            throw APIError.invalidBody([.init(pointer: "", detail: "the body must be {\"url\", \"kinds\", \"description\", \"format\", \"routingKey\", \"appIds\", \"containerIds\", \"errorClasses\"}")])
-        }
+        let body = try await JSONRequest.decode(CreateBody.self, from: request,
+                                                shape: #"{"url", "kinds", "description", "format", "routingKey", "appIds", "containerIds", "errorClasses"}"#)
         guard let url = body.url else { throw APIError.invalidBody([.init(pointer: "/url", detail: "url is required")]) }
         if let description = body.description, description.count > 1024 {
             throw APIError.invalidBody([.init(pointer: "/description", detail: "description is longer than 1024 characters")])

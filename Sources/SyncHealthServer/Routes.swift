@@ -84,6 +84,19 @@ extension EngineError {
     }
 }
 
+/// The small JSON bodies of the management endpoints.
+enum JSONRequest {
+    /// Reads at most 64 KiB and decodes it; anything that does not decode is a 400 naming the expected `shape`.
+    static func decode<T: Decodable>(_ type: T.Type, from request: Request, shape: String) async throws -> T {
+        let buffer = try await request.body.collect(upTo: 64 * 1024)
+        do {
+            return try JSONDecoder().decode(type, from: Data(buffer: buffer))
+        } catch {
+            throw APIError.invalidBody([.init(pointer: "", detail: "the body must be \(shape)")])
+        }
+    }
+}
+
 /// Runs `body`, turning an `EngineError` into its API error.
 func mapEngine<T>(_ body: () async throws(EngineError) -> T) async throws(APIError) -> T {
     do { return try await body() } catch { throw error.apiError }
