@@ -2,7 +2,7 @@
 import PackageDescription
 
 let swiftSettings: [SwiftSetting] = [
-    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("ExistentialAny")
 ]
 
 let package = Package(
@@ -168,15 +168,19 @@ let package = Package(
         ),
         .testTarget(
             name: "SyncHealthStoreTests",
-            dependencies: ["SyncHealthStore", "SyncHealthPostgres", "SyncHealthCore", "SyncHealthTestSupport",
-                           .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Logging", package: "swift-log"),
-                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                           .product(name: "PostgresNIO", package: "postgres-nio")]
+            dependencies: [
+                "SyncHealthStore", "SyncHealthPostgres", "SyncHealthCore", "SyncHealthTestSupport",
+                .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ]
         ),
         .testTarget(
             name: "SyncHealthPostgresTests",
-            dependencies: ["SyncHealthPostgres", "SyncHealthStore", "SyncHealthCore", "SyncHealthTestSupport",
-                           .product(name: "Logging", package: "swift-log"), .product(name: "PostgresNIO", package: "postgres-nio")]
+            dependencies: [
+                "SyncHealthPostgres", "SyncHealthStore", "SyncHealthCore", "SyncHealthTestSupport",
+                .product(name: "Logging", package: "swift-log"), .product(name: "PostgresNIO", package: "postgres-nio"),
+            ]
         ),
         .testTarget(name: "SyncHealthWebhooksTests", dependencies: ["SyncHealthWebhooks", "SyncHealthCore"]),
         .testTarget(

@@ -54,7 +54,10 @@ let benchmarks: @Sendable () -> Void = {
         let items = (0..<count).map { n in
             #"{"eventId": "e-\#(n)", "occurredAt": "2026-11-22T10:00:\#(String(format: "%02d", n % 60)).\#(n % 1000)Z", "kind": "activity", "phase": "export", "state": "failed", "startedAt": "2026-11-22T09:59:59Z", "error": {"domain": "CKErrorDomain", "code": 2, "partialErrors": {"14": 1}}}"#
         }
-        return Data(#"{"device": {"deviceId": "8F1C2A6E-3B7D-4C1A-9E55-0D7A1B2C3D4E", "appId": "com.example.notes", "containerId": "iCloud.com.example.notes"}, "events": [\#(items.joined(separator: ","))]}"#.utf8)
+        return Data(
+            #"{"device": {"deviceId": "8F1C2A6E-3B7D-4C1A-9E55-0D7A1B2C3D4E", "appId": "com.example.notes", "containerId": "iCloud.com.example.notes"}, "events": [\#(items.joined(separator: ","))]}"#
+                .utf8
+        )
     }
     let one = batchJSON(1)
     let hundred = batchJSON(100)
@@ -69,8 +72,22 @@ let benchmarks: @Sendable () -> Void = {
 
     Benchmark("Fleet counters: move one device", configuration: .init(scalingFactor: .kilo)) { benchmark in
         var counters = FleetCounters()
-        let a = FleetContribution(appId: "com.example", containerId: "iCloud.x", summary: .succeeded, notSyncing: false, errorClass: nil, silent: false)
-        let b = FleetContribution(appId: "com.example", containerId: "iCloud.x", summary: .error, notSyncing: false, errorClass: .transient, silent: false)
+        let a = FleetContribution(
+            appId: "com.example",
+            containerId: "iCloud.x",
+            summary: .succeeded,
+            notSyncing: false,
+            errorClass: nil,
+            silent: false
+        )
+        let b = FleetContribution(
+            appId: "com.example",
+            containerId: "iCloud.x",
+            summary: .error,
+            notSyncing: false,
+            errorClass: .transient,
+            silent: false
+        )
         counters.replace(nil, with: a)
         var flip = false
         for _ in benchmark.scaledIterations {

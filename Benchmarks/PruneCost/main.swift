@@ -28,8 +28,10 @@ func record(_ count: Int, from start: Timestamp, prefix: String) async throws ->
         var done = 0
         while done < count {
             let claims = (0..<32).map { d in
-                (key: DeviceKey(appId: "com.bench", deviceId: "dev-\(group)-\(d)"),
-                 eventIds: (0..<100).map { "\(prefix)-\(group)-\(d)-\($0)" })
+                (
+                    key: DeviceKey(appId: "com.bench", deviceId: "dev-\(group)-\(d)"),
+                    eventIds: (0..<100).map { "\(prefix)-\(group)-\(d)-\($0)" }
+                )
             }
             let at = start + .milliseconds(group)
             _ = try await store.commit(claiming: claims, at: at) { _ in (changes: StoreChanges(recordedAt: at), result: 0) }
@@ -45,7 +47,9 @@ try await withThrowingTaskGroup(of: Void.self) { tasks in
     tasks.addTask { try await store.checkpointer.run() }
     let recordOld = try await record(expired, from: old, prefix: "old")
     let recordNew = try await record(kept, from: recent, prefix: "new")
-    print("recorded \(expired) expired ids in \(String(format: "%.1f", milliseconds(recordOld) / 1000)) s and \(kept) recent ones in \(String(format: "%.1f", milliseconds(recordNew) / 1000)) s")
+    print(
+        "recorded \(expired) expired ids in \(String(format: "%.1f", milliseconds(recordOld) / 1000)) s and \(kept) recent ones in \(String(format: "%.1f", milliseconds(recordNew) / 1000)) s"
+    )
 
     var times: [Double] = []
     var forgotten = 0
@@ -59,9 +63,11 @@ try await withThrowingTaskGroup(of: Void.self) { tasks in
     }
     let sorted = times.sorted()
     let total = times.reduce(0, +)
-    print("forgot \(forgotten) ids in \(times.count) batches of \(batch): p50 \(String(format: "%.2f", sorted[sorted.count / 2])) ms, "
-        + "p99 \(String(format: "%.2f", sorted[min(sorted.count - 1, sorted.count * 99 / 100)])) ms, max \(String(format: "%.2f", sorted.last ?? 0)) ms, "
-        + "\(String(format: "%.1f", total * 1000 / Double(max(forgotten, 1)))) us per id, \(String(format: "%.1f", total / 1000)) s in all")
+    print(
+        "forgot \(forgotten) ids in \(times.count) batches of \(batch): p50 \(String(format: "%.2f", sorted[sorted.count / 2])) ms, "
+            + "p99 \(String(format: "%.2f", sorted[min(sorted.count - 1, sorted.count * 99 / 100)])) ms, max \(String(format: "%.2f", sorted.last ?? 0)) ms, "
+            + "\(String(format: "%.1f", total * 1000 / Double(max(forgotten, 1)))) us per id, \(String(format: "%.1f", total / 1000)) s in all"
+    )
     try await store.close()
     tasks.cancelAll()
 }

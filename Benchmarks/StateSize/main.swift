@@ -1,18 +1,22 @@
+import SyncHealthCore
+
 // Measures the bytes of monitor state per device: the inline size of a DeviceRecord, and the resident
 // memory that one million typical records really take (their id strings are short enough to be stored
 // inline, so what is measured is the state besides the ids).
 #if canImport(Glibc)
 import Glibc
 #endif
-import SyncHealthCore
 
 func residentBytes() -> Int {
     guard let file = fopen("/proc/self/statm", "r") else { return 0 }
     defer { fclose(file) }
-    var size = 0, resident = 0
-    _ = withUnsafeMutablePointer(to: &size) { s in withUnsafeMutablePointer(to: &resident) { r in
-        withVaList([s, r]) { vfscanf(file, "%ld %ld", $0) }
-    } }
+    var size = 0
+    var resident = 0
+    _ = withUnsafeMutablePointer(to: &size) { s in
+        withUnsafeMutablePointer(to: &resident) { r in
+            withVaList([s, r]) { vfscanf(file, "%ld %ld", $0) }
+        }
+    }
     return resident * Int(sysconf(Int32(_SC_PAGESIZE)))
 }
 
@@ -37,8 +41,19 @@ for i in 0..<count {
     ]
     // One device in ten has a failed export with its own error object.
     if i % 10 == 0 {
-        events.append(DeviceEvent(eventId: "e", occurredAt: base, body: .activity(.init(phase: .export, state: .failed,
-            error: SyncErrorReport(domain: "CKErrorDomain", code: 25, message: "Quota exceeded")))))
+        events.append(
+            DeviceEvent(
+                eventId: "e",
+                occurredAt: base,
+                body: .activity(
+                    .init(
+                        phase: .export,
+                        state: .failed,
+                        error: SyncErrorReport(domain: "CKErrorDomain", code: 25, message: "Quota exceeded")
+                    )
+                )
+            )
+        )
     } else {
         events.append(DeviceEvent(eventId: "e", occurredAt: base, body: .activity(.init(phase: .export, state: .succeeded))))
     }

@@ -38,8 +38,15 @@ extension DeviceRecord {
         let stalled = running != nil || (m.summary == .unknown && !m.isUnknownFromQuirk)
         note(syncStalled.step(kind: .syncStalled, holds: stalled, delay: configuration.stalledAfter, now: now))
 
-        note(exportAtRisk.step(kind: .exportAtRisk, holds: m.isExportAtRisk, since: m.oldestPendingObservedAt,
-                               delay: configuration.exportAtRiskAfter, now: now))
+        note(
+            exportAtRisk.step(
+                kind: .exportAtRisk,
+                holds: m.isExportAtRisk,
+                since: m.oldestPendingObservedAt,
+                delay: configuration.exportAtRiskAfter,
+                now: now
+            )
+        )
 
         let silentAt = lastSeenAt + configuration.silentAfter
         if now < silentAt { evaluation.nextDeadline = min(evaluation.nextDeadline ?? silentAt, silentAt) }

@@ -86,8 +86,12 @@ extension EventBatch {
         }
         return EventBatch(
             key: DeviceKey(appId: appId, deviceId: deviceId),
-            info: DeviceInfo(containerId: device["containerId"], platform: device["platform"],
-                             osVersion: device["osVersion"], appVersion: device["appVersion"]),
+            info: DeviceInfo(
+                containerId: device["containerId"],
+                platform: device["platform"],
+                osVersion: device["osVersion"],
+                appVersion: device["appVersion"]
+            ),
             events: events,
             rejected: rejected
         )

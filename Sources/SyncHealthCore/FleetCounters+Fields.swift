@@ -5,8 +5,10 @@
 extension FleetCounts {
     /// Every field whose value is not zero.
     public var nonZeroFields: [(name: String, value: Int)] {
-        var fields: [(String, Int)] = [("devices", devices), ("active", active), ("silent", silent), ("broken", broken),
-                                       ("activeBroken", activeBroken), ("notSyncing", notSyncing)]
+        var fields: [(String, Int)] = [
+            ("devices", devices), ("active", active), ("silent", silent), ("broken", broken),
+            ("activeBroken", activeBroken), ("notSyncing", notSyncing),
+        ]
         for (summary, n) in bySummary { fields.append(("summary." + summary.rawValue, n)) }
         for (cls, n) in byErrorClass { fields.append(("errorClass." + cls.rawValue, n)) }
         return fields.filter { $0.1 != 0 }
@@ -25,10 +27,12 @@ extension FleetCounts {
             case "notSyncing": notSyncing = value
             default:
                 if name.hasPrefix("summary."), let s = SyncStateSummary(rawValue: String(name.dropFirst(8))),
-                   let i = SyncStateSummary.allCases.firstIndex(of: s) {
+                    let i = SyncStateSummary.allCases.firstIndex(of: s)
+                {
                     bySummaryCounts[i] = value
                 } else if name.hasPrefix("errorClass."), let c = ErrorClass(rawValue: String(name.dropFirst(11))),
-                          let i = ErrorClass.allCases.firstIndex(of: c) {
+                    let i = ErrorClass.allCases.firstIndex(of: c)
+                {
                     byErrorClassCounts[i] = value
                 }
             }

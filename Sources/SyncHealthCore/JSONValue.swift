@@ -74,9 +74,15 @@ struct JSONParser: ~Copyable {
         case UInt8(ascii: "{"): return try object()
         case UInt8(ascii: "["): return try array()
         case UInt8(ascii: "\""): return .string(try string())
-        case UInt8(ascii: "t"): try literal("true"); return .bool(true)
-        case UInt8(ascii: "f"): try literal("false"); return .bool(false)
-        case UInt8(ascii: "n"): try literal("null"); return .null
+        case UInt8(ascii: "t"):
+            try literal("true")
+            return .bool(true)
+        case UInt8(ascii: "f"):
+            try literal("false")
+            return .bool(false)
+        case UInt8(ascii: "n"):
+            try literal("null")
+            return .null
         default: return try number()
         }
     }
@@ -110,7 +116,10 @@ struct JSONParser: ~Copyable {
             members.append((name, try value()))
             skipWhitespace()
             guard i < bytes.count else { throw failure }
-            if bytes[i] == UInt8(ascii: ",") { i += 1; continue }
+            if bytes[i] == UInt8(ascii: ",") {
+                i += 1
+                continue
+            }
             guard bytes[i] == UInt8(ascii: "}") else { throw failure }
             i += 1
             return .object(members)
@@ -133,7 +142,10 @@ struct JSONParser: ~Copyable {
             elements.append(try value())
             skipWhitespace()
             guard i < bytes.count else { throw failure }
-            if bytes[i] == UInt8(ascii: ",") { i += 1; continue }
+            if bytes[i] == UInt8(ascii: ",") {
+                i += 1
+                continue
+            }
             guard bytes[i] == UInt8(ascii: "]") else { throw failure }
             i += 1
             return .array(elements)

@@ -8,8 +8,14 @@ enum AlertMessage {
     static let alertmanagerHold: Duration = .seconds(300)
 
     /// The body for `format`; `nil` if it cannot be written (it then is not sent).
-    static func body(_ format: WebhookFormat, alert: AlertRecord, change: AlertTransition.Change, context: AlertContext,
-                     subscription: WebhookSubscription, now: Timestamp) -> String? {
+    static func body(
+        _ format: WebhookFormat,
+        alert: AlertRecord,
+        change: AlertTransition.Change,
+        context: AlertContext,
+        subscription: WebhookSubscription,
+        now: Timestamp
+    ) -> String? {
         switch format {
         case .standardWebhooks:
             return encode(WebhookPayload(type: change == .fire ? "alert.firing" : "alert.resolved", timestamp: now.rfc3339, data: AlertJSON(alert)))
@@ -58,12 +64,17 @@ enum AlertMessage {
         if let error = context.error {
             fields.append(.init(type: "mrkdwn", text: "*Error*\n\(error.errorClass.rawValue): \(error.displayName)"))
         }
-        fields.append(.init(type: "mrkdwn", text: firing ? "*Since*\n\(alert.startsAt.rfc3339)" : "*Resolved at*\n\((alert.endsAt ?? alert.startsAt).rfc3339)"))
-        return Slack(text: headline, blocks: [
-            .init(type: "section", text: .init(type: "mrkdwn", text: "*\(headline)*\n\(alert.detail)")),
-            .init(type: "section", fields: fields),
-            .init(type: "context", elements: [.init(type: "mrkdwn", text: "SyncHealth alert `\(alert.id)`")]),
-        ])
+        fields.append(
+            .init(type: "mrkdwn", text: firing ? "*Since*\n\(alert.startsAt.rfc3339)" : "*Resolved at*\n\((alert.endsAt ?? alert.startsAt).rfc3339)")
+        )
+        return Slack(
+            text: headline,
+            blocks: [
+                .init(type: "section", text: .init(type: "mrkdwn", text: "*\(headline)*\n\(alert.detail)")),
+                .init(type: "section", fields: fields),
+                .init(type: "context", elements: [.init(type: "mrkdwn", text: "SyncHealth alert `\(alert.id)`")]),
+            ]
+        )
     }
 
     // MARK: PagerDuty
@@ -89,14 +100,24 @@ enum AlertMessage {
         guard change == .fire else { return PagerDuty(routing_key: routingKey, event_action: "resolve", dedup_key: alert.id) }
         var details = ["kind": alert.kind.rawValue, "detail": alert.detail, "alertId": alert.id]
         if let v = context.summary { details["syncStateSummary"] = v.rawValue }
-        if let v = context.error { details["error"] = v.displayName; details["errorClass"] = v.errorClass.rawValue }
+        if let v = context.error {
+            details["error"] = v.displayName
+            details["errorClass"] = v.errorClass.rawValue
+        }
         if let v = context.pendingChanges { details["pendingChanges"] = String(v) }
         if let v = context.info?.platform { details["platform"] = v }
         if let v = context.info?.osVersion { details["osVersion"] = v }
         if let v = context.info?.appVersion { details["appVersion"] = v }
-        let payload = PagerDuty.Payload(summary: String(alert.summary.prefix(1024)), source: alert.deviceId ?? alert.containerId ?? "synchealth",
-                                        severity: severity(alert, context), timestamp: alert.startsAt.rfc3339, component: alert.appId ?? alert.containerId,
-                                        group: alert.containerId, class: context.errorClass?.rawValue ?? alert.kind.rawValue, custom_details: details)
+        let payload = PagerDuty.Payload(
+            summary: String(alert.summary.prefix(1024)),
+            source: alert.deviceId ?? alert.containerId ?? "synchealth",
+            severity: severity(alert, context),
+            timestamp: alert.startsAt.rfc3339,
+            component: alert.appId ?? alert.containerId,
+            group: alert.containerId,
+            class: context.errorClass?.rawValue ?? alert.kind.rawValue,
+            custom_details: details
+        )
         return PagerDuty(routing_key: routingKey, event_action: "trigger", dedup_key: alert.id, payload: payload)
     }
 
@@ -118,8 +139,12 @@ enum AlertMessage {
         labels["device_id"] = alert.deviceId
         labels["error_class"] = context.errorClass?.rawValue
         let endsAt = alert.state == .resolved ? (alert.endsAt ?? now) : now + alertmanagerHold
-        return AlertmanagerAlert(labels: labels, annotations: ["summary": alert.summary, "description": alert.detail],
-                                 startsAt: alert.startsAt.rfc3339, endsAt: endsAt.rfc3339)
+        return AlertmanagerAlert(
+            labels: labels,
+            annotations: ["summary": alert.summary, "description": alert.detail],
+            startsAt: alert.startsAt.rfc3339,
+            endsAt: endsAt.rfc3339
+        )
     }
 
     static func encode(_ value: some Encodable) -> String? {

@@ -30,7 +30,8 @@ enum AlertText {
             startsAt: transition.startsAt,
             endsAt: transition.endsAt,
             summary: "Sync is broken on \(counts.activeBroken) of \(counts.active) active devices of \(containerId)",
-            detail: "\(counts.activeBroken) of \(counts.active) active devices are broken (error, notSyncing or unknown); \(counts.notSyncing) are not syncing."
+            detail:
+                "\(counts.activeBroken) of \(counts.active) active devices are broken (error, notSyncing or unknown); \(counts.notSyncing) are not syncing."
         )
     }
 
@@ -38,7 +39,8 @@ enum AlertText {
     static func flapping(_ alert: AlertRecord, configuration: NotificationPolicy.Configuration) -> AlertRecord {
         var told = alert
         let window = Int(configuration.flapWindow.secondsValue / 60)
-        told.detail += " Flapping: this alert fired more than \(configuration.flapThreshold) times in \(window) min;"
+        told.detail +=
+            " Flapping: this alert fired more than \(configuration.flapThreshold) times in \(window) min;"
             + " further changes are not delivered until it has been stable for \(window) min."
         return told
     }
@@ -69,9 +71,15 @@ enum AlertText {
         case .notSyncing:
             return ("Not syncing to iCloud on \(name)", "Setup succeeded with account and network available, but import never started.")
         case .syncStalled:
-            return ("Sync stalled on \(name)", "A sync activity has stayed in progress, or the state has stayed unknown, for longer than the stall delay. Summary: \(m.summary.rawValue).")
+            return (
+                "Sync stalled on \(name)",
+                "A sync activity has stayed in progress, or the state has stayed unknown, for longer than the stall delay. Summary: \(m.summary.rawValue)."
+            )
         case .exportAtRisk:
-            return ("Export at risk on \(name)", "\(m.pendingChanges) local changes wait to be exported while network and account are fine, and no export has succeeded.")
+            return (
+                "Export at risk on \(name)",
+                "\(m.pendingChanges) local changes wait to be exported while network and account are fine, and no export has succeeded."
+            )
         case .fleetDegraded:
             return ("Fleet degraded", "")
         }

@@ -46,13 +46,18 @@ public struct AlertmanagerRefresh: Service {
         let now = engine.now
         for subscription in targets {
             // A silenced alert is not refreshed: Alertmanager lets it lapse, as it would not hear of it at all.
-            let alerts = firing.filter { subscription.wants($0.0, errorClass: $0.1.errorClass)
-                && engine.webhooks.silences.silencedBy($0.0, info: $0.1.info, now: now).isEmpty }.map { AlertMessage.alertmanager($0.0, context: $0.1, now: now) }
+            let alerts = firing.filter {
+                subscription.wants($0.0, errorClass: $0.1.errorClass)
+                    && engine.webhooks.silences.silencedBy($0.0, info: $0.1.info, now: now).isEmpty
+            }.map { AlertMessage.alertmanager($0.0, context: $0.1, now: now) }
             guard !alerts.isEmpty else { continue }
             for chunk in stride(from: 0, to: alerts.count, by: 500).map({ Array(alerts[$0..<min($0 + 500, alerts.count)]) }) {
                 guard let body = AlertMessage.encode(chunk) else { continue }
-                let response = await engine.webhooks.send(url: WebhookCenter.alertmanagerAlertsURL(subscription.url),
-                                                          headers: [(name: "content-type", value: "application/json")], body: Array(body.utf8))
+                let response = await engine.webhooks.send(
+                    url: WebhookCenter.alertmanagerAlertsURL(subscription.url),
+                    headers: [(name: "content-type", value: "application/json")],
+                    body: Array(body.utf8)
+                )
                 if case .status(200...299, _) = response { continue }
                 logger.warning("Refreshing alerts in Alertmanager failed", metadata: ["webhook.id": "\(subscription.id)", "response": "\(response)"])
             }
@@ -68,7 +73,8 @@ public struct AlertmanagerRefresh: Service {
             for alert in page.alerts {
                 var context = AlertContext.fleet
                 if let appId = alert.appId, let deviceId = alert.deviceId,
-                   let device = try await engine.device(DeviceKey(appId: appId, deviceId: deviceId)) {
+                    let device = try await engine.device(DeviceKey(appId: appId, deviceId: deviceId))
+                {
                     context = AlertContext(device: device.record)
                 }
                 out.append((alert, context))

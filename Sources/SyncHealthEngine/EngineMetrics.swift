@@ -12,11 +12,20 @@ struct EngineMetrics: Sendable {
     let commitDuration = Timer(label: "synchealth_store_commit_duration_seconds")
     let groupSize = Recorder(label: "synchealth_commit_group_requests", aggregate: true)
     let queueShed = Counter(label: "synchealth_ingest_shed_total")
-    let transitions: [AlertKind: (fire: Counter, resolve: Counter)] = Dictionary(uniqueKeysWithValues: AlertKind.allCases.map { kind in
-        (kind, (Counter(label: "synchealth_alert_transitions_total", dimensions: [("kind", kind.rawValue), ("change", "fire")]),
-                Counter(label: "synchealth_alert_transitions_total", dimensions: [("kind", kind.rawValue), ("change", "resolve")])))
-    })
-    let firing: [AlertKind: Gauge] = Dictionary(uniqueKeysWithValues: AlertKind.allCases.map { kind in
-        (kind, Gauge(label: "synchealth_alerts_firing", dimensions: [("kind", kind.rawValue)]))
-    })
+    let transitions: [AlertKind: (fire: Counter, resolve: Counter)] = Dictionary(
+        uniqueKeysWithValues: AlertKind.allCases.map { kind in
+            (
+                kind,
+                (
+                    Counter(label: "synchealth_alert_transitions_total", dimensions: [("kind", kind.rawValue), ("change", "fire")]),
+                    Counter(label: "synchealth_alert_transitions_total", dimensions: [("kind", kind.rawValue), ("change", "resolve")])
+                )
+            )
+        }
+    )
+    let firing: [AlertKind: Gauge] = Dictionary(
+        uniqueKeysWithValues: AlertKind.allCases.map { kind in
+            (kind, Gauge(label: "synchealth_alerts_firing", dimensions: [("kind", kind.rawValue)]))
+        }
+    )
 }

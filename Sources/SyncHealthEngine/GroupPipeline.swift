@@ -105,8 +105,10 @@ extension GroupPipeline {
         for transition in plan.transitions {
             guard let counters = metrics.transitions[transition.kind] else { continue }
             (transition.change == .fire ? counters.fire : counters.resolve).increment()
-            logger.info(transition.change == .fire ? "Alert fired" : "Alert resolved",
-                        metadata: ["alert.kind": "\(transition.kind.rawValue)", "alert.id": "\(transition.id)"])
+            logger.info(
+                transition.change == .fire ? "Alert fired" : "Alert resolved",
+                metadata: ["alert.kind": "\(transition.kind.rawValue)", "alert.id": "\(transition.id)"]
+            )
         }
         if !plan.changes.outbox.isEmpty { webhooks.notify() }
         for (job, receipt) in zip(jobs, plan.receipts) {

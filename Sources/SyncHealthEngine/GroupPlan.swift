@@ -46,11 +46,25 @@ struct GroupPlan {
     ///   - seen: per batch, the ids its device sent before this group.
     ///   - due: positions in `devices` whose timers came due.
     ///   - subscribers: the subscriptions that want an alert.
-    static func make(batches: some Collection<EventBatch>, seen: [Set<String>], due: [Int], devices: DeviceTable, counters: FleetCounters,
-                     fleetAlerts: FleetAlerts, policy: inout NotificationPolicy, now: Timestamp, configuration: EngineConfiguration,
-                     subscribers: @escaping (AlertRecord, AlertContext) -> [WebhookSubscription]) -> GroupPlan {
-        var planner = GroupPlanner(devices: devices, now: now, configuration: configuration, subscribers: subscribers,
-                                   plan: GroupPlan(changes: StoreChanges(recordedAt: now), counters: counters, fleetAlerts: fleetAlerts))
+    static func make(
+        batches: some Collection<EventBatch>,
+        seen: [Set<String>],
+        due: [Int],
+        devices: DeviceTable,
+        counters: FleetCounters,
+        fleetAlerts: FleetAlerts,
+        policy: inout NotificationPolicy,
+        now: Timestamp,
+        configuration: EngineConfiguration,
+        subscribers: @escaping (AlertRecord, AlertContext) -> [WebhookSubscription]
+    ) -> GroupPlan {
+        var planner = GroupPlanner(
+            devices: devices,
+            now: now,
+            configuration: configuration,
+            subscribers: subscribers,
+            plan: GroupPlan(changes: StoreChanges(recordedAt: now), counters: counters, fleetAlerts: fleetAlerts)
+        )
         planner.apply(batches, seen: seen, policy: &policy)
         planner.evaluate(due: due, policy: &policy)
         planner.settle(policy: &policy)
@@ -69,8 +83,13 @@ private struct GroupPlanner {
     /// Each touched device's place in `plan.touched`.
     var slot: [DeviceKey: Int] = [:]
 
-    init(devices: DeviceTable, now: Timestamp, configuration: EngineConfiguration, subscribers: @escaping (AlertRecord, AlertContext) -> [WebhookSubscription],
-         plan: GroupPlan) {
+    init(
+        devices: DeviceTable,
+        now: Timestamp,
+        configuration: EngineConfiguration,
+        subscribers: @escaping (AlertRecord, AlertContext) -> [WebhookSubscription],
+        plan: GroupPlan
+    ) {
         self.devices = devices
         self.now = now
         self.configuration = configuration
@@ -87,8 +106,14 @@ private struct GroupPlanner {
         // A device touched only to settle a line keeps its timers: start from what they are now.
         var probe = record
         let evaluation = probe.evaluateAlerts(now: now, configuration: configuration.alerts)
-        plan.touched.append(GroupPlan.Touched(index: index, record: record, contribution: contribution,
-                                              deadline: evaluation.transitions.isEmpty ? evaluation.nextDeadline : now))
+        plan.touched.append(
+            GroupPlan.Touched(
+                index: index,
+                record: record,
+                contribution: contribution,
+                deadline: evaluation.transitions.isEmpty ? evaluation.nextDeadline : now
+            )
+        )
         slot[key] = plan.touched.count - 1
         return plan.touched.count - 1
     }
@@ -105,8 +130,14 @@ private struct GroupPlanner {
             case .deliver(let flapping):
                 let told = flapping ? AlertText.flapping(alert, configuration: configuration.notifications) : alert
                 let context = AlertContext(device: device)
-                plan.changes.outbox += OutboxBuilder.messages(for: told, change: transition.change, line: line, context: context,
-                                                              subscribers: subscribers(told, context), now: now)
+                plan.changes.outbox += OutboxBuilder.messages(
+                    for: told,
+                    change: transition.change,
+                    line: line,
+                    context: context,
+                    subscribers: subscribers(told, context),
+                    now: now
+                )
             case .suppressFlapping, .holdForFleet:
                 break
             }
@@ -177,8 +208,14 @@ private struct GroupPlanner {
             let s = touch(key) { stored }
             let alert = AlertText.record(for: transition, device: plan.touched[s].record)
             let context = AlertContext(device: plan.touched[s].record)
-            plan.changes.outbox += OutboxBuilder.messages(for: alert, change: transition.change, line: line, context: context,
-                                                          subscribers: subscribers(alert, context), now: now)
+            plan.changes.outbox += OutboxBuilder.messages(
+                for: alert,
+                change: transition.change,
+                line: line,
+                context: context,
+                subscribers: subscribers(alert, context),
+                now: now
+            )
         }
     }
 
@@ -203,11 +240,18 @@ private struct GroupPlanner {
 
 extension GroupPlan {
     /// Evaluates the fleet rule of every container the group touched, given their counts after the group.
-    mutating func evaluateFleet(counts countsOf: (String) -> FleetCounts, policy: inout NotificationPolicy, now: Timestamp,
-                                configuration: EngineConfiguration, subscribers: (AlertRecord, AlertContext) -> [WebhookSubscription]) {
+    mutating func evaluateFleet(
+        counts countsOf: (String) -> FleetCounts,
+        policy: inout NotificationPolicy,
+        now: Timestamp,
+        configuration: EngineConfiguration,
+        subscribers: (AlertRecord, AlertContext) -> [WebhookSubscription]
+    ) {
         for container in containers {
             let counts = countsOf(container)
-            guard let transition = fleetAlerts.evaluate(containerId: container, counts: counts, now: now, configuration: configuration.alerts) else { continue }
+            guard let transition = fleetAlerts.evaluate(containerId: container, counts: counts, now: now, configuration: configuration.alerts) else {
+                continue
+            }
             var alert = AlertText.record(for: transition, containerId: container, counts: counts)
             if transition.change == .resolve {
                 alert = AlertText.heldBack(alert, count: policy.takeHeldBack(containerId: container))
@@ -215,8 +259,14 @@ extension GroupPlan {
             changes.alerts.append(alert)
             changes.fleetAlerts.append((container, transition.change == .fire ? transition.startsAt : nil))
             transitions.append(Transition(id: alert.id, kind: .fleetDegraded, change: transition.change))
-            changes.outbox += OutboxBuilder.messages(for: alert, change: transition.change, line: .container(container), context: .fleet,
-                                                     subscribers: subscribers(alert, .fleet), now: now)
+            changes.outbox += OutboxBuilder.messages(
+                for: alert,
+                change: transition.change,
+                line: .container(container),
+                context: .fleet,
+                subscribers: subscribers(alert, .fleet),
+                now: now
+            )
         }
     }
 }

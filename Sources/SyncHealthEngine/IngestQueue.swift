@@ -1,5 +1,5 @@
-import Synchronization
 import SyncHealthCore
+import Synchronization
 
 /// The front both pipelines share: the requests waiting for a group, and the engine's phase.
 ///

@@ -1,7 +1,7 @@
 import Logging
-import Synchronization
 import SyncHealthCore
 import SyncHealthStore
+import Synchronization
 
 /// The monitor over a store that this process alone writes (SQLite, or memory in tests).
 ///
@@ -21,8 +21,13 @@ public final class LocalMonitor: MonitorEngine, GroupPipeline {
     let cache = Mutex(LocalCache())
 
     /// Creates a monitor over `store`. Call `run()` (as a service) to load the state and serve.
-    public init(store: any SyncStore, clock: any ServiceClock, configuration: EngineConfiguration = EngineConfiguration(),
-                webhooks: WebhookCenter, logger: Logger) {
+    public init(
+        store: any SyncStore,
+        clock: any ServiceClock,
+        configuration: EngineConfiguration = EngineConfiguration(),
+        webhooks: WebhookCenter,
+        logger: Logger
+    ) {
         self.store = store
         self.clock = clock
         self.configuration = configuration
@@ -169,12 +174,26 @@ public final class LocalMonitor: MonitorEngine, GroupPipeline {
     private func plan(_ jobs: [IngestJob], seen: [Set<String>], due: [Int], now: Timestamp) -> (changes: StoreChanges, result: GroupPlan) {
         cache.withLock { c in
             c.policy.beginChanges()
-            var plan = GroupPlan.make(batches: jobs.lazy.map(\.batch), seen: seen, due: due, devices: c.devices, counters: c.counters,
-                                      fleetAlerts: c.fleetAlerts, policy: &c.policy, now: now, configuration: configuration,
-                                      subscribers: webhooks.subscribers(for:context:))
+            var plan = GroupPlan.make(
+                batches: jobs.lazy.map(\.batch),
+                seen: seen,
+                due: due,
+                devices: c.devices,
+                counters: c.counters,
+                fleetAlerts: c.fleetAlerts,
+                policy: &c.policy,
+                now: now,
+                configuration: configuration,
+                subscribers: webhooks.subscribers(for:context:)
+            )
             let counters = plan.counters
-            plan.evaluateFleet(counts: { counters[FleetScope(containerId: $0)] }, policy: &c.policy, now: now, configuration: configuration,
-                               subscribers: webhooks.subscribers(for:context:))
+            plan.evaluateFleet(
+                counts: { counters[FleetScope(containerId: $0)] },
+                policy: &c.policy,
+                now: now,
+                configuration: configuration,
+                subscribers: webhooks.subscribers(for:context:)
+            )
             return (plan.changes, plan)
         }
     }

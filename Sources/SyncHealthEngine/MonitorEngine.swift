@@ -62,15 +62,34 @@ public enum MonitorStore: Sendable {
     }
 
     /// Builds the engine for this store, with its webhook center.
-    public func makeEngine(clock: any ServiceClock, configuration: EngineConfiguration, webhooks: WebhookConfiguration,
-                           transport: any WebhookTransport, logger: Logger) -> any MonitorEngine {
+    public func makeEngine(
+        clock: any ServiceClock,
+        configuration: EngineConfiguration,
+        webhooks: WebhookConfiguration,
+        transport: any WebhookTransport,
+        logger: Logger
+    ) -> any MonitorEngine {
         switch self {
         case .local(let store):
-            let center = WebhookCenter(store: store, transport: transport, clock: clock, configuration: webhooks, reloadsBeforeUse: false, logger: logger)
+            let center = WebhookCenter(
+                store: store,
+                transport: transport,
+                clock: clock,
+                configuration: webhooks,
+                reloadsBeforeUse: false,
+                logger: logger
+            )
             return LocalMonitor(store: store, clock: clock, configuration: configuration, webhooks: center, logger: logger)
         case .shared(let store):
             // Another replica may change the subscriptions: they are read again before each use.
-            let center = WebhookCenter(store: store, transport: transport, clock: clock, configuration: webhooks, reloadsBeforeUse: true, logger: logger)
+            let center = WebhookCenter(
+                store: store,
+                transport: transport,
+                clock: clock,
+                configuration: webhooks,
+                reloadsBeforeUse: true,
+                logger: logger
+            )
             return SharedMonitor(store: store, clock: clock, configuration: configuration, webhooks: center, logger: logger)
         }
     }

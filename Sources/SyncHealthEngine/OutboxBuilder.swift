@@ -13,15 +13,35 @@ enum OutboxBuilder {
 
     /// The messages for one alert change on `line`, one per interested subscription, each in its subscription's
     /// format. Messages of one line are delivered in order.
-    static func messages(for alert: AlertRecord, change: AlertTransition.Change, line: AlertLine, context: AlertContext,
-                         subscribers: [WebhookSubscription], now: Timestamp) -> [OutboxMessage] {
+    static func messages(
+        for alert: AlertRecord,
+        change: AlertTransition.Change,
+        line: AlertLine,
+        context: AlertContext,
+        subscribers: [WebhookSubscription],
+        now: Timestamp
+    ) -> [OutboxMessage] {
         let orderingKey = line.storageKey
         return subscribers.compactMap { subscription in
-            guard let body = AlertMessage.body(subscription.format, alert: alert, change: change, context: context, subscription: subscription, now: now)
+            guard
+                let body = AlertMessage.body(
+                    subscription.format,
+                    alert: alert,
+                    change: change,
+                    context: context,
+                    subscription: subscription,
+                    now: now
+                )
             else { return nil }
             // Deterministic, so that the same transition written twice is one message (and one webhook-id).
-            return OutboxMessage(id: "msg_" + AlertIdentity.digest([alert.id, change.rawValue, subscription.id]),
-                                 webhookId: subscription.id, orderingKey: orderingKey, payload: body, createdAt: now, nextAttemptAt: now)
+            return OutboxMessage(
+                id: "msg_" + AlertIdentity.digest([alert.id, change.rawValue, subscription.id]),
+                webhookId: subscription.id,
+                orderingKey: orderingKey,
+                payload: body,
+                createdAt: now,
+                nextAttemptAt: now
+            )
         }
     }
 }

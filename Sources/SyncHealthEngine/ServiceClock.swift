@@ -1,10 +1,11 @@
+import SyncHealthCore
+import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Synchronization
-import SyncHealthCore
 
 /// The service's own clock: the only place the service reads the time. Injected, so tests control time.
 public protocol ServiceClock: Sendable {

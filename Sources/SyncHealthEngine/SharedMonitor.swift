@@ -1,7 +1,7 @@
 import Logging
-import Synchronization
 import SyncHealthCore
 import SyncHealthStore
+import Synchronization
 
 /// The monitor over a store that several replicas share (PostgreSQL).
 ///
@@ -21,8 +21,13 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
     let policy: Mutex<NotificationPolicy>
 
     /// Creates a monitor over `store`. Call `run()` (as a service) to prepare the store and serve.
-    public init(store: any SharedSyncStore, clock: any ServiceClock, configuration: EngineConfiguration = EngineConfiguration(),
-                webhooks: WebhookCenter, logger: Logger) {
+    public init(
+        store: any SharedSyncStore,
+        clock: any ServiceClock,
+        configuration: EngineConfiguration = EngineConfiguration(),
+        webhooks: WebhookCenter,
+        logger: Logger
+    ) {
         self.store = store
         self.clock = clock
         self.configuration = configuration
@@ -58,8 +63,10 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
         try queue.checkReadable()
         let now = clock.now
         let page = try await read { try await store.devices(filter.query, after: Int64(cursor), limit: limit) }
-        return DevicePage(devices: page.records.map { DeviceSnapshot(record: $0, now: now, configuration: configuration.alerts) },
-                          nextCursor: page.nextCursor.map { Int($0) })
+        return DevicePage(
+            devices: page.records.map { DeviceSnapshot(record: $0, now: now, configuration: configuration.alerts) },
+            nextCursor: page.nextCursor.map { Int($0) }
+        )
     }
 
     /// The stored counter rows, updated in the same transaction as the devices.
@@ -137,8 +144,12 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
         let claimedKeys = Set(claimed.map(\.record.key))
         for stored in Array(locked.values) + claimed {
             let key = stored.record.key
-            let i = devices.index[key]
-                ?? devices.append(stored.record, contribution: stored.record.fleetContribution(now: stored.countedAt, configuration: configuration.alerts))
+            let i =
+                devices.index[key]
+                ?? devices.append(
+                    stored.record,
+                    contribution: stored.record.fleetContribution(now: stored.countedAt, configuration: configuration.alerts)
+                )
             if claimedKeys.contains(key), !due.contains(i) { due.append(i) }
         }
         // Which containers' fleet alerts fire, for holding device alerts back; read again under lock below.
@@ -146,16 +157,31 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
         let firing = FleetAlerts(firing: try await tx.fleetAlerts(known.sorted()))
         var plan = policy.withLock { p in
             // The counters start at zero: the plan's counters are the group's deltas.
-            GroupPlan.make(batches: jobs.lazy.map(\.batch), seen: seen, due: due, devices: devices, counters: FleetCounters(),
-                           fleetAlerts: firing, policy: &p, now: now, configuration: configuration, subscribers: webhooks.subscribers(for:context:))
+            GroupPlan.make(
+                batches: jobs.lazy.map(\.batch),
+                seen: seen,
+                due: due,
+                devices: devices,
+                counters: FleetCounters(),
+                fleetAlerts: firing,
+                policy: &p,
+                now: now,
+                configuration: configuration,
+                subscribers: webhooks.subscribers(for:context:)
+            )
         }
         plan.changes.eventIds = StoreChanges.newIds(claims, seen: seen)
         guard !plan.changes.isEmpty || !plan.transitions.isEmpty else { return plan }
         let counts = try await tx.addCounts(plan.counters, returning: plan.containers)
         plan.fleetAlerts = FleetAlerts(firing: try await tx.fleetAlerts(plan.containers))
         policy.withLock { p in
-            plan.evaluateFleet(counts: { counts[$0] ?? FleetCounts() }, policy: &p, now: now, configuration: configuration,
-                               subscribers: webhooks.subscribers(for:context:))
+            plan.evaluateFleet(
+                counts: { counts[$0] ?? FleetCounts() },
+                policy: &p,
+                now: now,
+                configuration: configuration,
+                subscribers: webhooks.subscribers(for:context:)
+            )
         }
         try await tx.write(plan.changes)
         return plan

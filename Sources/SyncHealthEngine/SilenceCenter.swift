@@ -1,7 +1,7 @@
-import Synchronization
 import SyncHealthCore
 import SyncHealthStore
 import SyncHealthWebhooks
+import Synchronization
 
 /// Why a silence request was refused.
 public enum SilenceError: Error, Sendable, Equatable {
@@ -50,10 +50,18 @@ public final class SilenceCenter: Sendable {
         let now = clock.now
         let startsAt = startsAt ?? now
         guard !matchers.isEmpty else { throw SilenceError.invalid(pointer: "/matchers", detail: "give at least one matcher") }
-        guard endsAt > startsAt, endsAt > now else { throw SilenceError.invalid(pointer: "/endsAt", detail: "endsAt must be after startsAt and after now") }
+        guard endsAt > startsAt, endsAt > now else {
+            throw SilenceError.invalid(pointer: "/endsAt", detail: "endsAt must be after startsAt and after now")
+        }
         guard comment.count <= 1024 else { throw SilenceError.invalid(pointer: "/comment", detail: "comment is longer than 1024 characters") }
-        let silence = Silence(id: "si_" + RandomToken.make().prefix(22), matchers: matchers, startsAt: startsAt, endsAt: endsAt, comment: comment,
-                              createdAt: now)
+        let silence = Silence(
+            id: "si_" + RandomToken.make().prefix(22),
+            matchers: matchers,
+            startsAt: startsAt,
+            endsAt: endsAt,
+            comment: comment,
+            createdAt: now
+        )
         try await store.saveSilence(silence)
         cache.withLock { $0[silence.id] = silence }
         return silence

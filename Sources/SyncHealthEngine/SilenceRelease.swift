@@ -44,8 +44,12 @@ public struct SilenceRelease: Service {
         let firing = try await AlertmanagerRefresh.firingAlerts(of: engine)
         for silence in ended {
             var messages: [OutboxMessage] = []
-            for (alert, context) in firing where silence.isActive(at: alert.startsAt) && silence.matchers.matches(alert, info: context.info) && silences.silencedBy(alert, info: context.info, now: now).isEmpty {
-                let line: AlertLine = alert.deviceId.flatMap { id in alert.appId.map { .device(DeviceKey(appId: $0, deviceId: id), alert.kind) } }
+            for (alert, context) in firing
+            where silence.isActive(at: alert.startsAt) && silence.matchers.matches(alert, info: context.info)
+                && silences.silencedBy(alert, info: context.info, now: now).isEmpty
+            {
+                let line: AlertLine =
+                    alert.deviceId.flatMap { id in alert.appId.map { .device(DeviceKey(appId: $0, deviceId: id), alert.kind) } }
                     ?? .container(alert.containerId ?? "")
                 let subscribers = engine.webhooks.subscribers(for: alert, context: context, now: now)
                 messages += OutboxBuilder.messages(for: alert, change: .fire, line: line, context: context, subscribers: subscribers, now: now)

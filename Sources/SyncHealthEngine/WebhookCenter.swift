@@ -2,16 +2,18 @@ import Foundation
 import Logging
 import Metrics
 import ServiceLifecycle
-import Synchronization
 import SyncHealthCore
 import SyncHealthStore
 import SyncHealthWebhooks
+import Synchronization
 
 /// Webhook settings.
 public struct WebhookConfiguration: Sendable {
     /// Delay before each attempt: the first is immediate. When it is exhausted, the message is kept as failed.
-    public var retrySchedule: [Duration] = [.zero, .seconds(5), .seconds(300), .seconds(1800), .seconds(7200),
-                                            .seconds(18_000), .seconds(36_000), .seconds(36_000)]
+    public var retrySchedule: [Duration] = [
+        .zero, .seconds(5), .seconds(300), .seconds(1800), .seconds(7200),
+        .seconds(18_000), .seconds(36_000), .seconds(36_000),
+    ]
     /// Random spread applied to each retry delay (0.1 = ±10%).
     public var jitter: Double = 0.1
     /// Whether receivers may be on loopback or private addresses.
@@ -45,8 +47,16 @@ public struct WebhookRequestFields: Sendable {
     public var errorClasses: [String] = []
 
     /// The fields of a request.
-    public init(url: String, kinds: [String] = [], description: String? = nil, format: String? = nil, routingKey: String? = nil,
-                appIds: [String] = [], containerIds: [String] = [], errorClasses: [String] = []) {
+    public init(
+        url: String,
+        kinds: [String] = [],
+        description: String? = nil,
+        format: String? = nil,
+        routingKey: String? = nil,
+        appIds: [String] = [],
+        containerIds: [String] = [],
+        errorClasses: [String] = []
+    ) {
         self.url = url
         self.kinds = kinds
         self.description = description
@@ -82,8 +92,14 @@ public final class WebhookCenter: Service, Sendable {
     let failed = Counter(label: "synchealth_webhook_failed_total")
 
     /// Creates the center. `reloadsBeforeUse` when other replicas share the store and may change the subscriptions.
-    public init(store: any SyncStore, transport: any WebhookTransport, clock: any ServiceClock, configuration: WebhookConfiguration,
-                reloadsBeforeUse: Bool = false, logger: Logger) {
+    public init(
+        store: any SyncStore,
+        transport: any WebhookTransport,
+        clock: any ServiceClock,
+        configuration: WebhookConfiguration,
+        reloadsBeforeUse: Bool = false,
+        logger: Logger
+    ) {
         self.store = store
         self.reloadsBeforeUse = reloadsBeforeUse
         self.silences = SilenceCenter(store: store, clock: clock, reloadsBeforeUse: reloadsBeforeUse)
@@ -128,25 +144,35 @@ public final class WebhookCenter: Service, Sendable {
             guard let kind = AlertKind(rawValue: name) else { throw WebhookError.invalidKinds(name) }
             if !parsedKinds.contains(kind) { parsedKinds.append(kind) }
         }
-        let format = try fields.format.map { name in
-            guard let format = WebhookFormat(rawValue: name) else {
-                throw WebhookError.invalidField(pointer: "/format", detail: "\(name) is not a format; use " + WebhookFormat.allCases.map(\.rawValue).joined(separator: ", "))
-            }
-            return format
-        } ?? .standardWebhooks
+        let format =
+            try fields.format.map { name in
+                guard let format = WebhookFormat(rawValue: name) else {
+                    throw WebhookError.invalidField(
+                        pointer: "/format",
+                        detail: "\(name) is not a format; use " + WebhookFormat.allCases.map(\.rawValue).joined(separator: ", ")
+                    )
+                }
+                return format
+            } ?? .standardWebhooks
         let routingKey = fields.routingKey.flatMap { $0.isEmpty ? nil : $0 }
         if format == .pagerduty && routingKey == nil {
             throw WebhookError.invalidField(pointer: "/routingKey", detail: "the pagerduty format needs the integration's routingKey")
         }
-        if let routingKey, routingKey.count > 256 { throw WebhookError.invalidField(pointer: "/routingKey", detail: "routingKey is longer than 256 characters") }
+        if let routingKey, routingKey.count > 256 {
+            throw WebhookError.invalidField(pointer: "/routingKey", detail: "routingKey is longer than 256 characters")
+        }
         var errorClasses: [ErrorClass] = []
         for name in fields.errorClasses {
             guard let errorClass = ErrorClass(rawValue: name) else {
-                throw WebhookError.invalidField(pointer: "/errorClasses", detail: "\(name) is not an error class; use " + ErrorClass.allCases.map(\.rawValue).joined(separator: ", "))
+                throw WebhookError.invalidField(
+                    pointer: "/errorClasses",
+                    detail: "\(name) is not an error class; use " + ErrorClass.allCases.map(\.rawValue).joined(separator: ", ")
+                )
             }
             if !errorClasses.contains(errorClass) { errorClasses.append(errorClass) }
         }
-        for (pointer, list) in [("/appIds", fields.appIds), ("/containerIds", fields.containerIds)] where list.contains(where: { $0.isEmpty || $0.count > 256 }) {
+        for (pointer, list) in [("/appIds", fields.appIds), ("/containerIds", fields.containerIds)]
+        where list.contains(where: { $0.isEmpty || $0.count > 256 }) {
             throw WebhookError.invalidField(pointer: pointer, detail: "each entry must be 1-256 characters")
         }
         let guardian = AddressGuard(allowPrivate: configuration.allowPrivate)
@@ -157,10 +183,19 @@ public final class WebhookCenter: Service, Sendable {
         } catch {
             throw WebhookError.invalidURL(error.description)
         }
-        let subscription = WebhookSubscription(id: "wh_" + RandomToken.make().prefix(22), url: fields.url, kinds: parsedKinds,
-                                               description: fields.description, secret: WebhookSigner.makeSecret(), createdAt: clock.now,
-                                               format: format, routingKey: routingKey, appIds: Array(Set(fields.appIds)).sorted(),
-                                               containerIds: Array(Set(fields.containerIds)).sorted(), errorClasses: errorClasses)
+        let subscription = WebhookSubscription(
+            id: "wh_" + RandomToken.make().prefix(22),
+            url: fields.url,
+            kinds: parsedKinds,
+            description: fields.description,
+            secret: WebhookSigner.makeSecret(),
+            createdAt: clock.now,
+            format: format,
+            routingKey: routingKey,
+            appIds: Array(Set(fields.appIds)).sorted(),
+            containerIds: Array(Set(fields.containerIds)).sorted(),
+            errorClasses: errorClasses
+        )
         try await management { try await store.saveWebhook(subscription) }
         subscriptions.withLock { $0[subscription.id] = subscription }
         return subscription
@@ -271,14 +306,33 @@ public final class WebhookCenter: Service, Sendable {
         attempts.increment()
         let body = Array(message.payload.utf8)
         guard let subscription = subscriptions.withLock({ $0[message.webhookId] }), subscription.disabledReason == nil,
-              let (url, headers) = Self.target(subscription, messageId: message.id, body: body, now: now) else {
-            await record(DeliveryAttempt(webhookId: message.webhookId, messageId: message.id, attempt: attemptNumber, attemptedAt: now,
-                                         statusCode: nil, error: "the subscription is disabled or gone", nextRetryAt: nil, outcome: .failed))
+            let (url, headers) = Self.target(subscription, messageId: message.id, body: body, now: now)
+        else {
+            await record(
+                DeliveryAttempt(
+                    webhookId: message.webhookId,
+                    messageId: message.id,
+                    attempt: attemptNumber,
+                    attemptedAt: now,
+                    statusCode: nil,
+                    error: "the subscription is disabled or gone",
+                    nextRetryAt: nil,
+                    outcome: .failed
+                )
+            )
             return
         }
         let response = await send(url: url, headers: headers, body: body)
-        var attempt = DeliveryAttempt(webhookId: message.webhookId, messageId: message.id, attempt: attemptNumber, attemptedAt: now,
-                                      statusCode: nil, error: nil, nextRetryAt: nil, outcome: .retrying)
+        var attempt = DeliveryAttempt(
+            webhookId: message.webhookId,
+            messageId: message.id,
+            attempt: attemptNumber,
+            attemptedAt: now,
+            statusCode: nil,
+            error: nil,
+            nextRetryAt: nil,
+            outcome: .retrying
+        )
         var disable: String?
         var retryAfter: Duration?
         switch response {
@@ -312,15 +366,26 @@ public final class WebhookCenter: Service, Sendable {
         case .failed, .disabled: failed.increment()
         case .retrying: break
         }
-        logger.debug("Webhook attempt", metadata: ["webhook.id": "\(message.webhookId)", "message.id": "\(message.id)",
-                                                   "attempt": "\(attemptNumber)", "outcome": "\(attempt.outcome.rawValue)"])
+        logger.debug(
+            "Webhook attempt",
+            metadata: [
+                "webhook.id": "\(message.webhookId)", "message.id": "\(message.id)",
+                "attempt": "\(attemptNumber)", "outcome": "\(attempt.outcome.rawValue)",
+            ]
+        )
         await record(attempt, disable: disable)
     }
 
     /// Where a subscription's message goes, and its headers: signed for Standard Webhooks, plain JSON for the
     /// providers' formats. `nil` when the subscription's secret is unusable.
-    static func target(_ subscription: WebhookSubscription, messageId: String, body: [UInt8], now: Timestamp)
-        -> (url: String, headers: [(name: String, value: String)])? {
+    static func target(
+        _ subscription: WebhookSubscription,
+        messageId: String,
+        body: [UInt8],
+        now: Timestamp
+    )
+        -> (url: String, headers: [(name: String, value: String)])?
+    {
         let json = [(name: "content-type", value: "application/json")]
         switch subscription.format {
         case .standardWebhooks:

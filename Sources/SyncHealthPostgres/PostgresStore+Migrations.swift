@@ -1,121 +1,130 @@
 import Logging
-import SyncHealthStore
 import PostgresNIO
+import SyncHealthStore
 
 extension PostgresStore {
     /// The schema, as append-only migrations of single statements. Never edit one that has shipped: add one.
     static let migrations: [(name: String, statements: [PostgresQuery])] = [
-        ("v1: devices, timers, counters, event ids, alerts, webhooks", [
-            """
-            CREATE TABLE devices (
-                seq BIGSERIAL UNIQUE,
-                app_id TEXT NOT NULL,
-                device_id TEXT NOT NULL,
-                key_hash BIGINT NOT NULL,
-                state BYTEA NOT NULL,
-                container_id TEXT,
-                summary TEXT NOT NULL,
-                broken BOOLEAN NOT NULL,
-                due_at BIGINT,
-                counted_at BIGINT NOT NULL,
-                PRIMARY KEY (app_id, device_id)
-            )
-            """,
-            "CREATE INDEX devices_due ON devices (due_at) WHERE due_at IS NOT NULL",
-            "CREATE INDEX devices_device_id ON devices (device_id)",
-            """
-            CREATE TABLE seen_events (
-                device_hash BIGINT NOT NULL,
-                event_id TEXT NOT NULL,
-                recorded_at BIGINT NOT NULL,
-                PRIMARY KEY (device_hash, event_id)
-            )
-            """,
-            "CREATE INDEX seen_events_recorded_at ON seen_events (recorded_at)",
-            """
-            CREATE TABLE fleet_counters (
-                app_id TEXT NOT NULL,
-                container_id TEXT NOT NULL,
-                field TEXT NOT NULL,
-                n BIGINT NOT NULL,
-                PRIMARY KEY (app_id, container_id, field)
-            )
-            """,
-            """
-            CREATE TABLE alerts (
-                seq BIGSERIAL PRIMARY KEY,
-                id TEXT NOT NULL UNIQUE,
-                kind TEXT NOT NULL,
-                state TEXT NOT NULL,
-                app_id TEXT,
-                device_id TEXT,
-                container_id TEXT,
-                starts_at BIGINT NOT NULL,
-                ends_at BIGINT,
-                summary TEXT NOT NULL,
-                detail TEXT NOT NULL
-            )
-            """,
-            "CREATE INDEX alerts_state_seq ON alerts (state, seq)",
-            "CREATE TABLE fleet_alerts (container_id TEXT PRIMARY KEY, starts_at BIGINT NOT NULL)",
-            """
-            CREATE TABLE webhooks (
-                id TEXT PRIMARY KEY,
-                url TEXT NOT NULL,
-                kinds TEXT NOT NULL,
-                description TEXT,
-                secret TEXT NOT NULL,
-                created_at BIGINT NOT NULL,
-                disabled_reason TEXT
-            )
-            """,
-            """
-            CREATE TABLE outbox (
-                seq BIGSERIAL PRIMARY KEY,
-                id TEXT NOT NULL UNIQUE,
-                webhook_id TEXT NOT NULL,
-                ordering_key TEXT NOT NULL,
-                payload TEXT NOT NULL,
-                created_at BIGINT NOT NULL,
-                attempts INTEGER NOT NULL,
-                next_attempt_at BIGINT NOT NULL,
-                state TEXT NOT NULL,
-                lease_until BIGINT
-            )
-            """,
-            "CREATE INDEX outbox_due ON outbox (state, next_attempt_at)",
-            "CREATE INDEX outbox_line ON outbox (webhook_id, ordering_key, seq)",
-            """
-            CREATE TABLE deliveries (
-                seq BIGSERIAL PRIMARY KEY,
-                webhook_id TEXT NOT NULL,
-                message_id TEXT NOT NULL,
-                attempt INTEGER NOT NULL,
-                attempted_at BIGINT NOT NULL,
-                status_code INTEGER,
-                error TEXT,
-                next_retry_at BIGINT,
-                outcome TEXT NOT NULL
-            )
-            """,
-            "CREATE INDEX deliveries_webhook ON deliveries (webhook_id, seq)",
-        ]),
-        ("v2: webhook options (format, routing)", [
-            "ALTER TABLE webhooks ADD COLUMN options TEXT NOT NULL DEFAULT '{}'",
-        ]),
-        ("v3: silences", [
-            """
-            CREATE TABLE silences (
-                id TEXT PRIMARY KEY,
-                matchers TEXT NOT NULL,
-                starts_at BIGINT NOT NULL,
-                ends_at BIGINT NOT NULL,
-                comment TEXT NOT NULL,
-                created_at BIGINT NOT NULL,
-                released BOOLEAN NOT NULL DEFAULT FALSE
-            )
-            """,
-        ]),
+        (
+            "v1: devices, timers, counters, event ids, alerts, webhooks",
+            [
+                """
+                CREATE TABLE devices (
+                    seq BIGSERIAL UNIQUE,
+                    app_id TEXT NOT NULL,
+                    device_id TEXT NOT NULL,
+                    key_hash BIGINT NOT NULL,
+                    state BYTEA NOT NULL,
+                    container_id TEXT,
+                    summary TEXT NOT NULL,
+                    broken BOOLEAN NOT NULL,
+                    due_at BIGINT,
+                    counted_at BIGINT NOT NULL,
+                    PRIMARY KEY (app_id, device_id)
+                )
+                """,
+                "CREATE INDEX devices_due ON devices (due_at) WHERE due_at IS NOT NULL",
+                "CREATE INDEX devices_device_id ON devices (device_id)",
+                """
+                CREATE TABLE seen_events (
+                    device_hash BIGINT NOT NULL,
+                    event_id TEXT NOT NULL,
+                    recorded_at BIGINT NOT NULL,
+                    PRIMARY KEY (device_hash, event_id)
+                )
+                """,
+                "CREATE INDEX seen_events_recorded_at ON seen_events (recorded_at)",
+                """
+                CREATE TABLE fleet_counters (
+                    app_id TEXT NOT NULL,
+                    container_id TEXT NOT NULL,
+                    field TEXT NOT NULL,
+                    n BIGINT NOT NULL,
+                    PRIMARY KEY (app_id, container_id, field)
+                )
+                """,
+                """
+                CREATE TABLE alerts (
+                    seq BIGSERIAL PRIMARY KEY,
+                    id TEXT NOT NULL UNIQUE,
+                    kind TEXT NOT NULL,
+                    state TEXT NOT NULL,
+                    app_id TEXT,
+                    device_id TEXT,
+                    container_id TEXT,
+                    starts_at BIGINT NOT NULL,
+                    ends_at BIGINT,
+                    summary TEXT NOT NULL,
+                    detail TEXT NOT NULL
+                )
+                """,
+                "CREATE INDEX alerts_state_seq ON alerts (state, seq)",
+                "CREATE TABLE fleet_alerts (container_id TEXT PRIMARY KEY, starts_at BIGINT NOT NULL)",
+                """
+                CREATE TABLE webhooks (
+                    id TEXT PRIMARY KEY,
+                    url TEXT NOT NULL,
+                    kinds TEXT NOT NULL,
+                    description TEXT,
+                    secret TEXT NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    disabled_reason TEXT
+                )
+                """,
+                """
+                CREATE TABLE outbox (
+                    seq BIGSERIAL PRIMARY KEY,
+                    id TEXT NOT NULL UNIQUE,
+                    webhook_id TEXT NOT NULL,
+                    ordering_key TEXT NOT NULL,
+                    payload TEXT NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    attempts INTEGER NOT NULL,
+                    next_attempt_at BIGINT NOT NULL,
+                    state TEXT NOT NULL,
+                    lease_until BIGINT
+                )
+                """,
+                "CREATE INDEX outbox_due ON outbox (state, next_attempt_at)",
+                "CREATE INDEX outbox_line ON outbox (webhook_id, ordering_key, seq)",
+                """
+                CREATE TABLE deliveries (
+                    seq BIGSERIAL PRIMARY KEY,
+                    webhook_id TEXT NOT NULL,
+                    message_id TEXT NOT NULL,
+                    attempt INTEGER NOT NULL,
+                    attempted_at BIGINT NOT NULL,
+                    status_code INTEGER,
+                    error TEXT,
+                    next_retry_at BIGINT,
+                    outcome TEXT NOT NULL
+                )
+                """,
+                "CREATE INDEX deliveries_webhook ON deliveries (webhook_id, seq)",
+            ]
+        ),
+        (
+            "v2: webhook options (format, routing)",
+            [
+                "ALTER TABLE webhooks ADD COLUMN options TEXT NOT NULL DEFAULT '{}'"
+            ]
+        ),
+        (
+            "v3: silences",
+            [
+                """
+                CREATE TABLE silences (
+                    id TEXT PRIMARY KEY,
+                    matchers TEXT NOT NULL,
+                    starts_at BIGINT NOT NULL,
+                    ends_at BIGINT NOT NULL,
+                    comment TEXT NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    released BOOLEAN NOT NULL DEFAULT FALSE
+                )
+                """
+            ]
+        ),
     ]
 
     /// Applies the missing migrations, one replica at a time (under a transaction-scoped advisory lock), and
@@ -123,18 +132,25 @@ extension PostgresStore {
     func migrate() async throws {
         try await withTransaction { connection in
             try await connection.query("SELECT pg_advisory_xact_lock(\(Self.migrationLockKey))", logger: logger)
-            try await connection.query("""
+            try await connection.query(
+                """
                 CREATE TABLE IF NOT EXISTS synchealth_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL)
-                """, logger: logger)
+                """,
+                logger: logger
+            )
             var applied = 0
             for try await version in try await connection.query("SELECT COALESCE(MAX(version), 0) FROM synchealth_migrations", logger: logger)
-                .decode(Int.self) {
+                .decode(Int.self)
+            {
                 applied = version
             }
             if applied > Self.migrations.count { throw StoreError.newerSchema(path: self.displayName) }
             for (index, migration) in Self.migrations.enumerated() where index + 1 > applied {
                 for statement in migration.statements { try await connection.query(statement, logger: logger) }
-                try await connection.query("INSERT INTO synchealth_migrations (version, name) VALUES (\(index + 1), \(migration.name))", logger: logger)
+                try await connection.query(
+                    "INSERT INTO synchealth_migrations (version, name) VALUES (\(index + 1), \(migration.name))",
+                    logger: logger
+                )
             }
         }
     }

@@ -5,34 +5,54 @@ import SyncHealthStore
 extension PostgresStore {
     public func silences() async throws -> [Silence] {
         var all: [Silence] = []
-        let rows = try await client.query("""
+        let rows = try await client.query(
+            """
             SELECT id, matchers, starts_at, ends_at, comment, created_at, released FROM silences ORDER BY created_at, id
-            """, logger: logger)
-        for try await (id, matchers, startsAt, endsAt, comment, createdAt, released) in rows.decode((String, String, Int64, Int64, String, Int64, Bool).self) {
-            all.append(Silence(id: id, matchers: Silence.matchers(json: matchers), startsAt: Timestamp(microseconds: startsAt),
-                               endsAt: Timestamp(microseconds: endsAt), comment: comment, createdAt: Timestamp(microseconds: createdAt), released: released))
+            """,
+            logger: logger
+        )
+        for try await (id, matchers, startsAt, endsAt, comment, createdAt, released) in rows.decode(
+            (String, String, Int64, Int64, String, Int64, Bool).self
+        ) {
+            all.append(
+                Silence(
+                    id: id,
+                    matchers: Silence.matchers(json: matchers),
+                    startsAt: Timestamp(microseconds: startsAt),
+                    endsAt: Timestamp(microseconds: endsAt),
+                    comment: comment,
+                    createdAt: Timestamp(microseconds: createdAt),
+                    released: released
+                )
+            )
         }
         return all
     }
 
     public func saveSilence(_ s: Silence) async throws {
-        try await client.query("""
+        try await client.query(
+            """
             INSERT INTO silences (id, matchers, starts_at, ends_at, comment, created_at, released)
             VALUES (\(s.id), \(s.matchersJSON), \(s.startsAt.microseconds), \(s.endsAt.microseconds), \(s.comment), \(s.createdAt.microseconds), \(s.released))
             ON CONFLICT (id) DO UPDATE SET matchers = excluded.matchers, starts_at = excluded.starts_at, ends_at = excluded.ends_at,
                 comment = excluded.comment, released = excluded.released
-            """, logger: logger)
+            """,
+            logger: logger
+        )
     }
 
     public func enqueue(_ messages: [OutboxMessage]) async throws {
         try await withTransaction { connection in
             for m in messages {
-                try await connection.query("""
+                try await connection.query(
+                    """
                     INSERT INTO outbox (id, webhook_id, ordering_key, payload, created_at, attempts, next_attempt_at, state)
                     VALUES (\(m.id), \(m.webhookId), \(m.orderingKey), \(m.payload), \(m.createdAt.microseconds), \(m.attempts),
                             \(m.nextAttemptAt.microseconds), \(m.state.rawValue))
                     ON CONFLICT (id) DO NOTHING
-                    """, logger: logger)
+                    """,
+                    logger: logger
+                )
             }
         }
     }

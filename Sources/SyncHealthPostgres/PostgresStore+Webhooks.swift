@@ -5,13 +5,24 @@ import SyncHealthStore
 extension PostgresStore {
     public func webhooks() async throws -> [WebhookSubscription] {
         var all: [WebhookSubscription] = []
-        let rows = try await client.query("""
+        let rows = try await client.query(
+            """
             SELECT id, url, kinds, description, secret, created_at, disabled_reason, options FROM webhooks ORDER BY created_at, id
-            """, logger: logger)
-        for try await (id, url, kinds, description, secret, createdAt, disabled, options) in rows.decode((String, String, String, String?, String, Int64, String?, String).self) {
-            var subscription = WebhookSubscription(id: id, url: url, kinds: kinds.split(separator: ",").compactMap { AlertKind(rawValue: String($0)) },
-                                                   description: description, secret: secret, createdAt: Timestamp(microseconds: createdAt),
-                                                   disabledReason: disabled)
+            """,
+            logger: logger
+        )
+        for try await (id, url, kinds, description, secret, createdAt, disabled, options) in rows.decode(
+            (String, String, String, String?, String, Int64, String?, String).self
+        ) {
+            var subscription = WebhookSubscription(
+                id: id,
+                url: url,
+                kinds: kinds.split(separator: ",").compactMap { AlertKind(rawValue: String($0)) },
+                description: description,
+                secret: secret,
+                createdAt: Timestamp(microseconds: createdAt),
+                disabledReason: disabled
+            )
             subscription.apply(optionsJSON: options)
             all.append(subscription)
         }
@@ -19,14 +30,17 @@ extension PostgresStore {
     }
 
     public func saveWebhook(_ w: WebhookSubscription) async throws {
-        try await client.query("""
+        try await client.query(
+            """
             INSERT INTO webhooks (id, url, kinds, description, secret, created_at, disabled_reason, options)
             VALUES (\(w.id), \(w.url), \(w.kinds.map(\.rawValue).joined(separator: ",")), \(w.description), \(w.secret),
                     \(w.createdAt.microseconds), \(w.disabledReason), \(w.optionsJSON))
             ON CONFLICT (id) DO UPDATE SET url = excluded.url, kinds = excluded.kinds, description = excluded.description,
                 secret = excluded.secret, created_at = excluded.created_at, disabled_reason = excluded.disabled_reason,
                 options = excluded.options
-            """, logger: logger)
+            """,
+            logger: logger
+        )
     }
 
     public func deleteWebhook(id: String) async throws -> Bool {
@@ -45,7 +59,8 @@ extension PostgresStore {
     /// an attempt is recorded. A replica that dies mid-send leaves its messages to the others after the lease.
     public func dueMessages(now: Timestamp, limit: Int) async throws -> [OutboxMessage] {
         let leaseUntil = (now + deliveryLease).microseconds
-        let rows = try await client.query("""
+        let rows = try await client.query(
+            """
             UPDATE outbox SET lease_until = \(leaseUntil) WHERE seq IN (
                 SELECT o.seq FROM outbox o
                 WHERE o.state = 'pending' AND o.next_attempt_at <= \(now.microseconds)
@@ -54,20 +69,37 @@ extension PostgresStore {
                 ORDER BY o.seq LIMIT \(limit)
                 FOR UPDATE SKIP LOCKED)
             RETURNING seq, id, webhook_id, ordering_key, payload, created_at, attempts, next_attempt_at, state
-            """, logger: logger)
+            """,
+            logger: logger
+        )
         var claimed: [(Int64, OutboxMessage)] = []
         for try await row in rows.decode((Int64, String, String, String, String, Int64, Int, Int64, String).self) {
-            claimed.append((row.0, OutboxMessage(id: row.1, webhookId: row.2, orderingKey: row.3, payload: row.4,
-                                                 createdAt: Timestamp(microseconds: row.5), attempts: row.6,
-                                                 nextAttemptAt: Timestamp(microseconds: row.7), state: OutboxMessage.State(rawValue: row.8) ?? .failed)))
+            claimed.append(
+                (
+                    row.0,
+                    OutboxMessage(
+                        id: row.1,
+                        webhookId: row.2,
+                        orderingKey: row.3,
+                        payload: row.4,
+                        createdAt: Timestamp(microseconds: row.5),
+                        attempts: row.6,
+                        nextAttemptAt: Timestamp(microseconds: row.7),
+                        state: OutboxMessage.State(rawValue: row.8) ?? .failed
+                    )
+                )
+            )
         }
         return claimed.sorted { $0.0 < $1.0 }.map(\.1)
     }
 
     public func nextDueTime() async throws -> Timestamp? {
-        for try await due in try await client.query("""
+        for try await due in try await client.query(
+            """
             SELECT MIN(GREATEST(next_attempt_at, COALESCE(lease_until, 0))) FROM outbox WHERE state = 'pending'
-            """, logger: logger).decode(Int64?.self) {
+            """,
+            logger: logger
+        ).decode(Int64?.self) {
             return due.map(Timestamp.init(microseconds:))
         }
         return nil
@@ -75,22 +107,30 @@ extension PostgresStore {
 
     public func recordAttempt(_ a: DeliveryAttempt, disable reason: String?) async throws {
         try await withTransaction { connection in
-            try await connection.query("""
+            try await connection.query(
+                """
                 INSERT INTO deliveries (webhook_id, message_id, attempt, attempted_at, status_code, error, next_retry_at, outcome)
                 VALUES (\(a.webhookId), \(a.messageId), \(a.attempt), \(a.attemptedAt.microseconds), \(a.statusCode), \(a.error),
                         \(a.nextRetryAt?.microseconds), \(a.outcome.rawValue))
-                """, logger: logger)
+                """,
+                logger: logger
+            )
             switch a.outcome {
             case .delivered:
                 try await connection.query("DELETE FROM outbox WHERE id = \(a.messageId)", logger: logger)
             case .retrying:
-                try await connection.query("""
+                try await connection.query(
+                    """
                     UPDATE outbox SET attempts = \(a.attempt), next_attempt_at = \(a.nextRetryAt?.microseconds ?? a.attemptedAt.microseconds),
                         lease_until = NULL WHERE id = \(a.messageId)
-                    """, logger: logger)
+                    """,
+                    logger: logger
+                )
             case .failed, .disabled:
-                try await connection.query("UPDATE outbox SET attempts = \(a.attempt), state = 'failed', lease_until = NULL WHERE id = \(a.messageId)",
-                                           logger: logger)
+                try await connection.query(
+                    "UPDATE outbox SET attempts = \(a.attempt), state = 'failed', lease_until = NULL WHERE id = \(a.messageId)",
+                    logger: logger
+                )
             }
             if let reason {
                 try await connection.query("UPDATE webhooks SET disabled_reason = \(reason) WHERE id = \(a.webhookId)", logger: logger)
@@ -99,15 +139,28 @@ extension PostgresStore {
     }
 
     public func deliveries(webhookId: String, limit: Int, before cursor: Int64?) async throws -> (attempts: [DeliveryAttempt], nextCursor: Int64?) {
-        let rows = try await client.query("""
+        let rows = try await client.query(
+            """
             SELECT seq, webhook_id, message_id, attempt, attempted_at, status_code, error, next_retry_at, outcome FROM deliveries
             WHERE webhook_id = \(webhookId) AND seq < \(cursor ?? Int64.max) ORDER BY seq DESC LIMIT \(limit + 1)
-            """, logger: logger)
+            """,
+            logger: logger
+        )
         var attempts: [DeliveryAttempt] = []
         for try await row in rows.decode((Int64, String, String, Int, Int64, Int?, String?, Int64?, String).self) {
-            attempts.append(DeliveryAttempt(seq: row.0, webhookId: row.1, messageId: row.2, attempt: row.3, attemptedAt: Timestamp(microseconds: row.4),
-                                            statusCode: row.5, error: row.6, nextRetryAt: row.7.map(Timestamp.init(microseconds:)),
-                                            outcome: DeliveryAttempt.Outcome(rawValue: row.8) ?? .failed))
+            attempts.append(
+                DeliveryAttempt(
+                    seq: row.0,
+                    webhookId: row.1,
+                    messageId: row.2,
+                    attempt: row.3,
+                    attemptedAt: Timestamp(microseconds: row.4),
+                    statusCode: row.5,
+                    error: row.6,
+                    nextRetryAt: row.7.map(Timestamp.init(microseconds:)),
+                    outcome: DeliveryAttempt.Outcome(rawValue: row.8) ?? .failed
+                )
+            )
         }
         guard attempts.count > limit else { return (attempts, nil) }
         let page = Array(attempts.prefix(limit))
@@ -116,10 +169,13 @@ extension PostgresStore {
 
     public func resend(webhookId: String, messageId: String, now: Timestamp) async throws -> Bool {
         var found = false
-        for try await _ in try await client.query("""
+        for try await _ in try await client.query(
+            """
             UPDATE outbox SET state = 'pending', attempts = 0, next_attempt_at = \(now.microseconds), lease_until = NULL
             WHERE id = \(messageId) AND webhook_id = \(webhookId) AND state = 'failed' RETURNING id
-            """, logger: logger).decode(String.self) {
+            """,
+            logger: logger
+        ).decode(String.self) {
             found = true
         }
         return found

@@ -24,7 +24,8 @@ public final class PostgresStore: SharedSyncStore {
     /// - Throws: `StoreError.unavailable` for a URL that cannot be used.
     public init(url: String, deliveryLease: Duration = .seconds(60), logger: Logger) throws {
         guard let parts = URLComponents(string: url), ["postgres", "postgresql"].contains(parts.scheme ?? ""),
-              let host = parts.host, !host.isEmpty else {
+            let host = parts.host, !host.isEmpty
+        else {
             throw StoreError.unavailable(path: "SYNCHEALTH_DATABASE_URL", reason: "expected postgres://user:password@host:port/database")
         }
         let database = parts.path.hasPrefix("/") ? String(parts.path.dropFirst()) : parts.path
@@ -36,8 +37,14 @@ public final class PostgresStore: SharedSyncStore {
         case "require", "verify-full": tls = .require(.makeClientConfiguration())
         default: throw StoreError.unavailable(path: "SYNCHEALTH_DATABASE_URL", reason: "unknown sslmode \(mode)")
         }
-        var configuration = PostgresClient.Configuration(host: host, port: parts.port ?? 5432, username: parts.user ?? "postgres",
-                                                         password: parts.password, database: database.isEmpty ? nil : database, tls: tls)
+        var configuration = PostgresClient.Configuration(
+            host: host,
+            port: parts.port ?? 5432,
+            username: parts.user ?? "postgres",
+            password: parts.password,
+            database: database.isEmpty ? nil : database,
+            tls: tls
+        )
         configuration.options.maximumConnections = 16
         self.client = PostgresClient(configuration: configuration, backgroundLogger: logger)
         self.logger = logger
@@ -92,7 +99,8 @@ public final class PostgresStore: SharedSyncStore {
         }
         var fleet: [String: Timestamp] = [:]
         for try await (container, startsAt) in try await client.query("SELECT container_id, starts_at FROM fleet_alerts", logger: logger)
-            .decode((String, Int64).self) {
+            .decode((String, Int64).self)
+        {
             fleet[container] = Timestamp(microseconds: startsAt)
         }
         return PersistedState(devices: devices, fleetAlerts: fleet)
@@ -110,7 +118,8 @@ public final class PostgresStore: SharedSyncStore {
     }
 
     public func alerts(_ query: AlertQuery) async throws -> AlertPage {
-        let rows = try await client.query("""
+        let rows = try await client.query(
+            """
             SELECT seq, id, kind, state, app_id, device_id, container_id, starts_at, ends_at, summary, detail FROM alerts
             WHERE seq < \(query.cursor ?? Int64.max)
               AND (\(query.state?.rawValue)::text IS NULL OR state = \(query.state?.rawValue))
@@ -118,7 +127,9 @@ public final class PostgresStore: SharedSyncStore {
               AND (\(query.appId)::text IS NULL OR app_id = \(query.appId))
               AND (\(query.deviceId)::text IS NULL OR device_id = \(query.deviceId))
             ORDER BY seq DESC LIMIT \(query.limit + 1)
-            """, logger: logger)
+            """,
+            logger: logger
+        )
         var alerts: [AlertRecord] = []
         var seqs: [Int64] = []
         typealias Row = (Int64, String, String, String, String?, String?, String?, Int64, Int64?, String, String)
@@ -127,9 +138,20 @@ public final class PostgresStore: SharedSyncStore {
                 throw StoreError.undecodableRecord("alert \(row.1)")
             }
             seqs.append(row.0)
-            alerts.append(AlertRecord(id: row.1, kind: kind, state: state, deviceId: row.5, appId: row.4, containerId: row.6,
-                                      startsAt: Timestamp(microseconds: row.7), endsAt: row.8.map(Timestamp.init(microseconds:)),
-                                      summary: row.9, detail: row.10))
+            alerts.append(
+                AlertRecord(
+                    id: row.1,
+                    kind: kind,
+                    state: state,
+                    deviceId: row.5,
+                    appId: row.4,
+                    containerId: row.6,
+                    startsAt: Timestamp(microseconds: row.7),
+                    endsAt: row.8.map(Timestamp.init(microseconds:)),
+                    summary: row.9,
+                    detail: row.10
+                )
+            )
         }
         guard alerts.count > query.limit else { return AlertPage(alerts: alerts, nextCursor: nil) }
         return AlertPage(alerts: Array(alerts.prefix(query.limit)), nextCursor: seqs[query.limit - 1])
@@ -137,13 +159,16 @@ public final class PostgresStore: SharedSyncStore {
 
     public func pruneEventIds(recordedBefore cutoff: Timestamp, limit: Int) async throws -> Int {
         var removed = 0
-        for try await n in try await client.query("""
+        for try await n in try await client.query(
+            """
             WITH gone AS (
                 DELETE FROM seen_events WHERE ctid IN
                     (SELECT ctid FROM seen_events WHERE recorded_at < \(cutoff.microseconds) ORDER BY recorded_at LIMIT \(limit))
                 RETURNING 1)
             SELECT COUNT(*) FROM gone
-            """, logger: logger).decode(Int.self) {
+            """,
+            logger: logger
+        ).decode(Int.self) {
             removed = n
         }
         return removed
@@ -163,14 +188,16 @@ public final class PostgresStore: SharedSyncStore {
     public func deviceKeys(deviceId: String) async throws -> [DeviceKey] {
         var keys: [DeviceKey] = []
         for try await appId in try await client.query("SELECT app_id FROM devices WHERE device_id = \(deviceId) ORDER BY seq", logger: logger)
-            .decode(String.self) {
+            .decode(String.self)
+        {
             keys.append(DeviceKey(appId: appId, deviceId: deviceId))
         }
         return keys
     }
 
     public func devices(_ query: DeviceQuery, after cursor: Int64, limit: Int) async throws -> (records: [DeviceRecord], nextCursor: Int64?) {
-        let rows = try await client.query("""
+        let rows = try await client.query(
+            """
             SELECT seq, app_id, device_id, state FROM devices
             WHERE seq > \(cursor)
               AND (\(query.appId)::text IS NULL OR app_id = \(query.appId))
@@ -178,7 +205,9 @@ public final class PostgresStore: SharedSyncStore {
               AND (\(query.summary?.rawValue)::text IS NULL OR summary = \(query.summary?.rawValue))
               AND (\(query.broken)::boolean IS NULL OR broken = \(query.broken))
             ORDER BY seq LIMIT \(limit + 1)
-            """, logger: logger)
+            """,
+            logger: logger
+        )
         var records: [DeviceRecord] = []
         var last: Int64 = cursor
         for try await (seq, appId, deviceId, state) in rows.decode((Int64, String, String, ByteBuffer).self) {
@@ -191,9 +220,12 @@ public final class PostgresStore: SharedSyncStore {
 
     public func counts(_ scope: FleetScope) async throws -> FleetCounts {
         var fields: [(name: String, value: Int)] = []
-        for try await (field, n) in try await client.query("""
+        for try await (field, n) in try await client.query(
+            """
             SELECT field, n FROM fleet_counters WHERE app_id = \(scope.appId ?? "") AND container_id = \(scope.containerId ?? "")
-            """, logger: logger).decode((String, Int).self) {
+            """,
+            logger: logger
+        ).decode((String, Int).self) {
             fields.append((field, n))
         }
         return FleetCounts(fields: fields)
@@ -201,7 +233,8 @@ public final class PostgresStore: SharedSyncStore {
 
     public func nextDeviceDeadline() async throws -> Timestamp? {
         for try await due in try await client.query("SELECT MIN(due_at) FROM devices WHERE due_at IS NOT NULL", logger: logger)
-            .decode(Int64?.self) {
+            .decode(Int64?.self)
+        {
             return due.map(Timestamp.init(microseconds:))
         }
         return nil

@@ -39,34 +39,72 @@ public enum APIError: Error, Sendable {
     var problem: Problem {
         switch self {
         case .invalidBody(let items):
-            Problem(slug: "validation", title: "The request body is invalid", status: status,
-                    detail: items.first.map { "\($0.pointer.isEmpty ? "body" : $0.pointer): \($0.detail)" } ?? "invalid body", errors: items)
+            Problem(
+                slug: "validation",
+                title: "The request body is invalid",
+                status: status,
+                detail: items.first.map { "\($0.pointer.isEmpty ? "body" : $0.pointer): \($0.detail)" } ?? "invalid body",
+                errors: items
+            )
         case .invalidQuery(let name, let detail):
-            Problem(slug: "validation", title: "A query parameter is invalid", status: status, detail: "\(name): \(detail)",
-                    errors: [.init(pointer: "/query/\(name)", detail: detail)])
+            Problem(
+                slug: "validation",
+                title: "A query parameter is invalid",
+                status: status,
+                detail: "\(name): \(detail)",
+                errors: [.init(pointer: "/query/\(name)", detail: detail)]
+            )
         case .bodyTooLarge(let limit):
-            Problem(slug: "body-too-large", title: "The request body is too large", status: status,
-                    detail: "The body must be at most \(limit) bytes after decompression.")
+            Problem(
+                slug: "body-too-large",
+                title: "The request body is too large",
+                status: status,
+                detail: "The body must be at most \(limit) bytes after decompression."
+            )
         case .unsupportedEncoding(let encoding):
-            Problem(slug: "unsupported-encoding", title: "Unsupported content encoding", status: status,
-                    detail: "Content-Encoding \(encoding) is not supported; use gzip or none.")
+            Problem(
+                slug: "unsupported-encoding",
+                title: "Unsupported content encoding",
+                status: status,
+                detail: "Content-Encoding \(encoding) is not supported; use gzip or none."
+            )
         case .unsupportedMediaType(let type):
-            Problem(slug: "unsupported-media-type", title: "Unsupported media type", status: status,
-                    detail: "Content-Type \(type) is not supported; send application/json.")
+            Problem(
+                slug: "unsupported-media-type",
+                title: "Unsupported media type",
+                status: status,
+                detail: "Content-Type \(type) is not supported; send application/json."
+            )
         case .unauthorized:
-            Problem(slug: "unauthorized", title: "Missing or unknown API key", status: status,
-                    detail: "Send a valid key as Authorization: Bearer <key>.")
+            Problem(
+                slug: "unauthorized",
+                title: "Missing or unknown API key",
+                status: status,
+                detail: "Send a valid key as Authorization: Bearer <key>."
+            )
         case .forbidden(let required):
-            Problem(slug: "forbidden", title: "The key's scope does not allow this", status: status,
-                    detail: "This operation needs a key of scope \(required.rawValue)\(required == .read ? " or admin" : "").")
+            Problem(
+                slug: "forbidden",
+                title: "The key's scope does not allow this",
+                status: status,
+                detail: "This operation needs a key of scope \(required.rawValue)\(required == .read ? " or admin" : "")."
+            )
         case .appNotAllowed(let appId):
-            Problem(slug: "app-not-allowed", title: "The key may not post for this app", status: status,
-                    detail: "This ingest key is bound to other apps than \(appId); nothing was applied.")
+            Problem(
+                slug: "app-not-allowed",
+                title: "The key may not post for this app",
+                status: status,
+                detail: "This ingest key is bound to other apps than \(appId); nothing was applied."
+            )
         case .notFound(let what):
             Problem(slug: "not-found", title: "Not found", status: status, detail: what)
         case .ambiguousDevice(let id):
-            Problem(slug: "ambiguous-device", title: "The device id is not unique", status: status,
-                    detail: "Several apps have a device \(id); pass appId.")
+            Problem(
+                slug: "ambiguous-device",
+                title: "The device id is not unique",
+                status: status,
+                detail: "Several apps have a device \(id); pass appId."
+            )
         case .rateLimited(let seconds, _):
             Problem(slug: "rate-limited", title: "Too many requests", status: status, detail: "Retry after \(seconds) s.")
         case .overloaded(let seconds):
@@ -116,7 +154,12 @@ struct Problem: Encodable {
     }
 
     /// A bare 500: nothing about the cause leaks to the client.
-    static let internalError = Problem(slug: "internal", title: "Internal server error", status: .internalServerError, detail: "The error was logged.")
+    static let internalError = Problem(
+        slug: "internal",
+        title: "Internal server error",
+        status: .internalServerError,
+        detail: "The error was logged."
+    )
 
     func response(extraHeaders: HTTPFields = [:]) -> Response {
         let data = (try? JSONResponse.encoder.encode(self)) ?? Data()

@@ -1,5 +1,5 @@
-import SyncHealthEngine
 import Hummingbird
+import SyncHealthEngine
 
 /// Reads `Authorization: Bearer <key>` and records the key's scope in the context. Routes then require a
 /// scope with `context.require(_:)`. Keys are never logged.

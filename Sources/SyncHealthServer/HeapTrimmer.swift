@@ -1,8 +1,8 @@
 import CHeap
-import SyncHealthCore
 import Logging
 import NIOPosix
 import ServiceLifecycle
+import SyncHealthCore
 
 /// Gives the heap's free pages back to the system every `interval` (glibc's `malloc_trim`).
 ///
@@ -43,10 +43,13 @@ public struct HeapTrimmer: Service {
                 }
                 let started = ContinuousClock.now
                 guard let released = try? await threadPool.runIfActive(trim) else { return }
-                logger.debug("Trimmed the heap", metadata: [
-                    "heap.released": "\(released)",
-                    "heap.trim_us": "\((ContinuousClock.now - started).microseconds)",
-                ])
+                logger.debug(
+                    "Trimmed the heap",
+                    metadata: [
+                        "heap.released": "\(released)",
+                        "heap.trim_us": "\((ContinuousClock.now - started).microseconds)",
+                    ]
+                )
             }
         }
     }

@@ -1,6 +1,6 @@
-import SyncHealthEngine
 import Hummingbird
 import Logging
+import SyncHealthEngine
 
 /// Turns every error into problem+json: `APIError` with its own status, `EngineError` as its API error, Hummingbird's `HTTPResponseError`s with their
 /// status, anything else into a bare 500 that is logged.

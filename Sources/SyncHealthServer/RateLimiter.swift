@@ -1,5 +1,5 @@
-import Synchronization
 import SyncHealthCore
+import Synchronization
 
 /// Sustained rate and burst of one token bucket.
 public struct RateLimit: Sendable, Equatable {

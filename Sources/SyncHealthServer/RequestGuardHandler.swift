@@ -86,11 +86,15 @@ final class RequestGuardHandler: ChannelDuplexHandler, RemovableChannelHandler {
             return
         }
         let tooLarge = parserError == .headerOverflow
-        respond(context, problem: Problem(
-            slug: tooLarge ? "headers-too-large" : "malformed-request",
-            title: tooLarge ? "Request header fields too large" : "Malformed HTTP request",
-            status: tooLarge ? .requestHeaderFieldsTooLarge : .badRequest,
-            detail: tooLarge ? "The request's headers are larger than the server accepts." : "The request is not valid HTTP/1.1."))
+        respond(
+            context,
+            problem: Problem(
+                slug: tooLarge ? "headers-too-large" : "malformed-request",
+                title: tooLarge ? "Request header fields too large" : "Malformed HTTP request",
+                status: tooLarge ? .requestHeaderFieldsTooLarge : .badRequest,
+                detail: tooLarge ? "The request's headers are larger than the server accepts." : "The request is not valid HTTP/1.1."
+            )
+        )
     }
 
     /// Starts waiting for a request: one `requestTimeout` from now.
@@ -122,9 +126,15 @@ final class RequestGuardHandler: ChannelDuplexHandler, RemovableChannelHandler {
             context.close(promise: nil)
             return
         }
-        respond(context, problem: Problem(
-            slug: "request-timeout", title: "Request timeout", status: .requestTimeout,
-            detail: "The request did not arrive in full in time; the connection is closed."))
+        respond(
+            context,
+            problem: Problem(
+                slug: "request-timeout",
+                title: "Request timeout",
+                status: .requestTimeout,
+                detail: "The request did not arrive in full in time; the connection is closed."
+            )
+        )
     }
 
     /// Writes a problem+json response and closes the connection.

@@ -68,8 +68,10 @@ final class RequestMetricsCache: Sendable {
         let errors: Counter
 
         init(_ key: Key) {
-            let labels = [("http.route", key.route), ("http.request.method", key.method),
-                          ("http.response.status_code", key.status.code.description)]
+            let labels = [
+                ("http.route", key.route), ("http.request.method", key.method),
+                ("http.response.status_code", key.status.code.description),
+            ]
             requests = Counter(label: "hb.requests", dimensions: labels)
             duration = Timer(label: "http.server.request.duration", dimensions: labels, preferredDisplayUnit: .seconds)
             errors = Counter(label: "hb.request.errors", dimensions: [labels[0], labels[1], ("error.type", key.status.code.description)])

@@ -28,8 +28,10 @@ struct SilenceRoutes {
         try context.require(.admin)
         let body = try await JSONRequest.decode(CreateBody.self, from: request, shape: #"{"matchers": {…}, "startsAt", "endsAt", "comment"}"#)
         let m = body.matchers ?? .init()
-        for (name, value) in [("appId", m.appId), ("containerId", m.containerId), ("deviceId", m.deviceId), ("appVersion", m.appVersion),
-                              ("osVersion", m.osVersion), ("platform", m.platform), ("kind", m.kind)] where value?.isEmpty == true {
+        for (name, value) in [
+            ("appId", m.appId), ("containerId", m.containerId), ("deviceId", m.deviceId), ("appVersion", m.appVersion),
+            ("osVersion", m.osVersion), ("platform", m.platform), ("kind", m.kind),
+        ] where value?.isEmpty == true {
             throw APIError.invalidBody([.init(pointer: "/matchers/\(name)", detail: "a matcher cannot be empty; leave it out to match any value")])
         }
         var kind: AlertKind?
@@ -45,9 +47,18 @@ struct SilenceRoutes {
             return value
         }
         let startsAt = try time(body.startsAt, "/startsAt")
-        guard let endsAt = try time(body.endsAt, "/endsAt") else { throw APIError.invalidBody([.init(pointer: "/endsAt", detail: "endsAt is required")]) }
-        let matchers = Silence.Matchers(appId: m.appId, containerId: m.containerId, deviceId: m.deviceId, kind: kind, appVersion: m.appVersion,
-                                        osVersion: m.osVersion, platform: m.platform)
+        guard let endsAt = try time(body.endsAt, "/endsAt") else {
+            throw APIError.invalidBody([.init(pointer: "/endsAt", detail: "endsAt is required")])
+        }
+        let matchers = Silence.Matchers(
+            appId: m.appId,
+            containerId: m.containerId,
+            deviceId: m.deviceId,
+            kind: kind,
+            appVersion: m.appVersion,
+            osVersion: m.osVersion,
+            platform: m.platform
+        )
         do {
             let silence = try await silences.create(matchers: matchers, startsAt: startsAt, endsAt: endsAt, comment: body.comment ?? "")
             return try JSONResponse.make(SilenceDTO(silence, now: silences.clock.now), status: .created)

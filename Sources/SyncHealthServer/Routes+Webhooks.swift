@@ -21,23 +21,37 @@ struct WebhookRoutes {
 
     func create(_ request: Request, context: AppRequestContext) async throws -> Response {
         try context.require(.admin)
-        let body = try await JSONRequest.decode(CreateBody.self, from: request,
-                                                shape: #"{"url", "kinds", "description", "format", "routingKey", "appIds", "containerIds", "errorClasses"}"#)
+        let body = try await JSONRequest.decode(
+            CreateBody.self,
+            from: request,
+            shape: #"{"url", "kinds", "description", "format", "routingKey", "appIds", "containerIds", "errorClasses"}"#
+        )
         guard let url = body.url else { throw APIError.invalidBody([.init(pointer: "/url", detail: "url is required")]) }
         if let description = body.description, description.count > 1024 {
             throw APIError.invalidBody([.init(pointer: "/description", detail: "description is longer than 1024 characters")])
         }
         do {
-            let subscription = try await webhooks.create(WebhookRequestFields(
-                url: url, kinds: body.kinds ?? [], description: body.description, format: body.format, routingKey: body.routingKey,
-                appIds: body.appIds ?? [], containerIds: body.containerIds ?? [], errorClasses: body.errorClasses ?? []))
+            let subscription = try await webhooks.create(
+                WebhookRequestFields(
+                    url: url,
+                    kinds: body.kinds ?? [],
+                    description: body.description,
+                    format: body.format,
+                    routingKey: body.routingKey,
+                    appIds: body.appIds ?? [],
+                    containerIds: body.containerIds ?? [],
+                    errorClasses: body.errorClasses ?? []
+                )
+            )
             return try JSONResponse.make(WebhookDTO(subscription, includeSecret: true), status: .created)
         } catch WebhookError.invalidURL(let why) {
             throw APIError.invalidBody([.init(pointer: "/url", detail: why)])
         } catch WebhookError.invalidField(let pointer, let detail) {
             throw APIError.invalidBody([.init(pointer: pointer, detail: detail)])
         } catch WebhookError.invalidKinds(let kind) {
-            throw APIError.invalidBody([.init(pointer: "/kinds", detail: "\(kind) is not an alert kind; use " + AlertKind.allCases.map(\.rawValue).joined(separator: ", "))])
+            throw APIError.invalidBody([
+                .init(pointer: "/kinds", detail: "\(kind) is not an alert kind; use " + AlertKind.allCases.map(\.rawValue).joined(separator: ", "))
+            ])
         }
     }
 

@@ -1,5 +1,5 @@
-import Foundation
 import CompressNIO
+import Foundation
 import Hummingbird
 import HummingbirdCore
 import NIOCore
@@ -157,7 +157,11 @@ enum IngestBody {
     /// encoder writes (sorted keys, no spaces); `EventsEndpointTests` hold the two equal.
     static func body(_ receipt: IngestReceipt, rejected: [EventBatch.Rejection]) throws -> ByteBuffer {
         guard rejected.isEmpty else {
-            return ByteBuffer(bytes: try JSONResponse.encoder.encode(IngestResponseDTO(accepted: receipt.accepted, duplicates: receipt.duplicates, rejected: rejected)))
+            return ByteBuffer(
+                bytes: try JSONResponse.encoder.encode(
+                    IngestResponseDTO(accepted: receipt.accepted, duplicates: receipt.duplicates, rejected: rejected)
+                )
+            )
         }
         return ByteBuffer(string: #"{"accepted":\#(receipt.accepted),"duplicates":\#(receipt.duplicates),"rejected":[]}"#)
     }
@@ -209,8 +213,12 @@ struct DeviceRoutes<Engine: MonitorEngine> {
     func list(_ request: Request, context: AppRequestContext) async throws -> Response {
         try context.require(.read)
         let query = Query(request)
-        let filter = DeviceFilter(summary: try query.enumValue("summary", SyncStateSummary.self), broken: try query.bool("broken"),
-                                  appId: try query.identifier("appId"), containerId: try query.string("containerId"))
+        let filter = DeviceFilter(
+            summary: try query.enumValue("summary", SyncStateSummary.self),
+            broken: try query.bool("broken"),
+            appId: try query.identifier("appId"),
+            containerId: try query.string("containerId")
+        )
         let limit = try query.limit()
         let cursor = Int(clamping: try query.cursor() ?? 0)
         let page = try await mapEngine { () async throws(EngineError) in try await engine.devices(filter, after: cursor, limit: limit) }
@@ -233,9 +241,14 @@ struct FleetRoutes<Engine: MonitorEngine> {
     func alerts(_ request: Request, context: AppRequestContext) async throws -> Response {
         try context.require(.read)
         let query = Query(request)
-        let alertQuery = AlertQuery(state: try query.enumValue("state", AlertState.self), kind: try query.enumValue("kind", AlertKind.self),
-                                    appId: try query.identifier("appId"), deviceId: try query.identifier("deviceId"),
-                                    limit: try query.limit(), cursor: try query.cursor())
+        let alertQuery = AlertQuery(
+            state: try query.enumValue("state", AlertState.self),
+            kind: try query.enumValue("kind", AlertKind.self),
+            appId: try query.identifier("appId"),
+            deviceId: try query.identifier("deviceId"),
+            limit: try query.limit(),
+            cursor: try query.cursor()
+        )
         let page = try await mapEngine { () async throws(EngineError) in try await engine.alerts(alertQuery) }
         var data: [AlertJSON] = []
         let now = engine.now
@@ -244,7 +257,8 @@ struct FleetRoutes<Engine: MonitorEngine> {
             if alert.state == .firing {
                 var info: DeviceInfo?
                 if let appId = alert.appId, let deviceId = alert.deviceId {
-                    info = try await mapEngine { () async throws(EngineError) in try await engine.device(DeviceKey(appId: appId, deviceId: deviceId)) }?.record.info
+                    info = try await mapEngine { () async throws(EngineError) in try await engine.device(DeviceKey(appId: appId, deviceId: deviceId))
+                    }?.record.info
                 }
                 silencedBy = engine.webhooks.silences.silencedBy(alert, info: info, now: now)
             }

@@ -1,12 +1,12 @@
 import Foundation
 import Hummingbird
 import HummingbirdCore
-import NIOCore
 import Logging
+import NIOCore
 import Prometheus
+import ServiceLifecycle
 import SyncHealthCore
 import SyncHealthEngine
-import ServiceLifecycle
 import SyncHealthPostgres
 import SyncHealthStore
 import SyncHealthWebhooks
@@ -14,8 +14,12 @@ import SyncHealthWebhooks
 /// The composition root: builds the store, the engine and the HTTP application from a configuration.
 public enum SyncHealthApplication {
     /// Builds the router over an engine.
-    public static func makeRouter<Engine: MonitorEngine>(engine: Engine, keys: KeyRing, registry: PrometheusCollectorRegistry,
-                                  limits: RateLimits = RateLimits()) -> Router<AppRequestContext> {
+    public static func makeRouter<Engine: MonitorEngine>(
+        engine: Engine,
+        keys: KeyRing,
+        registry: PrometheusCollectorRegistry,
+        limits: RateLimits = RateLimits()
+    ) -> Router<AppRequestContext> {
         let routes = apiRoutes(engine: engine, registry: registry, limits: limits)
         let router = Router(context: AppRequestContext.self)
         router.middlewares.add(RequestMetricsMiddleware())
@@ -78,8 +82,10 @@ public enum SyncHealthApplication {
             let generated = try GeneratedKeys.loadOrCreate(in: configuration.dataDirectory)
             if ingest.isEmpty { ingest = [generated.keys.ingestKey] }
             if admin.isEmpty { admin = [generated.keys.adminKey] }
-            logger.notice(generated.created ? "Generated API keys" : "Using generated API keys",
-                          metadata: ["keys.path": "\(generated.path)"])
+            logger.notice(
+                generated.created ? "Generated API keys" : "Using generated API keys",
+                metadata: ["keys.path": "\(generated.path)"]
+            )
         }
         return KeyRing(ingest: ingest, read: configuration.readKeys, admin: admin)
     }
@@ -93,8 +99,16 @@ public enum SyncHealthApplication {
     ) throws -> (application: Application<RouterResponder<AppRequestContext>>, engine: any MonitorEngine) {
         let keys = try resolveKeys(configuration, logger: logger)
         let (store, storeService) = try makeStore(configuration, logger: logger)
-        return assemble(store: store, storeService: storeService, keys: keys, configuration: configuration, transport: CurlTransport(),
-                        clock: clock, registry: registry, logger: logger)
+        return assemble(
+            store: store,
+            storeService: storeService,
+            keys: keys,
+            configuration: configuration,
+            transport: CurlTransport(),
+            clock: clock,
+            registry: registry,
+            logger: logger
+        )
     }
 
     /// Builds the service over an opened store and resolved keys: the part of `build` that tests run with a store,
@@ -109,19 +123,30 @@ public enum SyncHealthApplication {
         registry: PrometheusCollectorRegistry,
         logger: Logger
     ) -> (application: Application<RouterResponder<AppRequestContext>>, engine: any MonitorEngine) {
-        let engine = store.makeEngine(clock: clock, configuration: configuration.engine, webhooks: configuration.webhooks, transport: transport, logger: logger)
+        let engine = store.makeEngine(
+            clock: clock,
+            configuration: configuration.engine,
+            webhooks: configuration.webhooks,
+            transport: transport,
+            logger: logger
+        )
         let router = makeRouter(engine: engine, keys: keys, registry: registry, limits: configuration.rateLimits)
         let idle = TimeAmount.microseconds(configuration.idleTimeout.microseconds)
         let requestTimeout = TimeAmount.microseconds(configuration.requestTimeout.microseconds)
         let application = Application(
             router: router,
             server: .http1(configuration: .init(additionalChannelHandlers: [RequestGuardHandler(requestTimeout: requestTimeout)], idleTimeout: idle)),
-            configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "synchealth",
-                                 availableConnectionsDelegate: MaximumAvailableConnections(configuration.maxConnections, logger: logger)),
+            configuration: .init(
+                address: .hostname(configuration.host, port: configuration.port),
+                serverName: "synchealth",
+                availableConnectionsDelegate: MaximumAvailableConnections(configuration.maxConnections, logger: logger)
+            ),
             // Shutdown runs in reverse: the engine commits what it accepted before the pool stops.
-            services: (storeService.map { [$0] } ?? []) + [engine, engine.webhooks, AlertmanagerRefresh(engine: engine, logger: logger),
-                                                            SilenceRelease(engine: engine, logger: logger),
-                                                            HeapTrimmer(logger: logger)],
+            services: (storeService.map { [$0] } ?? []) + [
+                engine, engine.webhooks, AlertmanagerRefresh(engine: engine, logger: logger),
+                SilenceRelease(engine: engine, logger: logger),
+                HeapTrimmer(logger: logger),
+            ],
             logger: logger
         )
         return (application, engine)
@@ -170,16 +195,22 @@ struct ServiceRoutes<Engine: MonitorEngine> {
         if engine.isReady {
             return try JSONResponse.make(Health(status: "pass", description: "ready"), contentType: "application/health+json")
         }
-        return try JSONResponse.make(Health(status: "fail", description: "loading state or shutting down"), status: .serviceUnavailable,
-                                     contentType: "application/health+json")
+        return try JSONResponse.make(
+            Health(status: "fail", description: "loading state or shutting down"),
+            status: .serviceUnavailable,
+            contentType: "application/health+json"
+        )
     }
 
     func metrics(_ request: Request, context: AppRequestContext) async throws -> Response {
         var buffer: [UInt8] = []
         buffer.reserveCapacity(16 * 1024)
         registry.emit(into: &buffer)
-        return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
-                        body: .init(byteBuffer: ByteBuffer(bytes: buffer)))
+        return Response(
+            status: .ok,
+            headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+            body: .init(byteBuffer: ByteBuffer(bytes: buffer))
+        )
     }
 
     func openapi(_ request: Request, context: AppRequestContext) async throws -> Response {

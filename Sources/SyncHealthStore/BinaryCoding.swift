@@ -107,8 +107,12 @@ extension DeviceRecord {
     public init(key: DeviceKey, binary: [UInt8]) throws {
         var r = ByteReader(binary)
         guard try r.u8() == Self.binaryVersion else { throw ByteReader.Invalid() }
-        let info = DeviceInfo(containerId: try r.optional { try $0.string() }, platform: try r.optional { try $0.string() },
-                              osVersion: try r.optional { try $0.string() }, appVersion: try r.optional { try $0.string() })
+        let info = DeviceInfo(
+            containerId: try r.optional { try $0.string() },
+            platform: try r.optional { try $0.string() },
+            osVersion: try r.optional { try $0.string() },
+            appVersion: try r.optional { try $0.string() }
+        )
         self.init(key: key, info: info, firstSeenAt: try r.time())
         lastSeenAt = try r.time()
         for phase in Phase.allCases { monitor[phase] = try Self.readSlot(&r) }
@@ -134,9 +138,18 @@ extension DeviceRecord {
     static func write(_ slot: PhaseSlot, _ w: inout ByteWriter) {
         switch slot.state {
         case .notStarted: w.u8(0)
-        case .inProgress(let s): w.u8(1); w.time(s)
-        case .succeeded(let s, let e): w.u8(2); w.time(s); w.time(e)
-        case .failed(let s, let e, let error): w.u8(3); w.time(s); w.time(e); w.optional(error) { write($1, &$0) }
+        case .inProgress(let s):
+            w.u8(1)
+            w.time(s)
+        case .succeeded(let s, let e):
+            w.u8(2)
+            w.time(s)
+            w.time(e)
+        case .failed(let s, let e, let error):
+            w.u8(3)
+            w.time(s)
+            w.time(e)
+            w.optional(error) { write($1, &$0) }
         }
         w.optional(slot.setAt) { $0.time($1) }
     }
@@ -160,7 +173,10 @@ extension DeviceRecord {
         w.optional(e.retryAfterSeconds) { $0.f64($1) }
         w.optional(e.partialErrors) { w, items in
             w.i64(Int64(items.count))
-            for (code, count) in items.sorted(by: { $0.key < $1.key }) { w.i64(Int64(code)); w.i64(Int64(count)) }
+            for (code, count) in items.sorted(by: { $0.key < $1.key }) {
+                w.i64(Int64(code))
+                w.i64(Int64(count))
+            }
         }
     }
 

@@ -1,11 +1,12 @@
+import Crypto
+import Dispatch
+import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Crypto
-import Dispatch
-import Foundation
 
 /// The embedded store's commit journal: an append-only file that a group's changes reach before they are
 /// acknowledged, one sequential record per group.
@@ -242,7 +243,8 @@ final class CommitJournal: @unchecked Sendable {
     private func retireOnQueue(_ number: Int) {
         var info = stat()
         if spares.count < Self.maxSpares, stat(path(number), &info) == 0, Int(info.st_size) <= Self.maxSpareBytes,
-           rename(path(number), sparePath(number)) == 0 {
+            rename(path(number), sparePath(number)) == 0
+        {
             spares.append(sparePath(number))
         } else {
             _ = unlink(path(number))

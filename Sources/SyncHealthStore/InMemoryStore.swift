@@ -1,5 +1,5 @@
-import Synchronization
 import SyncHealthCore
+import Synchronization
 
 /// A store that keeps everything in memory, for tests. Not durable.
 public final class InMemoryStore: SyncStore {
@@ -44,7 +44,10 @@ public final class InMemoryStore: SyncStore {
     }
 
     public func commit(_ changes: StoreChanges) async throws {
-        if let error = injectedCommitFailure.withLock({ e -> (any Error & Sendable)? in defer { e = nil }; return e }) {
+        if let error = injectedCommitFailure.withLock({ e -> (any Error & Sendable)? in
+            defer { e = nil }
+            return e
+        }) {
             throw error
         }
         state.withLock { s in

@@ -1,9 +1,10 @@
+import GRDB
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import GRDB
 
 /// How the embedded store remembers event ids for dedupe: per device, in buckets of ids sorted by their bytes,
 /// one row (at most `maxBytes` of entries) per bucket.
@@ -40,13 +41,16 @@ enum EventIdBuckets {
                     ranges[hash] = (id, id)
                 }
             }
-            let select = try FastStatement(db, """
+            let select = try FastStatement(
+                db,
+                """
                 SELECT seq, lo, oldest, entries FROM event_id_buckets
                 WHERE device_hash = ?1
                   AND lo >= coalesce((SELECT max(lo) FROM event_id_buckets WHERE device_hash = ?1 AND lo <= ?2), x'')
                   AND lo <= ?3
                 ORDER BY lo
-                """)
+                """
+            )
             devices.reserveCapacity(ranges.count)
             for (hash, range) in ranges {
                 var buckets: [Bucket] = []
@@ -100,7 +104,8 @@ enum EventIdBuckets {
 
         /// The bucket that covers `id`: the last whose `lo` is not above it.
         func bucket(for id: [UInt8]) -> Int? {
-            var low = 0, high = buckets.count
+            var low = 0
+            var high = buckets.count
             while low < high {
                 let mid = (low + high) / 2
                 if less(id, buckets[mid].lo) { high = mid } else { low = mid + 1 }
@@ -150,7 +155,8 @@ enum EventIdBuckets {
         }
 
         func contains(_ id: [UInt8]) -> Bool {
-            var low = 0, high = offsets.count
+            var low = 0
+            var high = offsets.count
             while low < high {
                 let mid = (low + high) / 2
                 let order = compare(id, entryAt: offsets[mid])

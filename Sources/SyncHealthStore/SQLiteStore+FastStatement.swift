@@ -77,7 +77,9 @@ struct FastStatement {
                 }
             case .blob(let v):
                 // A null pointer would bind NULL, not an empty blob.
-                code = v.isEmpty ? sqlite3_bind_zeroblob(raw, index, 0)
+                code =
+                    v.isEmpty
+                    ? sqlite3_bind_zeroblob(raw, index, 0)
                     : v.withUnsafeBytes { sqlite3_bind_blob(raw, index, $0.baseAddress, Int32($0.count), transient) }
             }
         }

@@ -1,15 +1,16 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import GRDB
 import Logging
 import Metrics
 import NIOPosix
 import ServiceLifecycle
-import Synchronization
 import SyncHealthCore
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// The groups that are in the journal and not yet in the tables, in journal order, with the event ids they
 /// recorded (dedupe looks here as well as in the tables).
@@ -314,10 +315,13 @@ extension JournalEntry {
                 }
             }
         }
-        let upsertDevice = try FastStatement(db, """
+        let upsertDevice = try FastStatement(
+            db,
+            """
             INSERT INTO devices (app_id, device_id, state) VALUES (?, ?, ?)
             ON CONFLICT (app_id, device_id) DO UPDATE SET state = excluded.state
-            """)
+            """
+        )
         for d in devices { try upsertDevice.run(.text(d.appId), .text(d.deviceId), .blob(d.state)) }
 
         if entries.contains(where: { !$0.ids.isEmpty }) {
@@ -330,20 +334,27 @@ extension JournalEntry {
             try group.write(db)
         }
 
-        let upsertAlert = try db.cachedStatement(sql: """
-            INSERT INTO alerts (id, kind, state, app_id, device_id, container_id, starts_at, ends_at, summary, detail)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            ON CONFLICT (id) DO UPDATE SET state = excluded.state, ends_at = excluded.ends_at,
-                summary = excluded.summary, detail = excluded.detail
-            """)
+        let upsertAlert = try db.cachedStatement(
+            sql: """
+                INSERT INTO alerts (id, kind, state, app_id, device_id, container_id, starts_at, ends_at, summary, detail)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT (id) DO UPDATE SET state = excluded.state, ends_at = excluded.ends_at,
+                    summary = excluded.summary, detail = excluded.detail
+                """
+        )
         for entry in entries {
             for a in entry.alerts {
-                try upsertAlert.execute(arguments: [a.id, a.kind.rawValue, a.state.rawValue, a.appId, a.deviceId, a.containerId,
-                                                    a.startsAt.microseconds, a.endsAt?.microseconds, a.summary, a.detail])
+                try upsertAlert.execute(arguments: [
+                    a.id, a.kind.rawValue, a.state.rawValue, a.appId, a.deviceId, a.containerId,
+                    a.startsAt.microseconds, a.endsAt?.microseconds, a.summary, a.detail,
+                ])
             }
             for (container, startsAt) in entry.fleet {
                 if let startsAt {
-                    try db.execute(sql: "INSERT OR REPLACE INTO fleet_alerts (container_id, starts_at) VALUES (?, ?)", arguments: [container, startsAt.microseconds])
+                    try db.execute(
+                        sql: "INSERT OR REPLACE INTO fleet_alerts (container_id, starts_at) VALUES (?, ?)",
+                        arguments: [container, startsAt.microseconds]
+                    )
                 } else {
                     try db.execute(sql: "DELETE FROM fleet_alerts WHERE container_id = ?", arguments: [container])
                 }

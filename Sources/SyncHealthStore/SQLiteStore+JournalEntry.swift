@@ -81,16 +81,31 @@ struct JournalEntry: Sendable {
         devices = try (0..<r.count()).map { _ in (appId: try r.string(), deviceId: try r.string(), state: try r.byteString()) }
         ids = try (0..<r.count()).map { _ in (hash: try r.i64(), id: try r.byteString()) }
         alerts = try (0..<r.count()).map { _ in
-            AlertRecord(id: try r.string(), kind: try r.enumValue(AlertKind.self), state: try r.enumValue(AlertState.self),
-                        deviceId: try r.optional { try $0.string() }, appId: try r.optional { try $0.string() },
-                        containerId: try r.optional { try $0.string() }, startsAt: try r.time(), endsAt: try r.optional { try $0.time() },
-                        summary: try r.string(), detail: try r.string())
+            AlertRecord(
+                id: try r.string(),
+                kind: try r.enumValue(AlertKind.self),
+                state: try r.enumValue(AlertState.self),
+                deviceId: try r.optional { try $0.string() },
+                appId: try r.optional { try $0.string() },
+                containerId: try r.optional { try $0.string() },
+                startsAt: try r.time(),
+                endsAt: try r.optional { try $0.time() },
+                summary: try r.string(),
+                detail: try r.string()
+            )
         }
         fleet = try (0..<r.count()).map { _ in (containerId: try r.string(), startsAt: try r.optional { try $0.time() }) }
         outbox = try (0..<r.count()).map { _ in
-            OutboxMessage(id: try r.string(), webhookId: try r.string(), orderingKey: try r.string(), payload: try r.string(),
-                          createdAt: try r.time(), attempts: Int(try r.i64()), nextAttemptAt: try r.time(),
-                          state: try r.enumValue(OutboxMessage.State.self))
+            OutboxMessage(
+                id: try r.string(),
+                webhookId: try r.string(),
+                orderingKey: try r.string(),
+                payload: try r.string(),
+                createdAt: try r.time(),
+                attempts: Int(try r.i64()),
+                nextAttemptAt: try r.time(),
+                state: try r.enumValue(OutboxMessage.State.self)
+            )
         }
         guard r.isAtEnd else { throw ByteReader.Invalid() }
     }

@@ -5,136 +5,150 @@ extension SQLiteStore {
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
         migrator.registerMigration("v1: devices, event ids, alerts") { db in
-            try db.execute(sql: """
-                CREATE TABLE devices (
-                    seq INTEGER PRIMARY KEY,
-                    app_id TEXT NOT NULL,
-                    device_id TEXT NOT NULL,
-                    state BLOB NOT NULL,
-                    UNIQUE (app_id, device_id)
-                );
-                CREATE TABLE seen_events (
-                    device_hash INTEGER NOT NULL,
-                    event_id TEXT NOT NULL,
-                    recorded_at INTEGER NOT NULL,
-                    PRIMARY KEY (device_hash, event_id)
-                ) WITHOUT ROWID;
-                CREATE INDEX seen_events_recorded_at ON seen_events (recorded_at);
-                CREATE TABLE alerts (
-                    seq INTEGER PRIMARY KEY,
-                    id TEXT NOT NULL UNIQUE,
-                    kind TEXT NOT NULL,
-                    state TEXT NOT NULL,
-                    app_id TEXT,
-                    device_id TEXT,
-                    container_id TEXT,
-                    starts_at INTEGER NOT NULL,
-                    ends_at INTEGER,
-                    summary TEXT NOT NULL,
-                    detail TEXT NOT NULL
-                );
-                CREATE INDEX alerts_state_seq ON alerts (state, seq);
-                CREATE TABLE fleet_alerts (
-                    container_id TEXT PRIMARY KEY,
-                    starts_at INTEGER NOT NULL
-                );
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE devices (
+                        seq INTEGER PRIMARY KEY,
+                        app_id TEXT NOT NULL,
+                        device_id TEXT NOT NULL,
+                        state BLOB NOT NULL,
+                        UNIQUE (app_id, device_id)
+                    );
+                    CREATE TABLE seen_events (
+                        device_hash INTEGER NOT NULL,
+                        event_id TEXT NOT NULL,
+                        recorded_at INTEGER NOT NULL,
+                        PRIMARY KEY (device_hash, event_id)
+                    ) WITHOUT ROWID;
+                    CREATE INDEX seen_events_recorded_at ON seen_events (recorded_at);
+                    CREATE TABLE alerts (
+                        seq INTEGER PRIMARY KEY,
+                        id TEXT NOT NULL UNIQUE,
+                        kind TEXT NOT NULL,
+                        state TEXT NOT NULL,
+                        app_id TEXT,
+                        device_id TEXT,
+                        container_id TEXT,
+                        starts_at INTEGER NOT NULL,
+                        ends_at INTEGER,
+                        summary TEXT NOT NULL,
+                        detail TEXT NOT NULL
+                    );
+                    CREATE INDEX alerts_state_seq ON alerts (state, seq);
+                    CREATE TABLE fleet_alerts (
+                        container_id TEXT PRIMARY KEY,
+                        starts_at INTEGER NOT NULL
+                    );
+                    """
+            )
         }
         migrator.registerMigration("v2: webhooks, outbox, delivery log") { db in
-            try db.execute(sql: """
-                CREATE TABLE webhooks (
-                    id TEXT PRIMARY KEY,
-                    url TEXT NOT NULL,
-                    kinds TEXT NOT NULL,
-                    description TEXT,
-                    secret TEXT NOT NULL,
-                    created_at INTEGER NOT NULL,
-                    disabled_reason TEXT
-                );
-                CREATE TABLE outbox (
-                    seq INTEGER PRIMARY KEY,
-                    id TEXT NOT NULL UNIQUE,
-                    webhook_id TEXT NOT NULL,
-                    ordering_key TEXT NOT NULL,
-                    payload TEXT NOT NULL,
-                    created_at INTEGER NOT NULL,
-                    attempts INTEGER NOT NULL,
-                    next_attempt_at INTEGER NOT NULL,
-                    state TEXT NOT NULL
-                );
-                CREATE INDEX outbox_due ON outbox (state, next_attempt_at);
-                CREATE INDEX outbox_line ON outbox (webhook_id, ordering_key, seq);
-                CREATE TABLE deliveries (
-                    seq INTEGER PRIMARY KEY,
-                    webhook_id TEXT NOT NULL,
-                    message_id TEXT NOT NULL,
-                    attempt INTEGER NOT NULL,
-                    attempted_at INTEGER NOT NULL,
-                    status_code INTEGER,
-                    error TEXT,
-                    next_retry_at INTEGER,
-                    outcome TEXT NOT NULL
-                );
-                CREATE INDEX deliveries_webhook ON deliveries (webhook_id, seq);
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE webhooks (
+                        id TEXT PRIMARY KEY,
+                        url TEXT NOT NULL,
+                        kinds TEXT NOT NULL,
+                        description TEXT,
+                        secret TEXT NOT NULL,
+                        created_at INTEGER NOT NULL,
+                        disabled_reason TEXT
+                    );
+                    CREATE TABLE outbox (
+                        seq INTEGER PRIMARY KEY,
+                        id TEXT NOT NULL UNIQUE,
+                        webhook_id TEXT NOT NULL,
+                        ordering_key TEXT NOT NULL,
+                        payload TEXT NOT NULL,
+                        created_at INTEGER NOT NULL,
+                        attempts INTEGER NOT NULL,
+                        next_attempt_at INTEGER NOT NULL,
+                        state TEXT NOT NULL
+                    );
+                    CREATE INDEX outbox_due ON outbox (state, next_attempt_at);
+                    CREATE INDEX outbox_line ON outbox (webhook_id, ordering_key, seq);
+                    CREATE TABLE deliveries (
+                        seq INTEGER PRIMARY KEY,
+                        webhook_id TEXT NOT NULL,
+                        message_id TEXT NOT NULL,
+                        attempt INTEGER NOT NULL,
+                        attempted_at INTEGER NOT NULL,
+                        status_code INTEGER,
+                        error TEXT,
+                        next_retry_at INTEGER,
+                        outcome TEXT NOT NULL
+                    );
+                    CREATE INDEX deliveries_webhook ON deliveries (webhook_id, seq);
+                    """
+            )
         }
         migrator.registerMigration("v3: event ids expire through a log per commit, not an index") { db in
             // See `EventIdLog`. Ids stored before are logged by their time, through the index, which then goes.
-            try db.execute(sql: """
-                CREATE TABLE event_id_log (
-                    seq INTEGER PRIMARY KEY,
-                    recorded_at INTEGER NOT NULL,
-                    ids BLOB NOT NULL
-                );
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE event_id_log (
+                        seq INTEGER PRIMARY KEY,
+                        recorded_at INTEGER NOT NULL,
+                        ids BLOB NOT NULL
+                    );
+                    """
+            )
             try EventIdLog.migrate(db)
             try db.execute(sql: "DROP INDEX seen_events_recorded_at")
         }
         migrator.registerMigration("v4: event ids in buckets, a row per bucket of a device's ids") { db in
             // See `EventIdBuckets`. The ids of `seen_events` move into buckets with their times; the table and the
             // expiry log of v3 go.
-            try db.execute(sql: """
-                CREATE TABLE event_id_buckets (
-                    seq INTEGER PRIMARY KEY,
-                    device_hash INTEGER NOT NULL,
-                    lo BLOB NOT NULL,
-                    oldest INTEGER NOT NULL,
-                    entries BLOB NOT NULL
-                );
-                CREATE UNIQUE INDEX event_id_buckets_device ON event_id_buckets (device_hash, lo);
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE event_id_buckets (
+                        seq INTEGER PRIMARY KEY,
+                        device_hash INTEGER NOT NULL,
+                        lo BLOB NOT NULL,
+                        oldest INTEGER NOT NULL,
+                        entries BLOB NOT NULL
+                    );
+                    CREATE UNIQUE INDEX event_id_buckets_device ON event_id_buckets (device_hash, lo);
+                    """
+            )
             try EventIdBuckets.migrate(db)
-            try db.execute(sql: """
-                CREATE INDEX event_id_buckets_oldest ON event_id_buckets (oldest);
-                DROP TABLE seen_events;
-                DROP TABLE event_id_log;
-                """)
+            try db.execute(
+                sql: """
+                    CREATE INDEX event_id_buckets_oldest ON event_id_buckets (oldest);
+                    DROP TABLE seen_events;
+                    DROP TABLE event_id_log;
+                    """
+            )
         }
         migrator.registerMigration("v5: commits reach the tables through a journal") { db in
             // See `CommitJournal`: the journal's records up to `folded_through` are in the tables.
-            try db.execute(sql: """
-                CREATE TABLE journal_state (
-                    id INTEGER PRIMARY KEY CHECK (id = 1),
-                    folded_through INTEGER NOT NULL
-                );
-                INSERT INTO journal_state (id, folded_through) VALUES (1, 0);
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE journal_state (
+                        id INTEGER PRIMARY KEY CHECK (id = 1),
+                        folded_through INTEGER NOT NULL
+                    );
+                    INSERT INTO journal_state (id, folded_through) VALUES (1, 0);
+                    """
+            )
         }
         migrator.registerMigration("v6: webhook options (format, routing)") { db in
             try db.execute(sql: "ALTER TABLE webhooks ADD COLUMN options TEXT NOT NULL DEFAULT '{}'")
         }
         migrator.registerMigration("v7: silences") { db in
-            try db.execute(sql: """
-                CREATE TABLE silences (
-                    id TEXT PRIMARY KEY,
-                    matchers TEXT NOT NULL,
-                    starts_at INTEGER NOT NULL,
-                    ends_at INTEGER NOT NULL,
-                    comment TEXT NOT NULL,
-                    created_at INTEGER NOT NULL,
-                    released INTEGER NOT NULL DEFAULT 0
-                )
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE silences (
+                        id TEXT PRIMARY KEY,
+                        matchers TEXT NOT NULL,
+                        starts_at INTEGER NOT NULL,
+                        ends_at INTEGER NOT NULL,
+                        comment TEXT NOT NULL,
+                        created_at INTEGER NOT NULL,
+                        released INTEGER NOT NULL DEFAULT 0
+                    )
+                    """
+            )
         }
         return migrator
     }

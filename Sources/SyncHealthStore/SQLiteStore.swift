@@ -1,12 +1,13 @@
+import Foundation
+import GRDB
+import SyncHealthCore
+import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Foundation
-import GRDB
-import Synchronization
-import SyncHealthCore
 
 /// The embedded default store: one SQLite database in WAL mode, through GRDB, behind a commit journal.
 ///
@@ -135,8 +136,13 @@ public final class SQLiteStore: SyncStore {
                 try db.execute(sql: "UPDATE journal_state SET folded_through = ?", arguments: [last])
             }
         }
-        let journal = CommitJournal(directory: directory, durable: durable, lastNumber: contents.segments.last ?? 0,
-                                    lastSeq: max(folded, contents.lastSeq), io: io)
+        let journal = CommitJournal(
+            directory: directory,
+            durable: durable,
+            lastNumber: contents.segments.last ?? 0,
+            lastSeq: max(folded, contents.lastSeq),
+            io: io
+        )
         journal.retire(contents.segments)
         return journal
     }
@@ -194,9 +200,13 @@ public final class SQLiteStore: SyncStore {
     /// Judges the claimed ids against the backlog and the tables, plans, and appends the group to the journal,
     /// all in one trip to the journal's queue. The engine commits one group at a time, and appends happen only
     /// on that queue, so nothing records an id between the judgement and the append.
-    public func commit<Result: Sendable>(claiming claims: [(key: DeviceKey, eventIds: [String])], at recordedAt: Timestamp,
-                                         plan: @escaping @Sendable (_ seen: [Set<String>]) throws -> (changes: StoreChanges, result: Result))
-        async throws -> Result {
+    public func commit<Result: Sendable>(
+        claiming claims: [(key: DeviceKey, eventIds: [String])],
+        at recordedAt: Timestamp,
+        plan: @escaping @Sendable (_ seen: [Set<String>]) throws -> (changes: StoreChanges, result: Result)
+    )
+        async throws -> Result
+    {
         try await foldIfOversized()
         return try await journal.perform { appender in
             let encoded = claims.map { (hash: $0.key.stableHash, ids: $0.eventIds.map { Array($0.utf8) }) }
@@ -233,25 +243,55 @@ public final class SQLiteStore: SyncStore {
         return try await pool.read { db in
             var conditions: [String] = []
             var arguments: [any DatabaseValueConvertible] = []
-            if let cursor = query.cursor { conditions.append("seq < ?"); arguments.append(cursor) }
-            if let state = query.state { conditions.append("state = ?"); arguments.append(state.rawValue) }
-            if let kind = query.kind { conditions.append("kind = ?"); arguments.append(kind.rawValue) }
-            if let appId = query.appId { conditions.append("app_id = ?"); arguments.append(appId) }
-            if let deviceId = query.deviceId { conditions.append("device_id = ?"); arguments.append(deviceId) }
+            if let cursor = query.cursor {
+                conditions.append("seq < ?")
+                arguments.append(cursor)
+            }
+            if let state = query.state {
+                conditions.append("state = ?")
+                arguments.append(state.rawValue)
+            }
+            if let kind = query.kind {
+                conditions.append("kind = ?")
+                arguments.append(kind.rawValue)
+            }
+            if let appId = query.appId {
+                conditions.append("app_id = ?")
+                arguments.append(appId)
+            }
+            if let deviceId = query.deviceId {
+                conditions.append("device_id = ?")
+                arguments.append(deviceId)
+            }
             let whereClause = conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND ")
             arguments.append(query.limit + 1)
-            let rows = try Row.fetchAll(db, sql: """
-                SELECT seq, id, kind, state, app_id, device_id, container_id, starts_at, ends_at, summary, detail
-                FROM alerts \(whereClause) ORDER BY seq DESC LIMIT ?
-                """, arguments: StatementArguments(arguments))
+            let rows = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT seq, id, kind, state, app_id, device_id, container_id, starts_at, ends_at, summary, detail
+                    FROM alerts \(whereClause) ORDER BY seq DESC LIMIT ?
+                    """,
+                arguments: StatementArguments(arguments)
+            )
             var alerts: [AlertRecord] = []
             for row in rows.prefix(query.limit) {
                 guard let kind = AlertKind(rawValue: row[2]), let state = AlertState(rawValue: row[3]) else {
                     throw StoreError.undecodableRecord("alert \(String(describing: row[1] as String?))")
                 }
-                alerts.append(AlertRecord(id: row[1], kind: kind, state: state, deviceId: row[5], appId: row[4], containerId: row[6],
-                                          startsAt: Timestamp(microseconds: row[7]), endsAt: (row[8] as Int64?).map(Timestamp.init(microseconds:)),
-                                          summary: row[9], detail: row[10]))
+                alerts.append(
+                    AlertRecord(
+                        id: row[1],
+                        kind: kind,
+                        state: state,
+                        deviceId: row[5],
+                        appId: row[4],
+                        containerId: row[6],
+                        startsAt: Timestamp(microseconds: row[7]),
+                        endsAt: (row[8] as Int64?).map(Timestamp.init(microseconds:)),
+                        summary: row[9],
+                        detail: row[10]
+                    )
+                )
             }
             let next: Int64? = rows.count > query.limit ? rows[query.limit - 1][0] : nil
             return AlertPage(alerts: alerts, nextCursor: next)

@@ -15,8 +15,15 @@ public struct Silence: Sendable, Hashable {
         public var platform: String?
 
         /// Matchers; at least one should be given.
-        public init(appId: String? = nil, containerId: String? = nil, deviceId: String? = nil, kind: AlertKind? = nil,
-                    appVersion: String? = nil, osVersion: String? = nil, platform: String? = nil) {
+        public init(
+            appId: String? = nil,
+            containerId: String? = nil,
+            deviceId: String? = nil,
+            kind: AlertKind? = nil,
+            appVersion: String? = nil,
+            osVersion: String? = nil,
+            platform: String? = nil
+        ) {
             self.appId = appId
             self.containerId = containerId
             self.deviceId = deviceId
@@ -50,7 +57,8 @@ public struct Silence: Sendable, Hashable {
     public var released: Bool
 
     /// Creates a silence.
-    public init(id: String, matchers: Matchers, startsAt: Timestamp, endsAt: Timestamp, comment: String, createdAt: Timestamp, released: Bool = false) {
+    public init(id: String, matchers: Matchers, startsAt: Timestamp, endsAt: Timestamp, comment: String, createdAt: Timestamp, released: Bool = false)
+    {
         self.id = id
         self.matchers = matchers
         self.startsAt = startsAt

@@ -23,8 +23,11 @@ public protocol SyncStore: WebhookStore, SilenceStore {
     /// included. `changes.eventIds` is ignored: the claimed ids are what is recorded, at `recordedAt`.
     /// The default implementation reads with `seenEventIds` and then calls `commit(_:)`, which is the same when
     /// one process writes; a store overrides it to do both in one pass.
-    func commit<Result: Sendable>(claiming claims: [(key: DeviceKey, eventIds: [String])], at recordedAt: Timestamp,
-                                  plan: @escaping @Sendable (_ seen: [Set<String>]) throws -> (changes: StoreChanges, result: Result))
+    func commit<Result: Sendable>(
+        claiming claims: [(key: DeviceKey, eventIds: [String])],
+        at recordedAt: Timestamp,
+        plan: @escaping @Sendable (_ seen: [Set<String>]) throws -> (changes: StoreChanges, result: Result)
+    )
         async throws -> Result
 
     /// A page of alerts, newest first.
@@ -40,9 +43,13 @@ public protocol SyncStore: WebhookStore, SilenceStore {
 }
 
 extension SyncStore {
-    public func commit<Result: Sendable>(claiming claims: [(key: DeviceKey, eventIds: [String])], at recordedAt: Timestamp,
-                                         plan: @escaping @Sendable (_ seen: [Set<String>]) throws -> (changes: StoreChanges, result: Result))
-        async throws -> Result {
+    public func commit<Result: Sendable>(
+        claiming claims: [(key: DeviceKey, eventIds: [String])],
+        at recordedAt: Timestamp,
+        plan: @escaping @Sendable (_ seen: [Set<String>]) throws -> (changes: StoreChanges, result: Result)
+    )
+        async throws -> Result
+    {
         let seen = try await seenEventIds(claims)
         var (changes, result) = try plan(seen)
         changes.eventIds = StoreChanges.newIds(claims, seen: seen)
@@ -136,8 +143,18 @@ public struct AlertRecord: Sendable, Hashable {
     public var detail: String
 
     /// Creates an alert.
-    public init(id: String, kind: AlertKind, state: AlertState, deviceId: String?, appId: String?, containerId: String?,
-                startsAt: Timestamp, endsAt: Timestamp?, summary: String, detail: String) {
+    public init(
+        id: String,
+        kind: AlertKind,
+        state: AlertState,
+        deviceId: String?,
+        appId: String?,
+        containerId: String?,
+        startsAt: Timestamp,
+        endsAt: Timestamp?,
+        summary: String,
+        detail: String
+    ) {
         self.id = id
         self.kind = kind
         self.state = state
@@ -167,7 +184,14 @@ public struct AlertQuery: Sendable, Hashable {
     public var cursor: Int64?
 
     /// Creates a query.
-    public init(state: AlertState? = nil, kind: AlertKind? = nil, appId: String? = nil, deviceId: String? = nil, limit: Int = 100, cursor: Int64? = nil) {
+    public init(
+        state: AlertState? = nil,
+        kind: AlertKind? = nil,
+        appId: String? = nil,
+        deviceId: String? = nil,
+        limit: Int = 100,
+        cursor: Int64? = nil
+    ) {
         self.state = state
         self.kind = kind
         self.appId = appId

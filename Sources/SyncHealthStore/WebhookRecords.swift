@@ -41,9 +41,20 @@ public struct WebhookSubscription: Sendable, Hashable {
     public var errorClasses: [ErrorClass]
 
     /// Creates a subscription.
-    public init(id: String, url: String, kinds: [AlertKind], description: String?, secret: String, createdAt: Timestamp, disabledReason: String? = nil,
-                format: WebhookFormat = .standardWebhooks, routingKey: String? = nil, appIds: [String] = [], containerIds: [String] = [],
-                errorClasses: [ErrorClass] = []) {
+    public init(
+        id: String,
+        url: String,
+        kinds: [AlertKind],
+        description: String?,
+        secret: String,
+        createdAt: Timestamp,
+        disabledReason: String? = nil,
+        format: WebhookFormat = .standardWebhooks,
+        routingKey: String? = nil,
+        appIds: [String] = [],
+        containerIds: [String] = [],
+        errorClasses: [ErrorClass] = []
+    ) {
         self.id = id
         self.url = url
         self.kinds = kinds
@@ -122,7 +133,16 @@ public struct OutboxMessage: Sendable, Hashable {
     public var state: State
 
     /// Creates a message.
-    public init(id: String, webhookId: String, orderingKey: String, payload: String, createdAt: Timestamp, attempts: Int = 0, nextAttemptAt: Timestamp, state: State = .pending) {
+    public init(
+        id: String,
+        webhookId: String,
+        orderingKey: String,
+        payload: String,
+        createdAt: Timestamp,
+        attempts: Int = 0,
+        nextAttemptAt: Timestamp,
+        state: State = .pending
+    ) {
         self.id = id
         self.webhookId = webhookId
         self.orderingKey = orderingKey
@@ -168,7 +188,17 @@ public struct DeliveryAttempt: Sendable, Hashable {
     public var outcome: Outcome
 
     /// Creates an attempt.
-    public init(seq: Int64 = 0, webhookId: String, messageId: String, attempt: Int, attemptedAt: Timestamp, statusCode: Int?, error: String?, nextRetryAt: Timestamp?, outcome: Outcome) {
+    public init(
+        seq: Int64 = 0,
+        webhookId: String,
+        messageId: String,
+        attempt: Int,
+        attemptedAt: Timestamp,
+        statusCode: Int?,
+        error: String?,
+        nextRetryAt: Timestamp?,
+        outcome: Outcome
+    ) {
         self.seq = seq
         self.webhookId = webhookId
         self.messageId = messageId

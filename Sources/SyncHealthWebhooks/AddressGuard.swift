@@ -95,26 +95,26 @@ public struct AddressGuard: Sendable {
         if b[0..<10].allSatisfy({ $0 == 0 }) && ((b[10] == 0xff && b[11] == 0xff) || (b[10] == 0 && b[11] == 0)) {
             return isPublicIPv4(Array(b[12..<16]))
         }
-        if b.allSatisfy({ $0 == 0 }) { return false }                        // ::
+        if b.allSatisfy({ $0 == 0 }) { return false }  // ::
         if b[0..<15].allSatisfy({ $0 == 0 }) && b[15] == 1 { return false }  // ::1
-        if b[0] & 0xfe == 0xfc { return false }                              // fc00::/7 unique local (incl. fd00:ec2::254)
-        if b[0] == 0xfe && b[1] & 0xc0 == 0x80 { return false }              // fe80::/10 link-local
-        if b[0] == 0xff { return false }                                     // multicast
-        if b[0] == 0x00 && b[1] == 0x64 && b[2] == 0xff && b[3] == 0x9b { return false } // 64:ff9b::/96 NAT64
+        if b[0] & 0xfe == 0xfc { return false }  // fc00::/7 unique local (incl. fd00:ec2::254)
+        if b[0] == 0xfe && b[1] & 0xc0 == 0x80 { return false }  // fe80::/10 link-local
+        if b[0] == 0xff { return false }  // multicast
+        if b[0] == 0x00 && b[1] == 0x64 && b[2] == 0xff && b[3] == 0x9b { return false }  // 64:ff9b::/96 NAT64
         return true
     }
 
     static func isPublicIPv4(_ b: [UInt8]) -> Bool {
         switch (b[0], b[1]) {
-        case (0, _), (10, _), (127, _): return false                          // this network, private, loopback
-        case (100, 64...127): return false                                    // carrier-grade NAT
-        case (169, 254): return false                                         // link-local, cloud metadata
-        case (172, 16...31): return false                                     // private
-        case (192, 168): return false                                         // private
-        case (192, 0) where b[2] == 0 || b[2] == 2: return false              // IETF, TEST-NET-1
-        case (198, 18...19): return false                                     // benchmarking
-        case (198, 51) where b[2] == 100, (203, 0) where b[2] == 113: return false // TEST-NET-2, -3
-        case (224...255, _): return false                                     // multicast, reserved, broadcast
+        case (0, _), (10, _), (127, _): return false  // this network, private, loopback
+        case (100, 64...127): return false  // carrier-grade NAT
+        case (169, 254): return false  // link-local, cloud metadata
+        case (172, 16...31): return false  // private
+        case (192, 168): return false  // private
+        case (192, 0) where b[2] == 0 || b[2] == 2: return false  // IETF, TEST-NET-1
+        case (198, 18...19): return false  // benchmarking
+        case (198, 51) where b[2] == 100, (203, 0) where b[2] == 113: return false  // TEST-NET-2, -3
+        case (224...255, _): return false  // multicast, reserved, broadcast
         default: return true
         }
     }

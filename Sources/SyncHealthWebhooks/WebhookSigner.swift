@@ -12,7 +12,8 @@ public struct WebhookSigner: Sendable {
     /// A signer for `secret` (`whsec_` + base64); `nil` if the secret is malformed.
     public init?(secret: String) {
         guard secret.hasPrefix(Self.secretPrefix), let bytes = Data(base64Encoded: String(secret.dropFirst(Self.secretPrefix.count))),
-              !bytes.isEmpty else { return nil }
+            !bytes.isEmpty
+        else { return nil }
         key = SymmetricKey(data: bytes)
     }
 
@@ -31,10 +32,12 @@ public struct WebhookSigner: Sendable {
 
     /// The three Standard Webhooks headers, plus the content type.
     public func headers(id: String, timestamp: Int64, body: [UInt8]) -> [(name: String, value: String)] {
-        [("content-type", "application/json"),
-         ("webhook-id", id),
-         ("webhook-timestamp", String(timestamp)),
-         ("webhook-signature", signature(id: id, timestamp: timestamp, body: body))]
+        [
+            ("content-type", "application/json"),
+            ("webhook-id", id),
+            ("webhook-timestamp", String(timestamp)),
+            ("webhook-signature", signature(id: id, timestamp: timestamp, body: body)),
+        ]
     }
 
     /// Verifies a `webhook-signature` header (any of its space-separated `v1,` signatures), in constant time.

@@ -12,9 +12,9 @@ public struct WebhookURL: Sendable, Equatable {
     /// Parses and checks `text`; `nil` if it is not an acceptable webhook URL.
     public init?(_ text: String) {
         guard text.utf8.count <= 2048, let components = URLComponents(string: text),
-              let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https",
-              var host = components.host, !host.isEmpty,
-              components.user == nil, components.password == nil
+            let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https",
+            var host = components.host, !host.isEmpty,
+            components.user == nil, components.password == nil
         else { return nil }
         if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
         self.scheme = scheme

@@ -29,10 +29,16 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("data-dir"), help: "Where the embedded store and generated keys live. [SYNCHEALTH_DATA_DIR, default ./data]")
     var dataDir: String?
 
-    @Option(name: .customLong("ingest-keys"), help: "Comma-separated keys that devices use to post events; KEY@appId binds a key to an app. [SYNCHEALTH_INGEST_KEYS, default generated]")
+    @Option(
+        name: .customLong("ingest-keys"),
+        help: "Comma-separated keys that devices use to post events; KEY@appId binds a key to an app. [SYNCHEALTH_INGEST_KEYS, default generated]"
+    )
     var ingestKeys: String?
 
-    @Option(name: .customLong("read-keys"), help: "Comma-separated keys that may read status, summaries and alerts. [SYNCHEALTH_READ_KEYS, default none]")
+    @Option(
+        name: .customLong("read-keys"),
+        help: "Comma-separated keys that may read status, summaries and alerts. [SYNCHEALTH_READ_KEYS, default none]"
+    )
     var readKeys: String?
 
     @Option(name: .customLong("admin-keys"), help: "Comma-separated keys that may also manage webhooks. [SYNCHEALTH_ADMIN_KEYS, default generated]")
@@ -41,7 +47,10 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("not-syncing-after"), help: "Delay of the notSyncing alert. [SYNCHEALTH_NOT_SYNCING_AFTER, default 60s]")
     var notSyncingAfter: String?
 
-    @Option(name: .customLong("error-after"), help: "Delay of syncError for errors that are not developer or dataLoss. [SYNCHEALTH_ERROR_AFTER, default 120s]")
+    @Option(
+        name: .customLong("error-after"),
+        help: "Delay of syncError for errors that are not developer or dataLoss. [SYNCHEALTH_ERROR_AFTER, default 120s]"
+    )
     var errorAfter: String?
 
     @Option(name: .customLong("stalled-after"), help: "Delay of syncStalled. [SYNCHEALTH_STALLED_AFTER, default 15m]")
@@ -53,16 +62,28 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("silent-after"), help: "When a device counts as silent. [SYNCHEALTH_SILENT_AFTER, default 24h]")
     var silentAfter: String?
 
-    @Option(name: .customLong("webhook-allow-private"), help: "1 lets webhooks target loopback and private addresses. [SYNCHEALTH_WEBHOOK_ALLOW_PRIVATE, default off]")
+    @Option(
+        name: .customLong("webhook-allow-private"),
+        help: "1 lets webhooks target loopback and private addresses. [SYNCHEALTH_WEBHOOK_ALLOW_PRIVATE, default off]"
+    )
     var webhookAllowPrivate: String?
 
-    @Option(name: .customLong("webhook-retry-schedule"), help: "Delays before each webhook attempt. [SYNCHEALTH_WEBHOOK_RETRY_SCHEDULE, default 0,5s,5m,30m,2h,5h,10h,10h]")
+    @Option(
+        name: .customLong("webhook-retry-schedule"),
+        help: "Delays before each webhook attempt. [SYNCHEALTH_WEBHOOK_RETRY_SCHEDULE, default 0,5s,5m,30m,2h,5h,10h,10h]"
+    )
     var webhookRetrySchedule: String?
 
-    @Option(name: .customLong("device-rate-limit"), help: "Requests per second per device on POST /v1/events, as RATE/BURST, or off. [SYNCHEALTH_DEVICE_RATE_LIMIT, default 20/100]")
+    @Option(
+        name: .customLong("device-rate-limit"),
+        help: "Requests per second per device on POST /v1/events, as RATE/BURST, or off. [SYNCHEALTH_DEVICE_RATE_LIMIT, default 20/100]"
+    )
     var deviceRateLimit: String?
 
-    @Option(name: .customLong("key-rate-limit"), help: "Requests per second per API key, as RATE/BURST, or off. [SYNCHEALTH_KEY_RATE_LIMIT, default off]")
+    @Option(
+        name: .customLong("key-rate-limit"),
+        help: "Requests per second per API key, as RATE/BURST, or off. [SYNCHEALTH_KEY_RATE_LIMIT, default off]"
+    )
     var keyRateLimit: String?
 
     @Option(name: .customLong("max-connections"), help: "Most open connections; more wait in the backlog. [SYNCHEALTH_MAX_CONNECTIONS, default 4096]")
@@ -71,16 +92,30 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("idle-timeout"), help: "How long an idle or stalled connection stays open. [SYNCHEALTH_IDLE_TIMEOUT, default 60s]")
     var idleTimeout: String?
 
-    @Option(name: .customLong("request-timeout"), help: "A request must arrive in full within this time of the connection opening or the previous response, else 408. [SYNCHEALTH_REQUEST_TIMEOUT, default 30s]")
+    @Option(
+        name: .customLong("request-timeout"),
+        help:
+            "A request must arrive in full within this time of the connection opening or the previous response, else 408. [SYNCHEALTH_REQUEST_TIMEOUT, default 30s]"
+    )
     var requestTimeout: String?
 
-    @Option(name: .customLong("database-url"), help: "postgres://… selects PostgreSQL instead of the embedded store. [SYNCHEALTH_DATABASE_URL, default unset]")
+    @Option(
+        name: .customLong("database-url"),
+        help: "postgres://… selects PostgreSQL instead of the embedded store. [SYNCHEALTH_DATABASE_URL, default unset]"
+    )
     var databaseURL: String?
 
-    @Option(name: .customLong("webhook-lease"), help: "With PostgreSQL: how long a replica holds a webhook message it sends before another replica may. [SYNCHEALTH_WEBHOOK_LEASE, default 60s]")
+    @Option(
+        name: .customLong("webhook-lease"),
+        help:
+            "With PostgreSQL: how long a replica holds a webhook message it sends before another replica may. [SYNCHEALTH_WEBHOOK_LEASE, default 60s]"
+    )
     var webhookLease: String?
 
-    @Option(name: .customLong("sqlite-synchronous"), help: "SQLite durability: full (survives power loss) or normal (survives process crashes). [SYNCHEALTH_SQLITE_SYNCHRONOUS, default full]")
+    @Option(
+        name: .customLong("sqlite-synchronous"),
+        help: "SQLite durability: full (survives power loss) or normal (survives process crashes). [SYNCHEALTH_SQLITE_SYNCHRONOUS, default full]"
+    )
     var sqliteSynchronous: String?
 
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical. [SYNCHEALTH_LOG_LEVEL, default info]")

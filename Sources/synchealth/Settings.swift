@@ -1,7 +1,7 @@
+import Logging
 import SyncHealthCore
 import SyncHealthServer
 import SyncHealthStore
-import Logging
 
 /// Reads the contract's variables from flags (which win) and the environment.
 struct Settings {
@@ -66,11 +66,15 @@ struct Settings {
             c.maxConnections = n
         }
         if let text = value("SYNCHEALTH_IDLE_TIMEOUT") {
-            guard let d = Duration(configuration: text), d > .zero else { throw Invalid(description: "SYNCHEALTH_IDLE_TIMEOUT=\(text) is not a duration") }
+            guard let d = Duration(configuration: text), d > .zero else {
+                throw Invalid(description: "SYNCHEALTH_IDLE_TIMEOUT=\(text) is not a duration")
+            }
             c.idleTimeout = d
         }
         if let text = value("SYNCHEALTH_REQUEST_TIMEOUT") {
-            guard let d = Duration(configuration: text), d > .zero else { throw Invalid(description: "SYNCHEALTH_REQUEST_TIMEOUT=\(text) is not a duration") }
+            guard let d = Duration(configuration: text), d > .zero else {
+                throw Invalid(description: "SYNCHEALTH_REQUEST_TIMEOUT=\(text) is not a duration")
+            }
             c.requestTimeout = d
         }
         c.databaseURL = value("SYNCHEALTH_DATABASE_URL")
@@ -102,7 +106,9 @@ struct Settings {
 
     func logLevel() throws -> Logger.Level {
         guard let text = value("SYNCHEALTH_LOG_LEVEL") else { return .info }
-        guard let level = Logger.Level(rawValue: text.lowercased()) else { throw Invalid(description: "SYNCHEALTH_LOG_LEVEL=\(text) is not a log level") }
+        guard let level = Logger.Level(rawValue: text.lowercased()) else {
+            throw Invalid(description: "SYNCHEALTH_LOG_LEVEL=\(text) is not a log level")
+        }
         return level
     }
 }

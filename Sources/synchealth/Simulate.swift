@@ -62,14 +62,22 @@ struct Simulate: AsyncParsableCommand {
         guard let endpoint = URL(string: url), endpoint.scheme != nil else { throw ValidationError("--url is not a URL") }
         if let rounds, rounds < 1 { throw ValidationError("--rounds must be at least 1") }
         if drain && storage == nil { throw ValidationError("--drain needs --storage") }
-        let root = URL(fileURLWithPath: storage ?? FileManager.default.temporaryDirectory.appendingPathComponent("synchealth-simulate-\(UUID().uuidString)").path)
+        let root = URL(
+            fileURLWithPath: storage ?? FileManager.default.temporaryDirectory.appendingPathComponent("synchealth-simulate-\(UUID().uuidString)").path
+        )
         defer { if storage == nil { try? FileManager.default.removeItem(at: root) } }
 
         let transport = URLSessionTransport()
         let fleet = try (0..<devices).map { index in
             let script = SimulatedDevice(index: index, brokenShare: brokenShare, offlineShare: offlineShare)
-            var configuration = SyncHealthReporter.Configuration(endpoint: endpoint, ingestKey: key, appId: appId, containerId: "iCloud.\(appId)",
-                                                                 deviceId: script.deviceId, storageDirectory: root.appendingPathComponent(script.deviceId))
+            var configuration = SyncHealthReporter.Configuration(
+                endpoint: endpoint,
+                ingestKey: key,
+                appId: appId,
+                containerId: "iCloud.\(appId)",
+                deviceId: script.deviceId,
+                storageDirectory: root.appendingPathComponent(script.deviceId)
+            )
             configuration.batchSize = batchSize
             configuration.transport = transport
             configuration.heartbeatOnStart = false
@@ -193,8 +201,10 @@ struct SimulatedDevice: Sendable {
             .activity(phase: phase, state: state, error: code.map { SyncErrorReport(domain: SyncErrorReport.cloudKitDomain, code: $0) })
         }
         if round == 0 {
-            var events: [(Double, SyncEvent)] = [(-3, .account(status: .available)), (-3, .network(available: true)),
-                                                 (-2.9, activity(.setup, .started)), (-2.5, activity(.setup, .succeeded))]
+            var events: [(Double, SyncEvent)] = [
+                (-3, .account(status: .available)), (-3, .network(available: true)),
+                (-2.9, activity(.setup, .started)), (-2.5, activity(.setup, .succeeded)),
+            ]
             if fate == .notSyncing { return events }
             events.append((-2.4, activity(.import, .started)))
             if fate == .stalled { return events }
@@ -210,15 +220,19 @@ struct SimulatedDevice: Sendable {
             if round == 20 { return [(0, .network(available: true))] }
             if (5..<20).contains(round) { return [] }
         case .exportAtRisk:
-            return [(0, .pending(count: round, oldestPendingAt: Date().addingTimeInterval(-Double(round) * 10))),
-                    (0.1, activity(.export, .started)), (0.5, activity(.export, .failed))]
+            return [
+                (0, .pending(count: round, oldestPendingAt: Date().addingTimeInterval(-Double(round) * 10))),
+                (0.1, activity(.export, .started)), (0.5, activity(.export, .failed)),
+            ]
         case .developerError, .quotaFull, .transientFailure, .zoneDeleted:
             let code = [Fate.developerError: 5, .quotaFull: 25, .transientFailure: 4, .zoneDeleted: 26][fate] ?? 4
             return [(0, activity(.export, .started)), (0.4, activity(.export, .failed, code: code))]
         case .healthy:
             break
         }
-        return [(0, activity(.import, .started)), (0.3, activity(.import, .succeeded)), (0.4, activity(.export, .started)),
-                (0.7, activity(.export, .succeeded))]
+        return [
+            (0, activity(.import, .started)), (0.3, activity(.import, .succeeded)), (0.4, activity(.export, .started)),
+            (0.7, activity(.export, .succeeded)),
+        ]
     }
 }

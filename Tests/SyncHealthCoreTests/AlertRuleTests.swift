@@ -1,11 +1,16 @@
 import SyncHealthMonitorTestKit
 import Testing
+
 @testable import SyncHealthCore
 
 /// Drives one device through the rules with a manual clock.
 struct AlertHarness {
     var clock = ManualClock(t(1000))
-    var record = DeviceRecord(key: DeviceKey(appId: "com.example", deviceId: "dev-1"), info: DeviceInfo(containerId: "iCloud.x"), firstSeenAt: t(1000))
+    var record = DeviceRecord(
+        key: DeviceKey(appId: "com.example", deviceId: "dev-1"),
+        info: DeviceInfo(containerId: "iCloud.x"),
+        firstSeenAt: t(1000)
+    )
     var factory = EventFactory()
     var configuration = AlertConfiguration()
     var transitions: [AlertTransition] = []
@@ -38,7 +43,13 @@ struct AlertRuleTests {
     @Test("syncError for a transient error fires exactly 120 s after it was observed, and resolves when it clears")
     func syncErrorTransient() {
         var h = AlertHarness()
-        h.post { f, now in healthy(&f).map { var e = $0; e.occurredAt = now; return e } + [f.failed(.export, at: now + .seconds(1), error: ckNetworkFailure)] }
+        h.post { f, now in
+            healthy(&f).map {
+                var e = $0
+                e.occurredAt = now
+                return e
+            } + [f.failed(.export, at: now + .seconds(1), error: ckNetworkFailure)]
+        }
         let observed = h.clock.now
         #expect(h.nextDeadline == observed + .seconds(120))
         h.tick(to: observed + .seconds(120) - oneMicro)
@@ -137,7 +148,12 @@ struct AlertRuleTests {
         h.tick(to: h.clock.now + .seconds(7200))
         var g = AlertHarness()
         // Export failed without an error.
-        g.post { f, now in [f.account(.available, at: now), f.network(true, at: now), f.succeeded(.setup, at: now), f.succeeded(.import, at: now), f.failed(.export, at: now, error: nil)] }
+        g.post { f, now in
+            [
+                f.account(.available, at: now), f.network(true, at: now), f.succeeded(.setup, at: now), f.succeeded(.import, at: now),
+                f.failed(.export, at: now, error: nil),
+            ]
+        }
         g.tick(to: g.clock.now + .seconds(7200))
         var k = AlertHarness()
         // Setup failed while import and export never started.
@@ -155,8 +171,10 @@ struct AlertRuleTests {
         // The device clock is 3 hours behind; its oldest change is 10 minutes old when reported.
         h.post { f, now in
             let deviceNow = now - .seconds(3 * 3600)
-            return [f.account(.available, at: deviceNow), f.network(true, at: deviceNow),
-                    f.make(deviceNow, .pending(count: 4, oldestPendingAt: deviceNow - .seconds(600)))]
+            return [
+                f.account(.available, at: deviceNow), f.network(true, at: deviceNow),
+                f.make(deviceNow, .pending(count: 4, oldestPendingAt: deviceNow - .seconds(600))),
+            ]
         }
         let due = h.clock.now + .seconds(1200)
         #expect(h.nextDeadline == due)
@@ -180,7 +198,13 @@ struct AlertRuleTests {
     @Test("nextDeadline includes the moment the device goes silent")
     func silentDeadline() {
         var h = AlertHarness()
-        h.post { f, now in healthy(&f).map { var e = $0; e.occurredAt = now; return e } }
+        h.post { f, now in
+            healthy(&f).map {
+                var e = $0
+                e.occurredAt = now
+                return e
+            }
+        }
         #expect(h.nextDeadline == h.clock.now + .seconds(86_400))
         #expect(!h.record.isSilent(now: h.clock.now + .seconds(86_400) - oneMicro, configuration: h.configuration))
         #expect(h.record.isSilent(now: h.clock.now + .seconds(86_400), configuration: h.configuration))
@@ -217,8 +241,10 @@ struct AlertRuleTests {
     @Test("alert ids and stored line keys keep the form earlier versions wrote, so a firing alert resolves under its id")
     func storedFormsAreStable() {
         // Computed independently (FNV-1a over "d\u{1}a\u{1}d", kind and microseconds, each followed by a zero byte).
-        #expect(AlertIdentity.id(subject: .device(DeviceKey(appId: "a", deviceId: "d")), kind: .syncError, startsAt: t(1))
-                == "al_105791f5a18322b86746c23eba09f81b")
+        #expect(
+            AlertIdentity.id(subject: .device(DeviceKey(appId: "a", deviceId: "d")), kind: .syncError, startsAt: t(1))
+                == "al_105791f5a18322b86746c23eba09f81b"
+        )
         #expect(AlertIdentity.id(subject: .container("iCloud.x"), kind: .fleetDegraded, startsAt: t(1)) == "al_15d96b2ba4726d9e13e319189e717b01")
         #expect(AlertLine.device(DeviceKey(appId: "a", deviceId: "d"), .syncError).storageKey == "d\u{1}a\u{1}d\u{1}syncError")
         #expect(AlertLine.container("iCloud.x").storageKey == "c\u{1}iCloud.x")

@@ -1,8 +1,9 @@
 import Foundation
-@testable import SyncHealthCore
-import SyncHealthTestSupport
 import SyncHealthMonitorTestKit
+import SyncHealthTestSupport
 import Testing
+
+@testable import SyncHealthCore
 
 /// The byte-level event decoder against the `JSONDecoder`-based one it replaced (`ReferenceDecoder`): the same
 /// events, the same rejections and the same envelope errors, for generated bodies valid and invalid.
@@ -25,15 +26,18 @@ struct DecoderDifferentialTests {
     /// One message was wrong in the reference and is fixed: `"events": {}` said "expected an object".
     static func expected(_ data: Data) -> Outcome {
         let text = String(decoding: data, as: UTF8.self)
-        let valid = (try? JSONSerialization.jsonObject(with: data, options: .fragmentsAllowed)) != nil
+        let valid =
+            (try? JSONSerialization.jsonObject(with: data, options: .fragmentsAllowed)) != nil
             && text.range(of: #",\s*[\]}]"#, options: .regularExpression) == nil
         guard valid else { return .invalid([.init(pointer: "", detail: "the body is not valid JSON")]) }
         do {
             return .batch(try ReferenceDecoder.decode(json: data))
         } catch {
-            return .invalid(error.errors.map { item in
-                item == .init(pointer: "/events", detail: "expected an object") ? .init(pointer: "/events", detail: "expected an array") : item
-            })
+            return .invalid(
+                error.errors.map { item in
+                    item == .init(pointer: "/events", detail: "expected an object") ? .init(pointer: "/events", detail: "expected an array") : item
+                }
+            )
         }
     }
 
@@ -54,8 +58,10 @@ struct DecoderDifferentialTests {
     }
 
     static func timestamp<R: RandomNumberGenerator>(rng: inout R) -> String {
-        ["\"2026-11-22T10:00:00Z\"", "\"2026-11-22T10:00:00.123Z\"", "\"2026-11-22T12:00:00+02:00\"", "\"yesterday\"",
-         "\"2026-11-22T10:00:00\\u005A\""].randomElement(using: &rng) ?? "null"
+        [
+            "\"2026-11-22T10:00:00Z\"", "\"2026-11-22T10:00:00.123Z\"", "\"2026-11-22T12:00:00+02:00\"", "\"yesterday\"",
+            "\"2026-11-22T10:00:00\\u005A\"",
+        ].randomElement(using: &rng) ?? "null"
     }
 
     static func event<R: RandomNumberGenerator>(_ i: Int, rng: inout R) -> String {
@@ -65,7 +71,10 @@ struct DecoderDifferentialTests {
             if Int.random(in: 0..<12, using: &rng) == 0 { return }  // missing
             fields.append("\"\(name)\": " + value(good, rng: &rng))
         }
-        let ids = ["\"e-\(i)\"", "\"\"", "\"caf\\u00e9-\(i)\"", "\"\\ud83d\\ude00-\(i)\"", "\"" + String(repeating: "i", count: 129) + "\"", "\"tab\\t\(i)\""]
+        let ids = [
+            "\"e-\(i)\"", "\"\"", "\"caf\\u00e9-\(i)\"", "\"\\ud83d\\ude00-\(i)\"", "\"" + String(repeating: "i", count: 129) + "\"",
+            "\"tab\\t\(i)\"",
+        ]
         add("eventId", Int.random(in: 0..<4, using: &rng) == 0 ? (ids.randomElement(using: &rng) ?? "\"e\"") : "\"e-\(i)\"")
         add("occurredAt", timestamp(rng: &rng))
         let kinds = ["activity", "network", "account", "pending", "heartbeat", "weather"]
@@ -111,8 +120,10 @@ struct DecoderDifferentialTests {
 
     static func body<R: RandomNumberGenerator>(rng: inout R) -> String {
         var device: [String] = []
-        for (name, good) in [("deviceId", "\"dev-1\""), ("appId", "\"com.example\""), ("containerId", "\"iCloud.com.example\""),
-                             ("platform", "\"iOS\""), ("osVersion", "\"18.2\""), ("appVersion", "\"3.4\"")] {
+        for (name, good) in [
+            ("deviceId", "\"dev-1\""), ("appId", "\"com.example\""), ("containerId", "\"iCloud.com.example\""),
+            ("platform", "\"iOS\""), ("osVersion", "\"18.2\""), ("appVersion", "\"3.4\""),
+        ] {
             if Int.random(in: 0..<10, using: &rng) == 0 { continue }
             let odd = ["\"bad id\"", "\"" + String(repeating: "p", count: 300) + "\""].randomElement(using: &rng) ?? "\"x\""
             device.append("\"\(name)\": " + value(Int.random(in: 0..<15, using: &rng) == 0 ? odd : good, rng: &rng))
@@ -132,7 +143,9 @@ struct DecoderDifferentialTests {
     @Test("generated bodies decode the same: events, rejections with their details, envelope errors with pointers")
     func generatedBodies() {
         var rng = SplitMix64(seed: 0x5EED_0DEC)
-        var batches = 0, invalid = 0, rejections = 0
+        var batches = 0
+        var invalid = 0
+        var rejections = 0
         for _ in 0..<3000 {
             let body = Self.body(rng: &rng)
             let expected = Self.expected(body)
@@ -140,7 +153,9 @@ struct DecoderDifferentialTests {
             #expect(actual == expected, "\(body)")
             if actual != expected { return }
             switch expected {
-            case .batch(let b): batches += 1; rejections += b.rejected.count
+            case .batch(let b):
+                batches += 1
+                rejections += b.rejected.count
             case .invalid: invalid += 1
             }
         }
@@ -171,7 +186,9 @@ struct DecoderDifferentialTests {
     @Test("JSON edge cases: escapes, surrogates, numbers, nesting, whitespace, invalid UTF-8")
     func edgeCases() {
         let device = #""device": {"deviceId": "d", "appId": "a"}"#
-        func pending(_ n: String) -> String { #"{\#(device), "events": [{"eventId": "e", "occurredAt": "2026-11-22T10:00:00Z", "kind": "pending", "pendingChanges": \#(n)}]}"# }
+        func pending(_ n: String) -> String {
+            #"{\#(device), "events": [{"eventId": "e", "occurredAt": "2026-11-22T10:00:00Z", "kind": "pending", "pendingChanges": \#(n)}]}"#
+        }
         let bodies = [
             pending("0"), pending("-0"), pending("1E2"), pending("1e-2"), pending("01"), pending("1."), pending(".5"), pending("+1"),
             pending("9223372036854775807"), pending("9223372036854775808"), pending("1e400"), pending("NaN"),
@@ -179,7 +196,8 @@ struct DecoderDifferentialTests {
             #"{\#(device), "events": [{"eventId": "\u0000", "occurredAt": "2026-11-22T10:00:00Z", "kind": "network", "available": true}]}"#,
             #"{\#(device), "events": [{"eventId": "\x", "occurredAt": "2026-11-22T10:00:00Z", "kind": "network", "available": true}]}"#,
             #"{\#(device), "events": [], }"#, #"{\#(device), "events": [1,]}"#, "{\(device), \"events\": [{\"a\": \"\u{1}\"}]}",
-            "[" + String(repeating: "[", count: 200) + String(repeating: "]", count: 201), String(repeating: "[", count: 400) + String(repeating: "]", count: 400),
+            "[" + String(repeating: "[", count: 200) + String(repeating: "]", count: 201),
+            String(repeating: "[", count: 400) + String(repeating: "]", count: 400),
             String(repeating: "[", count: 600) + String(repeating: "]", count: 600), "", " ", "null", "\"s\"", "{\"device\": {}} x",
             #"{"device": {"deviceId": "d", "deviceId": "e", "appId": "a"}, "events": [{}]}"#,
         ]

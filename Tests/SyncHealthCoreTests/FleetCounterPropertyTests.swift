@@ -1,15 +1,18 @@
-import SyncHealthTestSupport
 import SyncHealthMonitorTestKit
+import SyncHealthTestSupport
 import Testing
+
 @testable import SyncHealthCore
 
 @Suite("Fleet counters")
 struct FleetCounterPropertyTests {
     /// A random event for a device, from every kind the contract knows.
     static func randomBody(_ rng: inout SplitMix64) -> DeviceEvent.Body {
-        let errors: [SyncErrorReport?] = [nil, ckNetworkFailure, ckBadContainer, ckQuota,
-                                          SyncErrorReport(domain: "CKErrorDomain", code: 2, partialErrors: [14: 1, 26: 1]),
-                                          SyncErrorReport(domain: "Other", code: 1)]
+        let errors: [SyncErrorReport?] = [
+            nil, ckNetworkFailure, ckBadContainer, ckQuota,
+            SyncErrorReport(domain: "CKErrorDomain", code: 2, partialErrors: [14: 1, 26: 1]),
+            SyncErrorReport(domain: "Other", code: 1),
+        ]
         switch Int.random(in: 0..<10, using: &rng) {
         case 0..<5:
             let phase = Phase.allCases.randomElement(using: &rng) ?? .import

@@ -1,6 +1,7 @@
 import SyncHealthMonitorTestKit
-import Testing
 import SyncHealthTestSupport
+import Testing
+
 @testable import SyncHealthCore
 
 /// `ChunkedArray` and `ShardedDictionary`: the engine's cache grows through them, one device at a time.

@@ -1,7 +1,8 @@
 import SyncHealthMonitorTestKit
-import Testing
-@testable import SyncHealthCore
 import SyncHealthTestSupport
+import Testing
+
+@testable import SyncHealthCore
 
 /// The policy as it was before its settle queue: every `settle` and `nextSettleTime` scanned every line. Kept as
 /// the reference the queued policy must agree with; a copy on purpose, sharing no code with what it checks.
@@ -10,7 +11,13 @@ struct ReferencePolicy {
     var lines: [AlertLine: NotificationPolicy.Line] = [:]
     var heldBack: [String: Int] = [:]
 
-    mutating func decide(key: AlertLine, containerId: String?, transition: AlertTransition, fleetFiring: Bool, now: Timestamp) -> NotificationPolicy.Decision {
+    mutating func decide(
+        key: AlertLine,
+        containerId: String?,
+        transition: AlertTransition,
+        fleetFiring: Bool,
+        now: Timestamp
+    ) -> NotificationPolicy.Decision {
         var line = lines[key] ?? NotificationPolicy.Line()
         let windowStart = now - configuration.flapWindow
         line.fires.removeAll { $0 < windowStart }
@@ -52,7 +59,8 @@ struct ReferencePolicy {
     }
 
     var nextSettleTime: Timestamp? {
-        lines.values.compactMap { line in line.flappingSince != nil || !line.fires.isEmpty ? line.lastAt.map { $0 + configuration.flapWindow } : nil }.min()
+        lines.values.compactMap { line in line.flappingSince != nil || !line.fires.isEmpty ? line.lastAt.map { $0 + configuration.flapWindow } : nil }
+            .min()
     }
 
     mutating func takeHeldBack(containerId: String) -> Int {
@@ -98,7 +106,13 @@ enum Answer: Equatable {
 
 /// The calls a script makes, on either policy.
 protocol PolicyCalls {
-    mutating func decide(key: AlertLine, containerId: String?, transition: AlertTransition, fleetFiring: Bool, now: Timestamp) -> NotificationPolicy.Decision
+    mutating func decide(
+        key: AlertLine,
+        containerId: String?,
+        transition: AlertTransition,
+        fleetFiring: Bool,
+        now: Timestamp
+    ) -> NotificationPolicy.Decision
     mutating func settle(now: Timestamp) -> [(key: AlertLine, transition: AlertTransition)]
     mutating func takeHeldBack(containerId: String) -> Int
 }
@@ -122,8 +136,10 @@ extension PolicyCalls {
 
 /// A line without its queue bookkeeping.
 func visible(_ line: NotificationPolicy.Line) -> [String] {
-    ["\(line.fires)", "\(String(describing: line.flappingSince))", "\(String(describing: line.last))",
-     "\(String(describing: line.lastDelivered))", "\(String(describing: line.lastAt))"]
+    [
+        "\(line.fires)", "\(String(describing: line.flappingSince))", "\(String(describing: line.last))",
+        "\(String(describing: line.lastDelivered))", "\(String(describing: line.lastAt))",
+    ]
 }
 
 @Suite("Notification policy: the settle queue and taking back a group's changes")
@@ -137,8 +153,10 @@ struct NotificationPolicyQueueTests {
             let call = script.next()
             let answer = policy.run(call)
             #expect(answer == reference.run(call), "step \(step)")
-            #expect(Dictionary(uniqueKeysWithValues: policy.lines.map { ($0.key, visible($0.value)) }) == reference.lines.mapValues(visible),
-                    "step \(step)")
+            #expect(
+                Dictionary(uniqueKeysWithValues: policy.lines.map { ($0.key, visible($0.value)) }) == reference.lines.mapValues(visible),
+                "step \(step)"
+            )
             #expect(policy.heldBack == reference.heldBack)
             if let due = reference.nextSettleTime {
                 #expect(policy.nextSettleTime.map { $0 <= due } == true, "a line due to settle is never waited past")

@@ -1,11 +1,14 @@
 import SyncHealthMonitorTestKit
 import Testing
+
 @testable import SyncHealthCore
 
 @Suite("Notification policy: flapping and fleet grouping")
 struct NotificationPolicyTests {
     func fire(_ at: Double) -> AlertTransition { AlertTransition(kind: .syncError, change: .fire, startsAt: t(at)) }
-    func resolve(_ started: Double, _ at: Double) -> AlertTransition { AlertTransition(kind: .syncError, change: .resolve, startsAt: t(started), endsAt: t(at)) }
+    func resolve(_ started: Double, _ at: Double) -> AlertTransition {
+        AlertTransition(kind: .syncError, change: .resolve, startsAt: t(started), endsAt: t(at))
+    }
 
     @Test("an alert that fires more than 3 times in an hour is told once as flapping, then held until it settles")
     func flapping() {
@@ -14,7 +17,9 @@ struct NotificationPolicyTests {
         for i in 0..<5 {
             let base = Double(i * 60)
             decisions.append(policy.decide(key: line("k"), containerId: nil, transition: fire(base), fleetFiring: false, now: t(base)))
-            decisions.append(policy.decide(key: line("k"), containerId: nil, transition: resolve(base, base + 30), fleetFiring: false, now: t(base + 30)))
+            decisions.append(
+                policy.decide(key: line("k"), containerId: nil, transition: resolve(base, base + 30), fleetFiring: false, now: t(base + 30))
+            )
         }
         #expect(Array(decisions[0..<6]) == Array(repeating: NotificationPolicy.Decision.deliver(flapping: false), count: 6))
         #expect(decisions[6] == .deliver(flapping: true), "the 4th fire crosses the threshold: told once")
@@ -27,7 +32,9 @@ struct NotificationPolicyTests {
         #expect(settled.map(\.key) == [line("k")])
         #expect(settled.first?.transition.change == .resolve)
         #expect(policy.lines.isEmpty, "an idle, resolved line is forgotten")
-        #expect(policy.decide(key: line("k"), containerId: nil, transition: fire(9000), fleetFiring: false, now: t(9000)) == .deliver(flapping: false))
+        #expect(
+            policy.decide(key: line("k"), containerId: nil, transition: fire(9000), fleetFiring: false, now: t(9000)) == .deliver(flapping: false)
+        )
     }
 
     @Test("a flapping alert that settles in the state ops already know sends nothing more")
@@ -36,7 +43,9 @@ struct NotificationPolicyTests {
         for i in 0..<4 {
             let base = Double(i * 60)
             _ = policy.decide(key: line("k"), containerId: nil, transition: fire(base), fleetFiring: false, now: t(base))
-            if i < 3 { _ = policy.decide(key: line("k"), containerId: nil, transition: resolve(base, base + 30), fleetFiring: false, now: t(base + 30)) }
+            if i < 3 {
+                _ = policy.decide(key: line("k"), containerId: nil, transition: resolve(base, base + 30), fleetFiring: false, now: t(base + 30))
+            }
         }
         // Told "flapping" on the 4th fire, and it stayed firing.
         #expect(policy.settle(now: t(180 + 3600)).isEmpty)

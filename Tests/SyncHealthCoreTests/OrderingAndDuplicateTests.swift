@@ -1,6 +1,7 @@
-import SyncHealthTestSupport
 import SyncHealthMonitorTestKit
+import SyncHealthTestSupport
 import Testing
+
 @testable import SyncHealthCore
 
 @Suite("Real-world input: order, staleness, duplicates, clock skew")
@@ -33,8 +34,11 @@ struct OrderingAndDuplicateTests {
     @Test("any arrival order of a batch gives the state of occurredAt order")
     func orderIndependence() {
         var f = EventFactory()
-        let events = healthy(&f) + [f.started(.export, at: t(20)), f.failed(.export, at: t(21), error: ckQuota),
-                                     f.network(false, at: t(22)), f.network(true, at: t(23)), f.started(.import, at: t(24))]
+        let events =
+            healthy(&f) + [
+                f.started(.export, at: t(20)), f.failed(.export, at: t(21), error: ckQuota),
+                f.network(false, at: t(22)), f.network(true, at: t(23)), f.started(.import, at: t(24)),
+            ]
         let reference = fold(events)
         var rng = SplitMix64(seed: 7)
         for _ in 0..<50 {

@@ -1,4 +1,5 @@
 import Foundation
+
 @testable import SyncHealthCore
 
 /// The event decoder as it was before the byte-level one: Foundation's `JSONDecoder` over `Decodable` types.
@@ -26,7 +27,9 @@ enum ReferenceDecoder {
                 problems.append(.init(pointer: "/device/\(name)", detail: "\(name) must be 1-128 characters of A-Z a-z 0-9 . _ : -"))
             }
         }
-        for (name, value) in [("containerId", device.containerId), ("platform", device.platform), ("osVersion", device.osVersion), ("appVersion", device.appVersion)] {
+        for (name, value) in [
+            ("containerId", device.containerId), ("platform", device.platform), ("osVersion", device.osVersion), ("appVersion", device.appVersion),
+        ] {
             if let value, value.count > EventBatch.Limits.maxFieldLength {
                 problems.append(.init(pointer: "/device/\(name)", detail: "\(name) is longer than \(EventBatch.Limits.maxFieldLength) characters"))
             }
@@ -152,7 +155,8 @@ struct ReferenceRawEvent: Decodable {
         return time
     }
 
-    static func enumValue<E: RawRepresentable & CaseIterable>(_ c: KeyedDecodingContainer<Key>, _ key: Key, _ type: E.Type) throws -> E where E.RawValue == String {
+    static func enumValue<E: RawRepresentable & CaseIterable>(_ c: KeyedDecodingContainer<Key>, _ key: Key, _ type: E.Type) throws -> E
+    where E.RawValue == String {
         let text = try required(c, key, String.self)
         guard let value = E(rawValue: text) else {
             throw ReferenceEventProblem(detail: "\(key.rawValue) must be one of " + E.allCases.map(\.rawValue).joined(separator: ", "))

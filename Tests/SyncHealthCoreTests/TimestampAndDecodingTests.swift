@@ -1,6 +1,7 @@
 import Foundation
 import SyncHealthMonitorTestKit
 import Testing
+
 @testable import SyncHealthCore
 
 @Suite("Timestamps and durations")
@@ -15,9 +16,14 @@ struct TimestampTests {
         #expect(Timestamp(rfc3339: "1969-12-31T23:59:59.5Z")?.rfc3339 == "1969-12-31T23:59:59.500Z")
     }
 
-    @Test("malformed dates are refused", arguments: ["", "2026-11-22", "2026-13-01T00:00:00Z", "2026-02-30T00:00:00Z",
-                                                     "2026-11-22T24:00:00Z", "2026-11-22T10:00:00", "2026-11-22T10:00:00.Z",
-                                                     "2026-11-22T10:00:00Zjunk", "２０２６-11-22T10:00:00Z", "2026-11-22T10:00:00+1:00"])
+    @Test(
+        "malformed dates are refused",
+        arguments: [
+            "", "2026-11-22", "2026-13-01T00:00:00Z", "2026-02-30T00:00:00Z",
+            "2026-11-22T24:00:00Z", "2026-11-22T10:00:00", "2026-11-22T10:00:00.Z",
+            "2026-11-22T10:00:00Zjunk", "２０２６-11-22T10:00:00Z", "2026-11-22T10:00:00+1:00",
+        ]
+    )
     func malformed(text: String) {
         #expect(Timestamp(rfc3339: text) == nil)
     }
@@ -38,18 +44,18 @@ struct TimestampTests {
 @Suite("Event batch decoding")
 struct EventBatchDecodingTests {
     static let example = """
-    {"device": {"deviceId": "8F1C2A6E-3B7D-4C1A-9E55-0D7A1B2C3D4E", "appId": "com.example.notes",
-      "containerId": "iCloud.com.example.notes", "platform": "iOS", "osVersion": "18.2", "appVersion": "3.4"},
-     "events": [
-      {"eventId": "e-1", "occurredAt": "2026-11-22T10:00:00Z", "kind": "account", "status": "available"},
-      {"eventId": "e-2", "occurredAt": "2026-11-22T10:00:00.120Z", "kind": "network", "available": true},
-      {"eventId": "e-3", "occurredAt": "2026-11-22T10:00:01Z", "kind": "activity", "phase": "setup", "state": "started"},
-      {"eventId": "e-4", "occurredAt": "2026-11-22T10:00:02Z", "kind": "activity", "phase": "export", "state": "failed",
-       "error": {"domain": "CKErrorDomain", "code": 2, "message": "partial", "retryAfterSeconds": 30, "partialErrors": {"14": 2, "25": 1}}},
-      {"eventId": "e-5", "occurredAt": "2026-11-22T10:00:03Z", "kind": "pending", "pendingChanges": 3, "oldestPendingAt": "2026-11-22T09:00:00Z"},
-      {"eventId": "e-6", "occurredAt": "2026-11-22T10:00:04Z", "kind": "heartbeat", "clientSummary": "error"}
-     ]}
-    """
+        {"device": {"deviceId": "8F1C2A6E-3B7D-4C1A-9E55-0D7A1B2C3D4E", "appId": "com.example.notes",
+          "containerId": "iCloud.com.example.notes", "platform": "iOS", "osVersion": "18.2", "appVersion": "3.4"},
+         "events": [
+          {"eventId": "e-1", "occurredAt": "2026-11-22T10:00:00Z", "kind": "account", "status": "available"},
+          {"eventId": "e-2", "occurredAt": "2026-11-22T10:00:00.120Z", "kind": "network", "available": true},
+          {"eventId": "e-3", "occurredAt": "2026-11-22T10:00:01Z", "kind": "activity", "phase": "setup", "state": "started"},
+          {"eventId": "e-4", "occurredAt": "2026-11-22T10:00:02Z", "kind": "activity", "phase": "export", "state": "failed",
+           "error": {"domain": "CKErrorDomain", "code": 2, "message": "partial", "retryAfterSeconds": 30, "partialErrors": {"14": 2, "25": 1}}},
+          {"eventId": "e-5", "occurredAt": "2026-11-22T10:00:03Z", "kind": "pending", "pendingChanges": 3, "oldestPendingAt": "2026-11-22T09:00:00Z"},
+          {"eventId": "e-6", "occurredAt": "2026-11-22T10:00:04Z", "kind": "heartbeat", "clientSummary": "error"}
+         ]}
+        """
 
     @Test("the contract's example decodes completely")
     func example() throws {
@@ -58,7 +64,10 @@ struct EventBatchDecodingTests {
         #expect(batch.info.containerId == "iCloud.com.example.notes")
         #expect(batch.events.count == 6)
         #expect(batch.rejected.isEmpty)
-        guard case .activity(let a) = batch.events[3].body else { Issue.record("not an activity"); return }
+        guard case .activity(let a) = batch.events[3].body else {
+            Issue.record("not an activity")
+            return
+        }
         #expect(a.error?.partialErrors == [14: 2, 25: 1])
         #expect(a.error?.errorClass == .userAction)
         #expect(batch.events[4].body == .pending(count: 3, oldestPendingAt: Timestamp(rfc3339: "2026-11-22T09:00:00Z")))
@@ -68,18 +77,18 @@ struct EventBatchDecodingTests {
     @Test("invalid events are rejected one by one, with their index")
     func perEventRejection() throws {
         let json = """
-        {"device": {"deviceId": "d", "appId": "a"}, "events": [
-          {"eventId": "ok", "occurredAt": "2026-11-22T10:00:00Z", "kind": "network", "available": true},
-          {"eventId": "bad-kind", "occurredAt": "2026-11-22T10:00:00Z", "kind": "weather"},
-          {"eventId": "bad-type", "occurredAt": "2026-11-22T10:00:00Z", "kind": "network", "available": "yes"},
-          {"occurredAt": "2026-11-22T10:00:00Z", "kind": "network", "available": true},
-          {"eventId": "bad-date", "occurredAt": "yesterday", "kind": "network", "available": true},
-          42,
-          {"eventId": "neg", "occurredAt": "2026-11-22T10:00:00Z", "kind": "pending", "pendingChanges": -1},
-          {"eventId": "phase", "occurredAt": "2026-11-22T10:00:00Z", "kind": "activity", "phase": "sync", "state": "started"},
-          {"eventId": "err", "occurredAt": "2026-11-22T10:00:00Z", "kind": "activity", "phase": "import", "state": "failed", "error": {"code": 3}}
-        ]}
-        """
+            {"device": {"deviceId": "d", "appId": "a"}, "events": [
+              {"eventId": "ok", "occurredAt": "2026-11-22T10:00:00Z", "kind": "network", "available": true},
+              {"eventId": "bad-kind", "occurredAt": "2026-11-22T10:00:00Z", "kind": "weather"},
+              {"eventId": "bad-type", "occurredAt": "2026-11-22T10:00:00Z", "kind": "network", "available": "yes"},
+              {"occurredAt": "2026-11-22T10:00:00Z", "kind": "network", "available": true},
+              {"eventId": "bad-date", "occurredAt": "yesterday", "kind": "network", "available": true},
+              42,
+              {"eventId": "neg", "occurredAt": "2026-11-22T10:00:00Z", "kind": "pending", "pendingChanges": -1},
+              {"eventId": "phase", "occurredAt": "2026-11-22T10:00:00Z", "kind": "activity", "phase": "sync", "state": "started"},
+              {"eventId": "err", "occurredAt": "2026-11-22T10:00:00Z", "kind": "activity", "phase": "import", "state": "failed", "error": {"code": 3}}
+            ]}
+            """
         let batch = try EventBatch.decode(json: Data(json.utf8))
         #expect(batch.events.map(\.eventId) == ["ok"])
         #expect(batch.rejected.map(\.index) == [1, 2, 3, 4, 5, 6, 7, 8])

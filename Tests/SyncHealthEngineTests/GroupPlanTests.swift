@@ -4,12 +4,19 @@ import SyncHealthCore
 import SyncHealthStore
 import SyncHealthTestSupport
 import Testing
+
 @testable import SyncHealthEngine
 
 @Suite("A group's plan, without a server")
 struct GroupPlanTests {
-    static let hook = WebhookSubscription(id: "wh_1", url: "http://127.0.0.1:9/hook", kinds: [], description: nil, secret: "s",
-                                          createdAt: testStart)
+    static let hook = WebhookSubscription(
+        id: "wh_1",
+        url: "http://127.0.0.1:9/hook",
+        kinds: [],
+        description: nil,
+        secret: "s",
+        createdAt: testStart
+    )
 
     static func decoded(_ body: ByteBuffer) throws -> EventBatch {
         try EventBatch.decode(json: Data(buffer: body))
@@ -17,15 +24,28 @@ struct GroupPlanTests {
 
     static func make(_ batches: [EventBatch]) -> GroupPlan {
         var policy = NotificationPolicy()
-        return GroupPlan.make(batches: batches, seen: batches.map { _ in [] }, due: [], devices: DeviceTable(), counters: FleetCounters(),
-                              fleetAlerts: FleetAlerts(), policy: &policy, now: testStart, configuration: EngineConfiguration(),
-                              subscribers: { _, _ in [hook] })
+        return GroupPlan.make(
+            batches: batches,
+            seen: batches.map { _ in [] },
+            due: [],
+            devices: DeviceTable(),
+            counters: FleetCounters(),
+            fleetAlerts: FleetAlerts(),
+            policy: &policy,
+            now: testStart,
+            configuration: EngineConfiguration(),
+            subscribers: { _, _ in [hook] }
+        )
     }
 
     @Test("one device's fire, resolve and fire again in one group are one incident, told once as firing")
     func requestsOfOneDeviceAreEvaluatedTogether() throws {
-        let fire = try Self.decoded(batch([event("n0", "2026-11-22T10:00:10Z", #""kind": "network", "available": true"#),
-                                           event("f0", "2026-11-22T10:00:10Z", urgentError)]))
+        let fire = try Self.decoded(
+            batch([
+                event("n0", "2026-11-22T10:00:10Z", #""kind": "network", "available": true"#),
+                event("f0", "2026-11-22T10:00:10Z", urgentError),
+            ])
+        )
         let recover = try Self.decoded(batch([event("s0", "2026-11-22T10:00:14Z", #""kind": "activity", "phase": "export", "state": "started""#)]))
         let fireAgain = try Self.decoded(batch([event("f1", "2026-11-22T10:00:18Z", urgentError), event("f0", "2026-11-22T10:00:10Z", urgentError)]))
         let plan = Self.make([fire, recover, fireAgain])
@@ -36,17 +56,25 @@ struct GroupPlanTests {
         let types = plan.changes.outbox.map { (try? JSONSerialization.jsonObject(with: Data($0.payload.utf8)) as? [String: Any])?["type"] as? String }
         #expect(types == ["alert.firing"])
         // Each request still gets its own receipt, and an id an earlier request of the group brought is a duplicate.
-        #expect(plan.receipts == [IngestReceipt(accepted: 2, duplicates: 0), IngestReceipt(accepted: 1, duplicates: 0),
-                                  IngestReceipt(accepted: 1, duplicates: 1)])
+        #expect(
+            plan.receipts == [
+                IngestReceipt(accepted: 2, duplicates: 0), IngestReceipt(accepted: 1, duplicates: 0),
+                IngestReceipt(accepted: 1, duplicates: 1),
+            ]
+        )
         #expect(plan.touched.count == 1)
         #expect(plan.touched.first?.record.monitor.hasSyncError == true)
     }
 
     @Test("requests of different devices in one group are each evaluated after their own events")
     func devicesAreIndependent() throws {
-        let a = try Self.decoded(batch(device: "a", [event("n", #""kind": "network", "available": true"#), event("f", "2026-11-22T10:00:01Z", urgentError)]))
+        let a = try Self.decoded(
+            batch(device: "a", [event("n", #""kind": "network", "available": true"#), event("f", "2026-11-22T10:00:01Z", urgentError)])
+        )
         let b = try Self.decoded(batch(device: "b", healthyEvents))
-        let a2 = try Self.decoded(batch(device: "a", [event("s", "2026-11-22T10:00:02Z", #""kind": "activity", "phase": "export", "state": "succeeded""#)]))
+        let a2 = try Self.decoded(
+            batch(device: "a", [event("s", "2026-11-22T10:00:02Z", #""kind": "activity", "phase": "export", "state": "succeeded""#)])
+        )
         let plan = Self.make([a, b, a2])
         // a's error is followed by a success within the group: evaluated once, it never fired.
         #expect(plan.transitions.isEmpty)

@@ -1,6 +1,7 @@
 import SyncHealthCore
 import SyncHealthTestSupport
 import Testing
+
 @testable import SyncHealthEngine
 
 /// The cache's timer heap: a device's deadline comes due once, at its latest value, whatever moved it meanwhile.
@@ -58,7 +59,10 @@ struct LocalCacheDeadlineTests {
     @Test("popping looks at `limit` entries at most, due or not, and the rest come up on the next call")
     func popLooksAtLimitEntries() {
         var cache = Self.cache(devices: 6)
-        for i in 0..<3 { cache.setDeadline(Self.at(1), for: i); cache.setDeadline(Self.at(100), for: i) }
+        for i in 0..<3 {
+            cache.setDeadline(Self.at(1), for: i)
+            cache.setDeadline(Self.at(100), for: i)
+        }
         for i in 3..<6 { cache.setDeadline(Self.at(2), for: i) }
         #expect(cache.popDue(now: Self.at(50), limit: 4) == [3])
         #expect(cache.popDue(now: Self.at(50), limit: 4) == [4, 5])

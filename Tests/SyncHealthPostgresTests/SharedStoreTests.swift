@@ -1,10 +1,11 @@
-import Testing
-import SyncHealthCore
 import Logging
 import PostgresNIO
+import SyncHealthCore
+import SyncHealthTestSupport
+import Testing
+
 @testable import SyncHealthPostgres
 @testable import SyncHealthStore
-import SyncHealthTestSupport
 
 /// What several replicas rely on: device locks, timer claims, counters and webhook leases.
 @Suite("Shared store (PostgreSQL): locks, timer claims, counters, leases", .enabled(if: PostgresTesting.baseURL != nil))
@@ -112,8 +113,10 @@ struct SharedStoreTests {
     func deviceReads() async throws {
         try await withPostgresStore { store in
             var changes = StoreChanges(recordedAt: t0)
-            changes.devices = [richRecord("x", app: "a1"), DeviceRecord(key: DeviceKey(appId: "a2", deviceId: "x"), firstSeenAt: t0),
-                               DeviceRecord(key: DeviceKey(appId: "a1", deviceId: "y"), firstSeenAt: t0)]
+            changes.devices = [
+                richRecord("x", app: "a1"), DeviceRecord(key: DeviceKey(appId: "a2", deviceId: "x"), firstSeenAt: t0),
+                DeviceRecord(key: DeviceKey(appId: "a1", deviceId: "y"), firstSeenAt: t0),
+            ]
             try await store.commit(changes)
             #expect(try await store.deviceKeys(deviceId: "x").map(\.appId) == ["a1", "a2"])
             let page1 = try await store.devices(DeviceQuery(), after: 0, limit: 2)
@@ -123,7 +126,9 @@ struct SharedStoreTests {
             #expect(page2.nextCursor == nil)
             let summary = richRecord("x", app: "a1").monitor.summary
             #expect(try await store.devices(DeviceQuery(summary: summary), after: 0, limit: 10).records.contains { $0.key.appId == "a1" })
-            #expect(try await store.devices(DeviceQuery(appId: "a1", containerId: "iCloud.x"), after: 0, limit: 10).records.map(\.key.deviceId) == ["x"])
+            #expect(
+                try await store.devices(DeviceQuery(appId: "a1", containerId: "iCloud.x"), after: 0, limit: 10).records.map(\.key.deviceId) == ["x"]
+            )
             #expect(try await store.device(DeviceKey(appId: "a1", deviceId: "x")) == richRecord("x", app: "a1"))
         }
     }
@@ -144,8 +149,11 @@ struct PostgresSchemaTests {
             func versions() async throws -> [Int] {
                 try await store.withTransaction { connection in
                     var out: [Int] = []
-                    for try await v in try await connection.query("SELECT version FROM synchealth_migrations ORDER BY version", logger: Logger(label: "test"))
-                        .decode(Int.self) { out.append(v) }
+                    for try await v in try await connection.query(
+                        "SELECT version FROM synchealth_migrations ORDER BY version",
+                        logger: Logger(label: "test")
+                    )
+                    .decode(Int.self) { out.append(v) }
                     return out
                 }
             }
@@ -153,7 +161,10 @@ struct PostgresSchemaTests {
             // A future version registered a migration this one does not know.
             let future = PostgresStore.migrations.count + 1
             try await store.withTransaction { connection in
-                try await connection.query("INSERT INTO synchealth_migrations (version, name) VALUES (\(future), 'from the future')", logger: Logger(label: "test"))
+                try await connection.query(
+                    "INSERT INTO synchealth_migrations (version, name) VALUES (\(future), 'from the future')",
+                    logger: Logger(label: "test")
+                )
             }
             await #expect(throws: StoreError.self) { try await store.prepare() }
             #expect(try await versions() == Array(1...future))

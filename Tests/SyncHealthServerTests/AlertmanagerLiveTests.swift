@@ -1,9 +1,10 @@
 import Foundation
+import SyncHealthTestSupport
+import Testing
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-import SyncHealthTestSupport
-import Testing
 
 /// A free TCP port on loopback (bound, read, released).
 func freeLoopbackPort() -> Int {
@@ -39,8 +40,10 @@ final class LiveAlertmanager: @unchecked Sendable {
           - name: "null"
         """.write(toFile: config, atomically: true, encoding: .utf8)
         process.executableURL = URL(fileURLWithPath: Self.binary)
-        process.arguments = ["--config.file=\(config)", "--web.listen-address=127.0.0.1:\(port)", "--storage.path=\(directory)/data",
-                             "--cluster.listen-address="]
+        process.arguments = [
+            "--config.file=\(config)", "--web.listen-address=127.0.0.1:\(port)", "--storage.path=\(directory)/data",
+            "--cluster.listen-address=",
+        ]
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()
@@ -68,8 +71,14 @@ final class LiveAlertmanager: @unchecked Sendable {
     }
 }
 
-@Suite("Alertmanager: the alertmanager format against the real thing", .serialized,
-       .enabled(if: FileManager.default.isExecutableFile(atPath: LiveAlertmanager.binary) || ProcessInfo.processInfo.environment["SYNCHEALTH_REQUIRE_POSTGRES"] != nil))
+@Suite(
+    "Alertmanager: the alertmanager format against the real thing",
+    .serialized,
+    .enabled(
+        if: FileManager.default.isExecutableFile(atPath: LiveAlertmanager.binary)
+            || ProcessInfo.processInfo.environment["SYNCHEALTH_REQUIRE_POSTGRES"] != nil
+    )
+)
 struct AlertmanagerLiveTests {
     @Test("a firing alert shows with its labels, stays active past resolve_timeout and across a restart, and the resolve ends it")
     func fireHoldResolve() async throws {
@@ -80,7 +89,10 @@ struct AlertmanagerLiveTests {
         try await server.waitUntilReady()
         let subscription = Data(#"{"url": "http://127.0.0.1:\#(alertmanager.port)", "format": "alertmanager"}"#.utf8)
         #expect(try await server.request("POST", "/v1/webhooks", key: "admin", body: subscription).status == 201)
-        let broken = Data(#"{"device": {"deviceId": "am-1", "appId": "com.example.notes", "containerId": "iCloud.com.example.notes"}, "events": [{"eventId": "n", "occurredAt": "2026-11-22T10:00:00Z", "kind": "network", "available": true}, {"eventId": "f", "occurredAt": "2026-11-22T10:00:01Z", "kind": "activity", "phase": "export", "state": "failed", "error": {"domain": "CKErrorDomain", "code": 5}}]}"#.utf8)
+        let broken = Data(
+            #"{"device": {"deviceId": "am-1", "appId": "com.example.notes", "containerId": "iCloud.com.example.notes"}, "events": [{"eventId": "n", "occurredAt": "2026-11-22T10:00:00Z", "kind": "network", "available": true}, {"eventId": "f", "occurredAt": "2026-11-22T10:00:01Z", "kind": "activity", "phase": "export", "state": "failed", "error": {"domain": "CKErrorDomain", "code": 5}}]}"#
+                .utf8
+        )
         #expect(try await server.request("POST", "/v1/events", key: "in", body: broken).status == 202)
 
         func ours() async throws -> [String: Any]? {
@@ -92,8 +104,12 @@ struct AlertmanagerLiveTests {
             if alert == nil { try await Task.sleep(for: .milliseconds(100)) }
         }
         let firing = try #require(alert)
-        #expect(firing["labels"] as? [String: String] == ["alertname": "syncError", "severity": "error", "app_id": "com.example.notes",
-                                                          "container_id": "iCloud.com.example.notes", "device_id": "am-1", "error_class": "developer"])
+        #expect(
+            firing["labels"] as? [String: String] == [
+                "alertname": "syncError", "severity": "error", "app_id": "com.example.notes",
+                "container_id": "iCloud.com.example.notes", "device_id": "am-1", "error_class": "developer",
+            ]
+        )
         #expect(((firing["annotations"] as? [String: String])?["summary"] ?? "").isEmpty == false)
         #expect((firing["status"] as? [String: Any])?["state"] as? String == "active")
 
@@ -116,7 +132,10 @@ struct AlertmanagerLiveTests {
         #expect((try await ours()?["status"] as? [String: Any])?["state"] as? String == "active")
 
         // The device recovers: the resolve ends the alert in Alertmanager.
-        let recovered = Data(#"{"device": {"deviceId": "am-1", "appId": "com.example.notes"}, "events": [{"eventId": "s", "occurredAt": "2026-11-22T10:00:05Z", "kind": "activity", "phase": "export", "state": "started"}]}"#.utf8)
+        let recovered = Data(
+            #"{"device": {"deviceId": "am-1", "appId": "com.example.notes"}, "events": [{"eventId": "s", "occurredAt": "2026-11-22T10:00:05Z", "kind": "activity", "phase": "export", "state": "started"}]}"#
+                .utf8
+        )
         #expect(try await again.request("POST", "/v1/events", key: "in", body: recovered).status == 202)
         var gone = false
         for _ in 0..<100 where !gone {

@@ -1,19 +1,26 @@
+import SyncHealthEngine
 import SyncHealthTestSupport
 import Testing
+
 @testable import SyncHealthServer
-import SyncHealthEngine
 
 @Suite("Authorization header")
 struct AuthMiddlewareTests {
-    @Test("a Bearer token is read whatever the scheme's case, with spaces and tabs around it trimmed",
-          arguments: [("Bearer abc", "abc"), ("bearer abc", "abc"), ("BEARER abc", "abc"), ("bEaReR abc", "abc"),
-                      ("Bearer   abc \t ", "abc"), ("Bearer \tk-1.2_3", "k-1.2_3"), ("Bearer a b", "a b")])
+    @Test(
+        "a Bearer token is read whatever the scheme's case, with spaces and tabs around it trimmed",
+        arguments: [
+            ("Bearer abc", "abc"), ("bearer abc", "abc"), ("BEARER abc", "abc"), ("bEaReR abc", "abc"),
+            ("Bearer   abc \t ", "abc"), ("Bearer \tk-1.2_3", "k-1.2_3"), ("Bearer a b", "a b"),
+        ]
+    )
     func bearerToken(header: String, token: String) {
         #expect(AuthMiddleware.bearerToken(header).map(String.init) == token)
     }
 
-    @Test("another scheme, no space after the scheme, or an empty token is no token",
-          arguments: ["Basic abc", "Bearer", "Bearer ", "Bearer  \t ", "Bearerabc", "Bearer\tabc", "Bearér abc", "", "Bear abc", "xBearer abc"])
+    @Test(
+        "another scheme, no space after the scheme, or an empty token is no token",
+        arguments: ["Basic abc", "Bearer", "Bearer ", "Bearer  \t ", "Bearerabc", "Bearer\tabc", "Bearér abc", "", "Bear abc", "xBearer abc"]
+    )
     func notABearerToken(header: String) {
         #expect(AuthMiddleware.bearerToken(header) == nil)
     }

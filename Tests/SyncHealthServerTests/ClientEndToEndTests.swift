@@ -1,16 +1,22 @@
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import SyncHealthClient
 import SyncHealthTestSupport
 import Testing
 
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
 /// A reporter of the client package pointed at a live server, with a queue of its own.
 func liveReporter(_ server: LiveServer, key: String, deviceId: String, port: Int? = nil, batchSize: Int = 100) throws -> SyncHealthReporter {
-    var configuration = SyncHealthReporter.Configuration(endpoint: URL(string: "http://127.0.0.1:\(port ?? server.port)")!, ingestKey: key,
-                                                         appId: "com.example.notes", containerId: "iCloud.com.example.notes", deviceId: deviceId,
-                                                         storageDirectory: URL(fileURLWithPath: temporaryDirectory()))
+    var configuration = SyncHealthReporter.Configuration(
+        endpoint: URL(string: "http://127.0.0.1:\(port ?? server.port)")!,
+        ingestKey: key,
+        appId: "com.example.notes",
+        containerId: "iCloud.com.example.notes",
+        deviceId: deviceId,
+        storageDirectory: URL(fileURLWithPath: temporaryDirectory())
+    )
     configuration.heartbeatOnStart = false
     configuration.observesNetworkAndAccount = false
     configuration.sendInterval = .seconds(3600)
@@ -45,14 +51,19 @@ struct ClientEndToEndTests {
         let server = try LiveServer(environment: ["SYNCHEALTH_INGEST_KEYS": "in", "SYNCHEALTH_READ_KEYS": "read"])
         defer { server.stop() }
         try await server.waitUntilReady()
-        let healthy: [SyncEvent] = [.account(status: .available), .network(available: true), .activity(phase: .setup, state: .succeeded),
-                                    .activity(phase: .import, state: .succeeded), .activity(phase: .export, state: .succeeded)]
+        let healthy: [SyncEvent] = [
+            .account(status: .available), .network(available: true), .activity(phase: .setup, state: .succeeded),
+            .activity(phase: .import, state: .succeeded), .activity(phase: .export, state: .succeeded),
+        ]
         let scenarios: [(String, [SyncEvent], SyncStateSummary)] = [
             ("healthy", healthy, .succeeded),
             ("quota", healthy + [.activity(phase: .export, state: .failed, error: SyncErrorReport(domain: "CKErrorDomain", code: 25))], .error),
             ("network-lost", healthy + [.network(available: false)], .noNetwork),
             ("signed-out", healthy + [.account(status: .noAccount)], .accountNotAvailable),
-            ("zone-deleted", healthy + [.activity(phase: .import, state: .failed, error: SyncErrorReport(domain: "CKErrorDomain", code: 26))], .error),
+            (
+                "zone-deleted", healthy + [.activity(phase: .import, state: .failed, error: SyncErrorReport(domain: "CKErrorDomain", code: 26))],
+                .error
+            ),
             ("not-syncing", Array(healthy.prefix(3)), .notSyncing),
             ("syncing", healthy + [.activity(phase: .import, state: .started)], .inProgress),
         ]
@@ -77,13 +88,17 @@ struct ClientEndToEndTests {
 
     @Test("an export that keeps failing with changes pending fires exportAtRisk on the server")
     func exportAtRisk() async throws {
-        let server = try LiveServer(environment: ["SYNCHEALTH_INGEST_KEYS": "in", "SYNCHEALTH_READ_KEYS": "read", "SYNCHEALTH_EXPORT_AT_RISK_AFTER": "1s"])
+        let server = try LiveServer(environment: [
+            "SYNCHEALTH_INGEST_KEYS": "in", "SYNCHEALTH_READ_KEYS": "read", "SYNCHEALTH_EXPORT_AT_RISK_AFTER": "1s",
+        ])
         defer { server.stop() }
         try await server.waitUntilReady()
         let reporter = try liveReporter(server, key: "in", deviceId: "at-risk")
         let now = Date()
-        for event: SyncEvent in [.account(status: .available), .network(available: true), .activity(phase: .setup, state: .succeeded),
-                                 .activity(phase: .import, state: .succeeded)] {
+        for event: SyncEvent in [
+            .account(status: .available), .network(available: true), .activity(phase: .setup, state: .succeeded),
+            .activity(phase: .import, state: .succeeded),
+        ] {
             reporter.record(event, at: now.addingTimeInterval(-5))
         }
         reporter.record(.pending(count: 3, oldestPendingAt: now.addingTimeInterval(-4)), at: now.addingTimeInterval(-4))
@@ -158,8 +173,13 @@ struct ClientEndToEndTests {
         let storage = temporaryDirectory()
         // Offline first: every event is recorded into the queues, none delivered (nothing listens on port 1).
         let offline = Pipe()
-        _ = try simulate(["--url", "http://127.0.0.1:1", "--key", "in", "--devices", "3", "--rounds", "12", "--broken-share", "0.5",
-                          "--storage", storage, "--duration", "60"], output: offline)
+        _ = try simulate(
+            [
+                "--url", "http://127.0.0.1:1", "--key", "in", "--devices", "3", "--rounds", "12", "--broken-share", "0.5",
+                "--storage", storage, "--duration", "60",
+            ],
+            output: offline
+        )
         let recorded = try #require(queuedCount(offline))
         #expect(recorded > 50)
 
@@ -169,8 +189,10 @@ struct ClientEndToEndTests {
         defer { server.stop() }
         try await server.waitUntilReady()
         let accepted = #"synchealth_events_total{result="accepted"}"#
-        let drainArguments = ["--url", "http://127.0.0.1:\(server.port)", "--key", "in", "--devices", "3", "--storage", storage,
-                              "--drain", "--batch-size", "4", "--duration", "60"]
+        let drainArguments = [
+            "--url", "http://127.0.0.1:\(server.port)", "--key", "in", "--devices", "3", "--storage", storage,
+            "--drain", "--batch-size", "4", "--duration", "60",
+        ]
         let child = try simulate(drainArguments, wait: false)
         var before = 0.0
         for _ in 0..<600 where before < 12 {

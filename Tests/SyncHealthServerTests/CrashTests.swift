@@ -1,10 +1,11 @@
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import SyncHealthCore
 import SyncHealthTestSupport
 import Testing
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 
 /// One simulated device: its events, split into batches, each posted until acknowledged.
 struct CrashDevice {
@@ -46,9 +47,17 @@ func randomDevice(_ index: Int, rng: inout some RandomNumberGenerator) -> CrashD
         switch Int.random(in: 0..<6, using: &rng) {
         case 0, 1, 2:
             let state = ActivityState.allCases.randomElement(using: &rng) ?? .started
-            let error = state == .failed && Bool.random(using: &rng) ? SyncErrorReport(domain: "CKErrorDomain", code: [3, 5, 14, 25, 26].randomElement(using: &rng) ?? 3) : nil
-            body = .activity(.init(phase: Phase.allCases.randomElement(using: &rng) ?? .import, state: state,
-                                   startedAt: state == .started ? nil : at - .milliseconds(3), error: error))
+            let error =
+                state == .failed && Bool.random(using: &rng)
+                ? SyncErrorReport(domain: "CKErrorDomain", code: [3, 5, 14, 25, 26].randomElement(using: &rng) ?? 3) : nil
+            body = .activity(
+                .init(
+                    phase: Phase.allCases.randomElement(using: &rng) ?? .import,
+                    state: state,
+                    startedAt: state == .started ? nil : at - .milliseconds(3),
+                    error: error
+                )
+            )
         case 3: body = .network(available: Int.random(in: 0..<4, using: &rng) > 0)
         case 4: body = .account(Int.random(in: 0..<4, using: &rng) > 0 ? .available : .noAccount)
         default: body = .pending(count: Int.random(in: 0...3, using: &rng), oldestPendingAt: nil)
@@ -109,7 +118,10 @@ struct CrashTests {
 /// back as duplicates), and the state the server shows equals the reference fold of all its events.
 func expectMatchesReference(_ device: CrashDevice, on server: LiveServer, path: String, seed: UInt64) async throws {
     #expect(device.nextBatch == device.batches.count, "seed \(seed): \(device.id) not finished")
-    #expect(device.acceptedTotal <= device.allEvents.count, "seed \(seed): \(device.id) accepted \(device.acceptedTotal) of \(device.allEvents.count): applied twice")
+    #expect(
+        device.acceptedTotal <= device.allEvents.count,
+        "seed \(seed): \(device.id) accepted \(device.acceptedTotal) of \(device.allEvents.count): applied twice"
+    )
     #expect(device.violations.isEmpty, "seed \(seed): \(device.id): \(device.violations)")
     var reference = MonitorState()
     for e in device.allEvents.sorted(by: { $0.occurredAt < $1.occurredAt }) { reference.apply(e, receivedAt: e.occurredAt) }
@@ -154,12 +166,14 @@ actor CrashState {
     nonisolated func drive(_ index: Int, server: LiveServer) async {
         while true {
             guard let batch = await nextBatch(index) else { return }
-            let body = #"{"device": {"deviceId": "\#(batch.id)", "appId": "com.crash"}, "events": [\#(batch.events.map(eventJSON).joined(separator: ","))]}"#
+            let body =
+                #"{"device": {"deviceId": "\#(batch.id)", "appId": "com.crash"}, "events": [\#(batch.events.map(eventJSON).joined(separator: ","))]}"#
             do {
                 let response = try await server.request("POST", "/v1/events", key: "crash-ingest", body: Data(body.utf8))
                 guard response.status == 202,
-                      let json = try JSONSerialization.jsonObject(with: response.body) as? [String: Any],
-                      let accepted = json["accepted"] as? Int, let duplicates = json["duplicates"] as? Int else {
+                    let json = try JSONSerialization.jsonObject(with: response.body) as? [String: Any],
+                    let accepted = json["accepted"] as? Int, let duplicates = json["duplicates"] as? Int
+                else {
                     await markRetrying(index)
                     return
                 }

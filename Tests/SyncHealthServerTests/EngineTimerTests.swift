@@ -3,11 +3,12 @@ import Hummingbird
 import HummingbirdTesting
 import NIOCore
 import SyncHealthCore
+import SyncHealthEngine
 import SyncHealthStore
 import SyncHealthTestSupport
 import Testing
+
 @testable import SyncHealthServer
-import SyncHealthEngine
 
 /// Firing alerts of a kind, through the API.
 func firing(_ client: any TestClientProtocol, kind: AlertKind) async throws -> [[String: Any]] {
@@ -41,8 +42,12 @@ struct EngineTimerTests {
         configuration.alerts.errorAfter = .seconds(5)
         let service = TestService(configuration: configuration)
         try await service.test { client in
-            try await client.post(batch([event("n", #""kind": "network", "available": true"#),
-                                         event("f", #""kind": "activity", "phase": "import", "state": "failed", "error": {"domain": "CKErrorDomain", "code": 4}"#)]))
+            try await client.post(
+                batch([
+                    event("n", #""kind": "network", "available": true"#),
+                    event("f", #""kind": "activity", "phase": "import", "state": "failed", "error": {"domain": "CKErrorDomain", "code": 4}"#),
+                ])
+            )
             #expect(try await firing(client, kind: .syncError).isEmpty)
             service.clock.advance(by: .seconds(5))
             #expect(try await eventually { try await !firing(client, kind: .syncError).isEmpty })
@@ -106,8 +111,10 @@ struct EngineTimerTests {
         }
     }
 
-    @Test("expired event ids are forgotten an hour on, in batches between groups, until none is left",
-          arguments: EngineStore.allCases)
+    @Test(
+        "expired event ids are forgotten an hour on, in batches between groups, until none is left",
+        arguments: EngineStore.allCases
+    )
     func pruneInBatches(store: EngineStore) async throws {
         var configuration = EngineConfiguration()
         configuration.dedupeRetention = .seconds(60)
@@ -122,7 +129,8 @@ struct EngineTimerTests {
             service.clock.advance(by: .seconds(3601))
             try await client.post(batch(device: "other", healthyEvents))
             let ids = ["h1", "h2", "h3", "h4", "h5"]
-            let first = DeviceKey(appId: "com.example.notes", deviceId: "dev-1"), other = DeviceKey(appId: "com.example.notes", deviceId: "other")
+            let first = DeviceKey(appId: "com.example.notes", deviceId: "dev-1")
+            let other = DeviceKey(appId: "com.example.notes", deviceId: "other")
             #expect(try await eventually { try await service.store.seenEventIds([(first, ids)]) == [[]] })
             #expect(try await service.store.seenEventIds([(other, ids)]) == [Set(ids)])
             let replay = try json(try await client.post(batch(healthyEvents)))

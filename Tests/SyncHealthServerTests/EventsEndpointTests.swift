@@ -5,11 +5,12 @@ import Hummingbird
 import HummingbirdTesting
 import NIOCore
 import SyncHealthCore
+import SyncHealthEngine
 import SyncHealthStore
 import SyncHealthTestSupport
 import Testing
+
 @testable import SyncHealthServer
-import SyncHealthEngine
 
 @Suite("POST /v1/events")
 struct EventsEndpointTests {
@@ -57,11 +58,13 @@ struct EventsEndpointTests {
     func perEventRejection() async throws {
         let service = TestService()
         try await service.test { client in
-            let response = try await client.post(batch([
-                event("a", #""kind": "network", "available": true"#),
-                event("b", #""kind": "network", "available": "yes""#),
-                event("c", #""kind": "account", "status": "maybe""#),
-            ]))
+            let response = try await client.post(
+                batch([
+                    event("a", #""kind": "network", "available": true"#),
+                    event("b", #""kind": "network", "available": "yes""#),
+                    event("c", #""kind": "account", "status": "maybe""#),
+                ])
+            )
             #expect(response.status == .accepted)
             let body = try json(response)
             #expect(body["accepted"] as? Int == 1)
@@ -77,9 +80,15 @@ struct EventsEndpointTests {
         try await service.test { client in
             try await client.post(batch([event("x", #""kind": "network", "available": true"#)]))
             // Same id with different content: a duplicate, so the network stays true.
-            let again = try json(try await client.post(batch([event("x", "2026-11-22T11:00:00Z", #""kind": "network", "available": false"#),
-                                                                event("y", #""kind": "account", "status": "available""#),
-                                                                event("y", #""kind": "account", "status": "noAccount""#)])))
+            let again = try json(
+                try await client.post(
+                    batch([
+                        event("x", "2026-11-22T11:00:00Z", #""kind": "network", "available": false"#),
+                        event("y", #""kind": "account", "status": "available""#),
+                        event("y", #""kind": "account", "status": "noAccount""#),
+                    ])
+                )
+            )
             #expect(again["accepted"] as? Int == 1)
             #expect(again["duplicates"] as? Int == 2)
             let status = try json(try await client.get("/v1/devices/dev-1"))
@@ -88,8 +97,10 @@ struct EventsEndpointTests {
         }
     }
 
-    @Test("the same batch posted many times at once is applied once: one answer accepts it, the others are duplicates",
-          arguments: EngineStore.withShared)
+    @Test(
+        "the same batch posted many times at once is applied once: one answer accepts it, the others are duplicates",
+        arguments: EngineStore.withShared
+    )
     func concurrentRepeats(store: EngineStore) async throws {
         let service = TestService(store: try await store.make())
         try await service.test { client in
@@ -112,7 +123,9 @@ struct EventsEndpointTests {
     func invalidEnvelope() async throws {
         let service = TestService()
         try await service.test { client in
-            for body in ["not json", #"{"device": {"appId": "a"}, "events": []}"#, #"{"device": {"appId": "bad id", "deviceId": "d"}, "events": [{}]}"#] {
+            for body in [
+                "not json", #"{"device": {"appId": "a"}, "events": []}"#, #"{"device": {"appId": "bad id", "deviceId": "d"}, "events": [{}]}"#,
+            ] {
                 let response = try await client.post(ByteBuffer(string: body))
                 #expect(response.status == .badRequest)
                 #expect(response.headers[.contentType] == "application/problem+json")

@@ -1,13 +1,15 @@
+import Logging
+import ServiceLifecycle
+import SyncHealthEngine
+import SyncHealthTestSupport
+import Synchronization
+import Testing
+
+@testable import SyncHealthServer
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import Logging
-import ServiceLifecycle
-import Synchronization
-import SyncHealthTestSupport
-import Testing
-@testable import SyncHealthServer
-import SyncHealthEngine
 
 @Suite("Heap trimmer")
 struct HeapTrimmerTests {
@@ -15,7 +17,8 @@ struct HeapTrimmerTests {
     @Test("memory freed between blocks that stay allocated goes back to the system after a trim")
     func trimReturnsFreedHoles() throws {
         // 256 MiB in 512-byte blocks, one in 64 kept: no freed page is at the heap's end, where `free` trims.
-        let size = 512, count = 1 << 19
+        let size = 512
+        let count = 1 << 19
         var blocks: [UnsafeMutableRawPointer] = []
         blocks.reserveCapacity(count)
         for _ in 0..<count {
@@ -53,13 +56,25 @@ struct HeapTrimmerTests {
     func trimsPerIntervalAndStops() async throws {
         let calls = Mutex(0)
         let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
-        let often = HeapTrimmer(interval: .milliseconds(20), logger: logger) { calls.withLock { $0 += 1 }; return false }
+        let often = HeapTrimmer(interval: .milliseconds(20), logger: logger) {
+            calls.withLock { $0 += 1 }
+            return false
+        }
         // Asleep for an hour: the group ends only if graceful shutdown wakes it.
-        let rarely = HeapTrimmer(interval: .seconds(3600), logger: logger) { Issue.record("trimmed before its interval"); return false }
+        let rarely = HeapTrimmer(interval: .seconds(3600), logger: logger) {
+            Issue.record("trimmed before its interval")
+            return false
+        }
         let group = ServiceGroup(configuration: .init(services: [often, rarely], logger: logger))
         let stopped = try await withThrowingTaskGroup(of: Bool.self) { tasks in
-            tasks.addTask { try await group.run(); return true }
-            tasks.addTask { try await Task.sleep(for: .seconds(30)); return false }
+            tasks.addTask {
+                try await group.run()
+                return true
+            }
+            tasks.addTask {
+                try await Task.sleep(for: .seconds(30))
+                return false
+            }
             for _ in 0..<250 where calls.withLock({ $0 }) < 3 { try await Task.sleep(for: .milliseconds(20)) }
             #expect(calls.withLock { $0 } >= 3)
             await group.triggerGracefulShutdown()

@@ -1,9 +1,10 @@
 import Foundation
+import SyncHealthTestSupport
+import Testing
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import SyncHealthTestSupport
-import Testing
 
 /// A raw TCP connection to a live server, for clients that misbehave.
 final class RawConnection {
@@ -18,7 +19,10 @@ final class RawConnection {
         let connected = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
-        guard connected == 0 else { close(fd); return nil }
+        guard connected == 0 else {
+            close(fd)
+            return nil
+        }
         var timeout = timeval(tv_sec: 5, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     }

@@ -1,10 +1,11 @@
 import Foundation
+import SyncHealthTestSupport
+import Synchronization
+import Testing
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-import Synchronization
-import SyncHealthTestSupport
-import Testing
 
 /// The built `synchealth` binary, next to the test bundle.
 func builtBinary() -> URL {
@@ -48,7 +49,10 @@ final class LiveServer: @unchecked Sendable {
         var found: Int?
         while found == nil, Date() < deadline, process.isRunning {
             let chunk = errorPipe.fileHandleForReading.availableData
-            if chunk.isEmpty { Thread.sleep(forTimeInterval: 0.02); continue }
+            if chunk.isEmpty {
+                Thread.sleep(forTimeInterval: 0.02)
+                continue
+            }
             log += String(decoding: chunk, as: UTF8.self)
             if let range = log.range(of: "listening on 127.0.0.1:") {
                 found = Int(log[range.upperBound...].prefix { $0.isNumber })
@@ -96,7 +100,13 @@ final class LiveServer: @unchecked Sendable {
     }
 
     /// One HTTP request.
-    func request(_ method: String, _ path: String, key: String? = nil, body: Data? = nil, headers: [String: String] = [:]) async throws -> (status: Int, body: Data, headers: [String: String]) {
+    func request(
+        _ method: String,
+        _ path: String,
+        key: String? = nil,
+        body: Data? = nil,
+        headers: [String: String] = [:]
+    ) async throws -> (status: Int, body: Data, headers: [String: String]) {
         var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)\(path)")!)
         request.httpMethod = method
         request.httpBody = body
@@ -124,7 +134,10 @@ struct LiveServerTests {
         let admin = try #require(keys["adminKey"])
 
         try await server.waitUntilReady()
-        let body = Data(#"{"device": {"deviceId": "live-1", "appId": "com.example"}, "events": [{"eventId": "a", "occurredAt": "2026-11-22T10:00:00Z", "kind": "network", "available": true}]}"#.utf8)
+        let body = Data(
+            #"{"device": {"deviceId": "live-1", "appId": "com.example"}, "events": [{"eventId": "a", "occurredAt": "2026-11-22T10:00:00Z", "kind": "network", "available": true}]}"#
+                .utf8
+        )
         let posted = try await server.request("POST", "/v1/events", key: ingest, body: body)
         #expect(posted.status == 202)
         #expect(try await server.request("POST", "/v1/events", key: admin, body: body).status == 403)
@@ -148,7 +161,10 @@ struct LiveServerTests {
     @Test("request metrics count each answer under its route and real status, errors included, and non-standard methods as _OTHER")
     func requestMetrics() async throws {
         let server = try LiveServer(environment: ["SYNCHEALTH_INGEST_KEYS": "ingest-1", "SYNCHEALTH_READ_KEYS": "read-1"])
-        let body = Data(#"{"device": {"deviceId": "m", "appId": "a"}, "events": [{"eventId": "a", "occurredAt": "2026-11-22T10:00:00Z", "kind": "heartbeat"}]}"#.utf8)
+        let body = Data(
+            #"{"device": {"deviceId": "m", "appId": "a"}, "events": [{"eventId": "a", "occurredAt": "2026-11-22T10:00:00Z", "kind": "heartbeat"}]}"#
+                .utf8
+        )
         #expect(try await server.request("POST", "/v1/events", key: "ingest-1", body: body).status == 202)
         #expect(try await server.request("POST", "/v1/events", key: "read-1", body: body).status == 403)
         #expect(try await server.request("GET", "/v1/summary", key: "wrong").status == 401)
@@ -170,9 +186,14 @@ struct LiveServerTests {
 
     @Test("keys never appear in the logs, even at debug level with failed logins")
     func keysNotLogged() async throws {
-        let server = try LiveServer(environment: ["SYNCHEALTH_INGEST_KEYS": "ingest-SECRET-1", "SYNCHEALTH_ADMIN_KEYS": "admin-SECRET-2",
-                                                  "SYNCHEALTH_READ_KEYS": "read-SECRET-3", "SYNCHEALTH_LOG_LEVEL": "trace"])
-        let body = Data(#"{"device": {"deviceId": "k", "appId": "a"}, "events": [{"eventId": "a", "occurredAt": "2026-11-22T10:00:00Z", "kind": "heartbeat"}]}"#.utf8)
+        let server = try LiveServer(environment: [
+            "SYNCHEALTH_INGEST_KEYS": "ingest-SECRET-1", "SYNCHEALTH_ADMIN_KEYS": "admin-SECRET-2",
+            "SYNCHEALTH_READ_KEYS": "read-SECRET-3", "SYNCHEALTH_LOG_LEVEL": "trace",
+        ])
+        let body = Data(
+            #"{"device": {"deviceId": "k", "appId": "a"}, "events": [{"eventId": "a", "occurredAt": "2026-11-22T10:00:00Z", "kind": "heartbeat"}]}"#
+                .utf8
+        )
         #expect(try await server.request("POST", "/v1/events", key: "ingest-SECRET-1", body: body).status == 202)
         #expect(try await server.request("GET", "/v1/summary", key: "wrong-SECRET-4").status == 401)
         #expect(try await server.request("GET", "/v1/summary", key: "read-SECRET-3").status == 200)
@@ -190,8 +211,10 @@ struct LiveServerTests {
         process.executableURL = builtBinary()
         // Three rounds (the launch and two steady ones), however slow the machine: 2 s alone once left 10 of the
         // 60 devices out during a full parallel test run.
-        process.arguments = ["simulate", "--url", "http://127.0.0.1:\(server.port)", "--key", "sim", "--devices", "60",
-                             "--duration", "120", "--rounds", "3", "--broken-share", "0.5"]
+        process.arguments = [
+            "simulate", "--url", "http://127.0.0.1:\(server.port)", "--key", "sim", "--devices", "60",
+            "--duration", "120", "--rounds", "3", "--broken-share", "0.5",
+        ]
         let output = Pipe()
         process.standardOutput = output
         try process.run()
@@ -201,7 +224,9 @@ struct LiveServerTests {
         #expect(printed.contains("done:"))
         #expect(printed.contains("[202: "), "\(printed)")
         #expect(!printed.contains("failed"), "\(printed)")
-        let summary = try #require(try JSONSerialization.jsonObject(with: try await server.request("GET", "/v1/summary", key: "read").body) as? [String: Any])
+        let summary = try #require(
+            try JSONSerialization.jsonObject(with: try await server.request("GET", "/v1/summary", key: "read").body) as? [String: Any]
+        )
         #expect(summary["devices"] as? Int == 60)
         #expect((summary["broken"] as? Int ?? 0) > 10)
         #expect((summary["bySummary"] as? [String: Int])?["succeeded"] ?? 0 > 10)

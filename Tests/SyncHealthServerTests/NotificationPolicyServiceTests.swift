@@ -3,13 +3,14 @@ import Hummingbird
 import HummingbirdTesting
 import NIOCore
 import SyncHealthCore
+import SyncHealthEngine
 import SyncHealthPostgres
 import SyncHealthStore
 import SyncHealthTestSupport
 import SyncHealthWebhooks
 import Testing
+
 @testable import SyncHealthServer
-import SyncHealthEngine
 
 /// The delivered payloads, in order.
 func payloads(_ transport: RecordingTransport) -> [[String: Any]] {
@@ -32,7 +33,8 @@ struct NotificationPolicyServiceTests {
             _ = try await createWebhook(client, url: "http://127.0.0.1:9/hook")
             for i in 0..<6 {
                 // Within the 5-minute skew tolerance of the frozen test clock.
-                let t0 = "2026-11-22T10:00:\(10 + i * 8)Z", t1 = "2026-11-22T10:00:\(14 + i * 8)Z"
+                let t0 = "2026-11-22T10:00:\(10 + i * 8)Z"
+                let t1 = "2026-11-22T10:00:\(14 + i * 8)Z"
                 try await client.post(batch([event("n\(i)", t0, #""kind": "network", "available": true"#), event("f\(i)", t0, urgentError)]))
                 service.clock.advance(by: .seconds(1))
                 try await client.post(batch([event("s\(i)", t1, #""kind": "activity", "phase": "export", "state": "started""#)]))
@@ -43,8 +45,12 @@ struct NotificationPolicyServiceTests {
             try await Task.sleep(for: .milliseconds(200))
             let sent = payloads(transport)
             #expect(sent.count == 7, "3 fire/resolve pairs, then one flapping fire; the rest held")
-            #expect(sent.map { $0["type"] as? String } == ["alert.firing", "alert.resolved", "alert.firing", "alert.resolved",
-                                                           "alert.firing", "alert.resolved", "alert.firing"])
+            #expect(
+                sent.map { $0["type"] as? String } == [
+                    "alert.firing", "alert.resolved", "alert.firing", "alert.resolved",
+                    "alert.firing", "alert.resolved", "alert.firing",
+                ]
+            )
             let flapNotice = (sent.last?["data"] as? [String: Any])?["detail"] as? String
             #expect(flapNotice?.contains("Flapping") == true)
             // Quiet for an hour: ops last heard "firing", the alert is resolved, so the resolve goes out.
@@ -62,8 +68,10 @@ struct NotificationPolicyServiceTests {
 
     /// The `i`th syncError of dev-1: an urgent export failure, 8 s after the one before.
     static func fire(_ i: Int) -> ByteBuffer {
-        batch([event("n\(i)", "2026-11-22T10:00:\(10 + i * 8)Z", #""kind": "network", "available": true"#),
-               event("f\(i)", "2026-11-22T10:00:\(10 + i * 8)Z", urgentError)])
+        batch([
+            event("n\(i)", "2026-11-22T10:00:\(10 + i * 8)Z", #""kind": "network", "available": true"#),
+            event("f\(i)", "2026-11-22T10:00:\(10 + i * 8)Z", urgentError),
+        ])
     }
 
     /// Three fire/resolve pairs of dev-1's syncError, one (frozen) second apart: not yet flapping.
@@ -71,7 +79,9 @@ struct NotificationPolicyServiceTests {
         for i in 0..<3 {
             try await client.post(fire(i))
             service.clock.advance(by: .seconds(1))
-            try await client.post(batch([event("s\(i)", "2026-11-22T10:00:\(14 + i * 8)Z", #""kind": "activity", "phase": "export", "state": "started""#)]))
+            try await client.post(
+                batch([event("s\(i)", "2026-11-22T10:00:\(14 + i * 8)Z", #""kind": "activity", "phase": "export", "state": "started""#)])
+            )
             service.clock.advance(by: .seconds(1))
         }
     }
@@ -95,12 +105,19 @@ struct NotificationPolicyServiceTests {
         }
     }
 
-    @Test("on PostgreSQL, a group whose transaction fails takes back its flap counting: retried or failed, the 4th fire is told as flapping once",
-          .enabled(if: PostgresTesting.baseURL != nil), arguments: ["40001", "P0001"])
+    @Test(
+        "on PostgreSQL, a group whose transaction fails takes back its flap counting: retried or failed, the 4th fire is told as flapping once",
+        .enabled(if: PostgresTesting.baseURL != nil),
+        arguments: ["40001", "P0001"]
+    )
     func failedSharedTransactionTakesBackDecisions(_ sqlState: String) async throws {
         let url = try await PostgresTesting.freshDatabase()
         let transport = RecordingTransport()
-        let service = TestService(store: .shared(try PostgresStore(url: url, logger: testLogger())), transport: transport, webhooks: Self.allowPrivate)
+        let service = TestService(
+            store: .shared(try PostgresStore(url: url, logger: testLogger())),
+            transport: transport,
+            webhooks: Self.allowPrivate
+        )
         try await service.test { client in
             _ = try await createWebhook(client, url: "http://127.0.0.1:9/hook")
             try await Self.fireAndRecoverThrice(client, service)
@@ -108,17 +125,20 @@ struct NotificationPolicyServiceTests {
             // The next write of an alert fails once, after the group has decided: a serialization failure (40001)
             // is retried by the store within the request, any other error fails the request. A sequence counts
             // the attempts, since it is the one thing a rolled-back transaction does not take back.
-            try await PostgresTesting.execute([
-                "CREATE SEQUENCE refusals",
-                """
-                CREATE FUNCTION refuse_once() RETURNS trigger LANGUAGE plpgsql AS $$
-                BEGIN
-                    IF nextval('refusals') = 1 THEN RAISE EXCEPTION 'refused by the test' USING ERRCODE = '\(sqlState)'; END IF;
-                    RETURN NEW;
-                END $$
-                """,
-                "CREATE TRIGGER refuse_once BEFORE INSERT OR UPDATE ON alerts FOR EACH ROW EXECUTE FUNCTION refuse_once()",
-            ], on: url)
+            try await PostgresTesting.execute(
+                [
+                    "CREATE SEQUENCE refusals",
+                    """
+                    CREATE FUNCTION refuse_once() RETURNS trigger LANGUAGE plpgsql AS $$
+                    BEGIN
+                        IF nextval('refusals') = 1 THEN RAISE EXCEPTION 'refused by the test' USING ERRCODE = '\(sqlState)'; END IF;
+                        RETURN NEW;
+                    END $$
+                    """,
+                    "CREATE TRIGGER refuse_once BEFORE INSERT OR UPDATE ON alerts FOR EACH ROW EXECUTE FUNCTION refuse_once()",
+                ],
+                on: url
+            )
             if sqlState != "40001" {
                 #expect(try await client.post(Self.fire(3)).status == .serviceUnavailable)
             }
@@ -130,8 +150,10 @@ struct NotificationPolicyServiceTests {
         }
     }
 
-    @Test("while fleetDegraded fires, device deliveries of the container are held back and summarised at its resolve",
-          arguments: EngineStore.withShared)
+    @Test(
+        "while fleetDegraded fires, device deliveries of the container are held back and summarised at its resolve",
+        arguments: EngineStore.withShared
+    )
     func fleetGrouping(_ kind: EngineStore) async throws {
         let transport = RecordingTransport()
         let service = TestService(store: try await kind.make(), transport: transport, webhooks: Self.allowPrivate)
@@ -139,25 +161,48 @@ struct NotificationPolicyServiceTests {
             _ = try await createWebhook(client, url: "http://127.0.0.1:9/hook")
             for i in 0..<20 { try await client.post(batch(device: "ok-\(i)", healthyEvents)) }
             for i in 0..<3 {
-                try await client.post(batch(device: "bad-\(i)", [event("n", #""kind": "network", "available": true"#), event("f", "2026-11-22T10:00:01Z", urgentError)]))
+                try await client.post(
+                    batch(
+                        device: "bad-\(i)",
+                        [event("n", #""kind": "network", "available": true"#), event("f", "2026-11-22T10:00:01Z", urgentError)]
+                    )
+                )
             }
             #expect(try await eventually { payloads(transport).contains { ($0["data"] as? [String: Any])?["kind"] as? String == "fleetDegraded" } })
             let beforeHold = payloads(transport).count
             // Two more devices break while the fleet alert fires: held back.
             for i in 3..<5 {
-                try await client.post(batch(device: "bad-\(i)", [event("n", #""kind": "network", "available": true"#), event("f", "2026-11-22T10:00:01Z", urgentError)]))
+                try await client.post(
+                    batch(
+                        device: "bad-\(i)",
+                        [event("n", #""kind": "network", "available": true"#), event("f", "2026-11-22T10:00:01Z", urgentError)]
+                    )
+                )
             }
             try await Task.sleep(for: .milliseconds(200))
             #expect(payloads(transport).count == beforeHold, "device alerts are held while the fleet alert fires")
             // Everyone recovers: the fleet alert resolves and counts what was held.
             for i in 0..<5 {
-                try await client.post(batch(device: "bad-\(i)", [event("s", "2026-11-22T10:00:09Z", #""kind": "activity", "phase": "export", "state": "succeeded""#),
-                                                                 event("i", "2026-11-22T10:00:09Z", #""kind": "activity", "phase": "import", "state": "succeeded""#)]))
+                try await client.post(
+                    batch(
+                        device: "bad-\(i)",
+                        [
+                            event("s", "2026-11-22T10:00:09Z", #""kind": "activity", "phase": "export", "state": "succeeded""#),
+                            event("i", "2026-11-22T10:00:09Z", #""kind": "activity", "phase": "import", "state": "succeeded""#),
+                        ]
+                    )
+                )
             }
-            #expect(try await eventually {
-                payloads(transport).contains { $0["type"] as? String == "alert.resolved" && ($0["data"] as? [String: Any])?["kind"] as? String == "fleetDegraded" }
-            })
-            let resolve = payloads(transport).first { $0["type"] as? String == "alert.resolved" && ($0["data"] as? [String: Any])?["kind"] as? String == "fleetDegraded" }
+            #expect(
+                try await eventually {
+                    payloads(transport).contains {
+                        $0["type"] as? String == "alert.resolved" && ($0["data"] as? [String: Any])?["kind"] as? String == "fleetDegraded"
+                    }
+                }
+            )
+            let resolve = payloads(transport).first {
+                $0["type"] as? String == "alert.resolved" && ($0["data"] as? [String: Any])?["kind"] as? String == "fleetDegraded"
+            }
             let detail = (resolve?["data"] as? [String: Any])?["detail"] as? String
             #expect(detail?.contains("held back") == true, "\(detail ?? "")")
         }

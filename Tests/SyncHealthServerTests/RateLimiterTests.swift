@@ -1,8 +1,9 @@
+import SyncHealthEngine
 import SyncHealthTestSupport
 import Testing
+
 @testable import SyncHealthCore
 @testable import SyncHealthServer
-import SyncHealthEngine
 
 /// The per-device limiter keeps at most about `maxBuckets` buckets, in shards that are swept one at a time.
 @Suite("Rate limiter capacity")

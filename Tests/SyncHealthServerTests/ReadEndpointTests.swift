@@ -3,11 +3,12 @@ import Hummingbird
 import HummingbirdTesting
 import NIOCore
 import SyncHealthCore
+import SyncHealthEngine
 import SyncHealthStore
 import SyncHealthTestSupport
 import Testing
+
 @testable import SyncHealthServer
-import SyncHealthEngine
 
 @Suite("Read endpoints: devices, summary, alerts")
 struct ReadEndpointTests {
@@ -15,17 +16,27 @@ struct ReadEndpointTests {
     func deviceStatus() async throws {
         let service = TestService()
         try await service.test { client in
-            try await client.post(batch(healthyEvents + [
-                event("f", "2026-11-22T10:00:04Z", #""kind": "activity", "phase": "export", "state": "failed", "error": {"domain": "CKErrorDomain", "code": 25, "message": "quota"}"#),
-                event("p", "2026-11-22T10:00:05Z", #""kind": "pending", "pendingChanges": 2, "oldestPendingAt": "2026-11-22T09:59:00Z""#),
-            ]))
+            try await client.post(
+                batch(
+                    healthyEvents + [
+                        event(
+                            "f",
+                            "2026-11-22T10:00:04Z",
+                            #""kind": "activity", "phase": "export", "state": "failed", "error": {"domain": "CKErrorDomain", "code": 25, "message": "quota"}"#
+                        ),
+                        event("p", "2026-11-22T10:00:05Z", #""kind": "pending", "pendingChanges": 2, "oldestPendingAt": "2026-11-22T09:59:00Z""#),
+                    ]
+                )
+            )
             let response = try await client.get("/v1/devices/dev-1?appId=com.example.notes")
             #expect(response.status == .ok)
             let s = try json(response)
-            for field in ["deviceId", "appId", "containerId", "platform", "osVersion", "appVersion", "firstSeenAt", "lastSeenAt",
-                          "setupState", "importState", "exportState", "isNetworkAvailable", "accountStatus", "setupError", "importError",
-                          "exportError", "lastSyncError", "hasSyncError", "isNotSyncing", "syncStateSummary", "isBroken", "isInProgress",
-                          "symbolName", "symbolColor", "description", "pendingChanges", "oldestPendingAt", "silent", "alerts"] {
+            for field in [
+                "deviceId", "appId", "containerId", "platform", "osVersion", "appVersion", "firstSeenAt", "lastSeenAt",
+                "setupState", "importState", "exportState", "isNetworkAvailable", "accountStatus", "setupError", "importError",
+                "exportError", "lastSyncError", "hasSyncError", "isNotSyncing", "syncStateSummary", "isBroken", "isInProgress",
+                "symbolName", "symbolColor", "description", "pendingChanges", "oldestPendingAt", "silent", "alerts",
+            ] {
                 #expect(s.keys.contains(field), "missing \(field)")
             }
             #expect(s["syncStateSummary"] as? String == "error")
@@ -60,8 +71,10 @@ struct ReadEndpointTests {
         }
     }
 
-    @Test("the device list filters and pages with a cursor, whatever the devices looked at per hold of the cache lock",
-          arguments: [8_192, 2, 1])
+    @Test(
+        "the device list filters and pages with a cursor, whatever the devices looked at per hold of the cache lock",
+        arguments: [8_192, 2, 1]
+    )
     func list(chunk: Int) async throws {
         var configuration = EngineConfiguration()
         configuration.listScanChunk = chunk
@@ -117,7 +130,9 @@ struct ReadEndpointTests {
             #expect(all["generatedAt"] as? String == testStart.rfc3339)
             #expect(try json(try await client.get("/v1/summary?appId=com.other"))["devices"] as? Int == 1)
             #expect(try json(try await client.get("/v1/summary?containerId=iCloud.other"))["devices"] as? Int == 1)
-            #expect(try json(try await client.get("/v1/summary?appId=com.example.notes&containerId=iCloud.com.example.notes"))["devices"] as? Int == 4)
+            #expect(
+                try json(try await client.get("/v1/summary?appId=com.example.notes&containerId=iCloud.com.example.notes"))["devices"] as? Int == 4
+            )
             #expect(try json(try await client.get("/v1/summary?appId=nobody"))["devices"] as? Int == 0)
         }
     }
@@ -128,10 +143,14 @@ struct ReadEndpointTests {
         try await service.test { client in
             let urgent = #""kind": "activity", "phase": "export", "state": "failed", "error": {"domain": "CKErrorDomain", "code": 5}"#
             for i in 0..<3 {
-                try await client.post(batch(device: "d\(i)", [event("n", #""kind": "network", "available": true"#), event("f", "2026-11-22T10:00:01Z", urgent)]))
+                try await client.post(
+                    batch(device: "d\(i)", [event("n", #""kind": "network", "available": true"#), event("f", "2026-11-22T10:00:01Z", urgent)])
+                )
             }
             // d0 recovers: its syncError resolves.
-            try await client.post(batch(device: "d0", [event("s", "2026-11-22T10:00:09Z", #""kind": "activity", "phase": "export", "state": "started""#)]))
+            try await client.post(
+                batch(device: "d0", [event("s", "2026-11-22T10:00:09Z", #""kind": "activity", "phase": "export", "state": "started""#)])
+            )
             let all = try json(try await client.get("/v1/alerts"))
             let data = try #require(all["data"] as? [[String: Any]])
             #expect(data.count == 3)

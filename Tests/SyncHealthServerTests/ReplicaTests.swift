@@ -1,7 +1,7 @@
 import Foundation
-import Synchronization
 import SyncHealthCore
 import SyncHealthTestSupport
+import Synchronization
 import Testing
 
 /// The replicas a client may post to; one of them dies during the test.
@@ -19,12 +19,14 @@ extension CrashState {
     /// Posts the device's batches in order, each to a random live replica until one acknowledges it.
     nonisolated func drive(_ index: Int, replicas: Replicas) async {
         while let batch = await nextBatch(index) {
-            let body = #"{"device": {"deviceId": "\#(batch.id)", "appId": "com.crash"}, "events": [\#(batch.events.map(eventJSON).joined(separator: ","))]}"#
+            let body =
+                #"{"device": {"deviceId": "\#(batch.id)", "appId": "com.crash"}, "events": [\#(batch.events.map(eventJSON).joined(separator: ","))]}"#
             guard let server = replicas.any() else { return }
             if let response = try? await server.request("POST", "/v1/events", key: "crash-ingest", body: Data(body.utf8)),
-               response.status == 202,
-               let json = try? JSONSerialization.jsonObject(with: response.body) as? [String: Any],
-               let accepted = json["accepted"] as? Int, let duplicates = json["duplicates"] as? Int {
+                response.status == 202,
+                let json = try? JSONSerialization.jsonObject(with: response.body) as? [String: Any],
+                let accepted = json["accepted"] as? Int, let duplicates = json["duplicates"] as? Int
+            {
                 await record(index, accepted: accepted, duplicates: duplicates)
             } else {
                 // No answer (the replica died) or not accepted: unacknowledged, posted again.
@@ -42,8 +44,11 @@ func quietDevice(_ index: Int, rng: inout some RandomNumberGenerator) -> CrashDe
     device.batches = device.batches.map { batch in
         batch.map { e in
             guard case .activity(let a) = e.body else { return e }
-            return DeviceEvent(eventId: e.eventId, occurredAt: e.occurredAt,
-                               body: .activity(.init(phase: a.phase, state: a.state == .failed ? .succeeded : a.state, startedAt: a.startedAt)))
+            return DeviceEvent(
+                eventId: e.eventId,
+                occurredAt: e.occurredAt,
+                body: .activity(.init(phase: a.phase, state: a.state == .failed ? .succeeded : a.state, startedAt: a.startedAt))
+            )
         }
     }
     return device
@@ -54,7 +59,8 @@ func postUntilAcknowledged(_ deviceId: String, _ events: [String], to replicas: 
     let body = #"{"device": {"deviceId": "\#(deviceId)", "appId": "com.crash"}, "events": [\#(events.joined(separator: ","))]}"#
     for _ in 0..<200 {
         if let server = replicas.any(), let response = try? await server.request("POST", "/v1/events", key: "crash-ingest", body: Data(body.utf8)),
-           response.status == 202 {
+            response.status == 202
+        {
             return
         }
         try await Task.sleep(for: .milliseconds(20))
@@ -68,8 +74,9 @@ func acceptedCount(_ deviceId: String, _ events: [String], to replicas: Replicas
     let body = #"{"device": {"deviceId": "\#(deviceId)", "appId": "com.crash"}, "events": [\#(events.joined(separator: ","))]}"#
     for _ in 0..<200 {
         if let server = replicas.any(), let response = try? await server.request("POST", "/v1/events", key: "crash-ingest", body: Data(body.utf8)),
-           response.status == 202,
-           let json = try? JSONSerialization.jsonObject(with: response.body) as? [String: Any], let accepted = json["accepted"] as? Int {
+            response.status == 202,
+            let json = try? JSONSerialization.jsonObject(with: response.body) as? [String: Any], let accepted = json["accepted"] as? Int
+        {
             return accepted
         }
         try await Task.sleep(for: .milliseconds(20))
@@ -79,8 +86,10 @@ func acceptedCount(_ deviceId: String, _ events: [String], to replicas: Replicas
 }
 
 func breakingEvents(_ deviceId: String, at: Timestamp) -> [String] {
-    [#"{"eventId": "\#(deviceId)-n", "occurredAt": "\#(at.rfc3339)", "kind": "network", "available": true}"#,
-     #"{"eventId": "\#(deviceId)-f", "occurredAt": "\#((at + .milliseconds(1)).rfc3339)", "kind": "activity", "phase": "export", "state": "failed", "error": {"domain": "CKErrorDomain", "code": 9}}"#]
+    [
+        #"{"eventId": "\#(deviceId)-n", "occurredAt": "\#(at.rfc3339)", "kind": "network", "available": true}"#,
+        #"{"eventId": "\#(deviceId)-f", "occurredAt": "\#((at + .milliseconds(1)).rfc3339)", "kind": "activity", "phase": "export", "state": "failed", "error": {"domain": "CKErrorDomain", "code": 9}}"#,
+    ]
 }
 
 func recoveryEvents(_ deviceId: String, at: Timestamp) -> [String] {
@@ -97,9 +106,11 @@ struct ReplicaTests {
         let receiver = TestReceiver()
         try await withReceiver(receiver) { port in
             var rng = SplitMix64(seed: seed)
-            let environment = ["SYNCHEALTH_DATABASE_URL": url, "SYNCHEALTH_INGEST_KEYS": "crash-ingest", "SYNCHEALTH_READ_KEYS": "crash-read",
-                               "SYNCHEALTH_ADMIN_KEYS": "crash-admin", "SYNCHEALTH_ERROR_AFTER": "1s", "SYNCHEALTH_WEBHOOK_ALLOW_PRIVATE": "1",
-                               "SYNCHEALTH_WEBHOOK_LEASE": "20s", "SYNCHEALTH_DEVICE_RATE_LIMIT": "off"]
+            let environment = [
+                "SYNCHEALTH_DATABASE_URL": url, "SYNCHEALTH_INGEST_KEYS": "crash-ingest", "SYNCHEALTH_READ_KEYS": "crash-read",
+                "SYNCHEALTH_ADMIN_KEYS": "crash-admin", "SYNCHEALTH_ERROR_AFTER": "1s", "SYNCHEALTH_WEBHOOK_ALLOW_PRIVATE": "1",
+                "SYNCHEALTH_WEBHOOK_LEASE": "20s", "SYNCHEALTH_DEVICE_RATE_LIMIT": "off",
+            ]
             let a = try LiveServer(environment: environment)
             let b = try LiveServer(environment: environment)
             let replicas = Replicas([a, b])
@@ -120,7 +131,9 @@ struct ReplicaTests {
                     group.addTask { await state.drive(index, replicas: replicas) }
                 }
                 for id in firstWave {
-                    group.addTask { try await postUntilAcknowledged(id, breakingEvents(id, at: Timestamp(seconds: Date().timeIntervalSince1970)), to: replicas) }
+                    group.addTask {
+                        try await postUntilAcknowledged(id, breakingEvents(id, at: Timestamp(seconds: Date().timeIntervalSince1970)), to: replicas)
+                    }
                 }
                 // One device written through both replicas at once: 40 single-event posts, 8 in flight at a time.
                 // Without a per-device lock, two replicas would read the same state and one write would be lost.
@@ -130,7 +143,8 @@ struct ReplicaTests {
                         var total = 0
                         for i in 0..<contendedEvents {
                             if i >= 8, let n = try await posts.next() { total += n }
-                            let event = #"{"eventId": "contended-\#(i)", "occurredAt": "\#((base + .milliseconds(i)).rfc3339)", "kind": "pending", "pendingChanges": \#(i)}"#
+                            let event =
+                                #"{"eventId": "contended-\#(i)", "occurredAt": "\#((base + .milliseconds(i)).rfc3339)", "kind": "pending", "pendingChanges": \#(i)}"#
                             posts.addTask { try await acceptedCount("contended", [event], to: replicas) }
                         }
                         for try await n in posts { total += n }

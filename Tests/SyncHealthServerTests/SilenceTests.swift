@@ -9,6 +9,7 @@ import SyncHealthPostgres
 import SyncHealthStore
 import SyncHealthTestSupport
 import Testing
+
 @testable import SyncHealthServer
 
 /// Creates a silence; returns its JSON.
@@ -27,11 +28,18 @@ struct SilenceTests {
     }
 
     func breakDevice(_ client: any TestClientProtocol, _ device: String, app: String = "com.example.notes", version: String = "3.4") async throws {
-        try await client.post(ByteBuffer(string: #"{"device": {"deviceId": "\#(device)", "appId": "\#(app)", "containerId": "iCloud.\#(app)", "appVersion": "\#(version)"}, "events": [\#(event("n", #""kind": "network", "available": true"#)), \#(event("f", "2026-11-22T10:00:01Z", urgentError))]}"#))
+        try await client.post(
+            ByteBuffer(
+                string:
+                    #"{"device": {"deviceId": "\#(device)", "appId": "\#(app)", "containerId": "iCloud.\#(app)", "appVersion": "\#(version)"}, "events": [\#(event("n", #""kind": "network", "available": true"#)), \#(event("f", "2026-11-22T10:00:01Z", urgentError))]}"#
+            )
+        )
     }
 
     func recover(_ client: any TestClientProtocol, _ device: String, app: String = "com.example.notes") async throws {
-        try await client.post(batch(device: device, app: app, [event("s", "2026-11-22T10:00:05Z", #""kind": "activity", "phase": "export", "state": "started""#)]))
+        try await client.post(
+            batch(device: device, app: app, [event("s", "2026-11-22T10:00:05Z", #""kind": "activity", "phase": "export", "state": "started""#)])
+        )
     }
 
     func firingAlerts(_ client: any TestClientProtocol) async throws -> [[String: Any]] {
@@ -42,16 +50,30 @@ struct SilenceTests {
     func management() async throws {
         let service = TestService()
         try await service.test { client in
-            for body in [#"{"matchers": {}, "endsAt": "2026-11-23T10:00:00Z"}"#, #"{"matchers": {"appId": "a"}}"#,
-                         #"{"matchers": {"kind": "nope"}, "endsAt": "2026-11-23T10:00:00Z"}"#,
-                         #"{"matchers": {"appId": "a"}, "endsAt": "2020-01-01T00:00:00Z"}"#, #"{"matchers": {"appId": "a"}, "endsAt": "soon"}"#] {
-                let response = try await client.execute(uri: "/v1/silences", method: .post, headers: headers(adminKey), body: ByteBuffer(string: body))
+            for body in [
+                #"{"matchers": {}, "endsAt": "2026-11-23T10:00:00Z"}"#, #"{"matchers": {"appId": "a"}}"#,
+                #"{"matchers": {"kind": "nope"}, "endsAt": "2026-11-23T10:00:00Z"}"#,
+                #"{"matchers": {"appId": "a"}, "endsAt": "2020-01-01T00:00:00Z"}"#, #"{"matchers": {"appId": "a"}, "endsAt": "soon"}"#,
+            ] {
+                let response = try await client.execute(
+                    uri: "/v1/silences",
+                    method: .post,
+                    headers: headers(adminKey),
+                    body: ByteBuffer(string: body)
+                )
                 #expect(response.status == .badRequest, "\(body)")
             }
-            let readOnly = try await client.execute(uri: "/v1/silences", method: .post, headers: headers(readKey),
-                                                    body: ByteBuffer(string: #"{"matchers": {"appId": "a"}, "endsAt": "2030-01-01T00:00:00Z"}"#))
+            let readOnly = try await client.execute(
+                uri: "/v1/silences",
+                method: .post,
+                headers: headers(readKey),
+                body: ByteBuffer(string: #"{"matchers": {"appId": "a"}, "endsAt": "2030-01-01T00:00:00Z"}"#)
+            )
             #expect(readOnly.status == .forbidden)
-            let created = try await createSilence(client, #"{"matchers": {"appId": "com.example.notes", "appVersion": "3.4"}, "endsAt": "2030-01-01T00:00:00Z", "comment": "3.4 is broken"}"#)
+            let created = try await createSilence(
+                client,
+                #"{"matchers": {"appId": "com.example.notes", "appVersion": "3.4"}, "endsAt": "2030-01-01T00:00:00Z", "comment": "3.4 is broken"}"#
+            )
             let id = try #require(created["id"] as? String)
             #expect(id.hasPrefix("si_"))
             #expect(created["state"] as? String == "active")
@@ -74,7 +96,12 @@ struct SilenceTests {
         let service = TestService(clock: clock, transport: transport, webhooks: Self.privateAllowed)
         try await service.test { client in
             _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:9/hook"}"#)
-            let silence = try #require(try await createSilence(client, #"{"matchers": {"appId": "com.example.notes", "appVersion": "3.4"}, "endsAt": "2030-01-01T00:00:00Z"}"#)["id"] as? String)
+            let silence = try #require(
+                try await createSilence(
+                    client,
+                    #"{"matchers": {"appId": "com.example.notes", "appVersion": "3.4"}, "endsAt": "2030-01-01T00:00:00Z"}"#
+                )["id"] as? String
+            )
             try await breakDevice(client, "held")
             try await breakDevice(client, "other-version", version: "3.5")
             #expect(try await eventually { transport.sent.withLock { $0.count } == 1 }, "only the device the silence does not match")
@@ -119,13 +146,19 @@ struct SilenceTests {
     func survivesRestart(store: EngineStore) async throws {
         let directory = temporaryDirectory()
         let transport = RecordingTransport()
-        try await TestService(store: .local(try SQLiteStore(directory: directory, synchronous: .normal)), transport: transport,
-                              webhooks: Self.privateAllowed).test { client in
+        try await TestService(
+            store: .local(try SQLiteStore(directory: directory, synchronous: .normal)),
+            transport: transport,
+            webhooks: Self.privateAllowed
+        ).test { client in
             _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:9/hook"}"#)
             _ = try await createSilence(client, #"{"matchers": {"appId": "com.example.notes"}, "endsAt": "2030-01-01T00:00:00Z"}"#)
         }
-        try await TestService(store: .local(try SQLiteStore(directory: directory, synchronous: .normal)), transport: transport,
-                              webhooks: Self.privateAllowed).test { client in
+        try await TestService(
+            store: .local(try SQLiteStore(directory: directory, synchronous: .normal)),
+            transport: transport,
+            webhooks: Self.privateAllowed
+        ).test { client in
             #expect((try json(try await client.get("/v1/silences", key: adminKey))["data"] as? [[String: Any]])?.count == 1)
             try await breakDevice(client, "after-restart")
             #expect(try await eventually { try await firingAlerts(client).count == 1 })
@@ -134,8 +167,10 @@ struct SilenceTests {
         }
     }
 
-    @Test("on two replicas over one PostgreSQL database, a silence created on one holds on the other",
-          .enabled(if: PostgresTesting.baseURL != nil))
+    @Test(
+        "on two replicas over one PostgreSQL database, a silence created on one holds on the other",
+        .enabled(if: PostgresTesting.baseURL != nil)
+    )
     func replicasAgree() async throws {
         let url = try await PostgresTesting.freshDatabase()
         let transport = RecordingTransport()
@@ -143,7 +178,11 @@ struct SilenceTests {
         let b = TestService(store: .shared(try PostgresStore(url: url, logger: testLogger())), transport: transport, webhooks: Self.privateAllowed)
         try await a.test { clientA in
             _ = try await createWebhook(clientA, json: #"{"url": "http://127.0.0.1:9/hook"}"#)
-            let silence = try #require(try await createSilence(clientA, #"{"matchers": {"containerId": "iCloud.com.example.notes"}, "endsAt": "2030-01-01T00:00:00Z"}"#)["id"] as? String)
+            let silence = try #require(
+                try await createSilence(clientA, #"{"matchers": {"containerId": "iCloud.com.example.notes"}, "endsAt": "2030-01-01T00:00:00Z"}"#)[
+                    "id"
+                ] as? String
+            )
             try await b.test { clientB in
                 #expect(try json(try await clientB.get("/v1/silences/\(silence)", key: adminKey))["id"] as? String == silence)
                 try await breakDevice(clientB, "on-b")

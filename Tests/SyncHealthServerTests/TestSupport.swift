@@ -12,8 +12,9 @@ import SyncHealthTestSupport
 import SyncHealthWebhooks
 import Synchronization
 import Testing
-@testable import SyncHealthServer
+
 @testable import SyncHealthEngine
+@testable import SyncHealthServer
 
 /// A transport that answers 200 and keeps what it was asked to send.
 final class RecordingTransport: WebhookTransport {
@@ -44,9 +45,16 @@ struct TestService {
     let store: any SyncStore
     let app: Application<RouterResponder<AppRequestContext>>
 
-    init(store: MonitorStore = .local(InMemoryStore()), clock: ManualClock = ManualClock(testStart), configuration: EngineConfiguration = EngineConfiguration(),
-         transport: any WebhookTransport = RecordingTransport(), webhooks: WebhookConfiguration = WebhookConfiguration(), realTime: Bool = false, limits: RateLimits = RateLimits(),
-         keys: KeyRing = testKeys) {
+    init(
+        store: MonitorStore = .local(InMemoryStore()),
+        clock: ManualClock = ManualClock(testStart),
+        configuration: EngineConfiguration = EngineConfiguration(),
+        transport: any WebhookTransport = RecordingTransport(),
+        webhooks: WebhookConfiguration = WebhookConfiguration(),
+        realTime: Bool = false,
+        limits: RateLimits = RateLimits(),
+        keys: KeyRing = testKeys
+    ) {
         self.store = store.store
         self.clock = clock
         var service = ServiceConfiguration()
@@ -55,8 +63,16 @@ struct TestService {
         service.rateLimits = limits
         // PostgreSQL's connection pool runs first and stops last, as in the service.
         let pool: (any Service)? = if case .shared(let shared) = store, let postgres = shared as? PostgresStore { postgres.service } else { nil }
-        (app, engine) = SyncHealthApplication.assemble(store: store, storeService: pool, keys: keys, configuration: service, transport: transport,
-                                                       clock: realTime ? SystemClock() : clock, registry: PrometheusCollectorRegistry(), logger: testLogger())
+        (app, engine) = SyncHealthApplication.assemble(
+            store: store,
+            storeService: pool,
+            keys: keys,
+            configuration: service,
+            transport: transport,
+            clock: realTime ? SystemClock() : clock,
+            registry: PrometheusCollectorRegistry(),
+            logger: testLogger()
+        )
     }
 
     /// Runs `body` against the router once the engine is ready.

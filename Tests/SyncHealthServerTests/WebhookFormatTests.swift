@@ -1,4 +1,3 @@
-import Synchronization
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -9,7 +8,9 @@ import SyncHealthEngine
 import SyncHealthStore
 import SyncHealthTestSupport
 import SyncHealthWebhooks
+import Synchronization
 import Testing
+
 @testable import SyncHealthServer
 
 /// Creates a subscription from a raw JSON body; returns its id.
@@ -36,15 +37,27 @@ struct WebhookFormatTests {
 
     /// A device of `app` that breaks with a developer error (urgent: fires at once), then recovers.
     func breakAndRecover(_ client: any TestClientProtocol, device: String = "dev-1", app: String = "com.example.notes") async throws {
-        try await client.post(batch(device: device, app: app, [event("n", #""kind": "network", "available": true"#),
-                                                               event("f", "2026-11-22T10:00:01Z", urgentError)]))
+        try await client.post(
+            batch(
+                device: device,
+                app: app,
+                [
+                    event("n", #""kind": "network", "available": true"#),
+                    event("f", "2026-11-22T10:00:01Z", urgentError),
+                ]
+            )
+        )
     }
 
     func recover(_ client: any TestClientProtocol, device: String = "dev-1", app: String = "com.example.notes") async throws {
-        try await client.post(batch(device: device, app: app, [event("s", "2026-11-22T10:00:05Z", #""kind": "activity", "phase": "export", "state": "started""#)]))
+        try await client.post(
+            batch(device: device, app: app, [event("s", "2026-11-22T10:00:05Z", #""kind": "activity", "phase": "export", "state": "started""#)])
+        )
     }
 
-    @Test("Slack: text and blocks with the kind, device, app, container, the error's class and CloudKit name, and since when; the resolve is its own message")
+    @Test(
+        "Slack: text and blocks with the kind, device, app, container, the error's class and CloudKit name, and since when; the resolve is its own message"
+    )
     func slack() async throws {
         let transport = RecordingTransport()
         let service = TestService(transport: transport, webhooks: Self.privateAllowed)
@@ -118,8 +131,12 @@ struct WebhookFormatTests {
             #expect(try await eventually { transport.requests(to: "/am/api/v2/alerts").count >= 1 })
             let firing = try #require((transport.requests(to: "/am/api/v2/alerts").first?.json as? [[String: Any]])?.first)
             let labels = try #require(firing["labels"] as? [String: String])
-            #expect(labels == ["alertname": "syncError", "severity": "error", "app_id": "com.example.notes", "container_id": "iCloud.com.example.notes",
-                               "device_id": "dev-1", "error_class": "developer"])
+            #expect(
+                labels == [
+                    "alertname": "syncError", "severity": "error", "app_id": "com.example.notes", "container_id": "iCloud.com.example.notes",
+                    "device_id": "dev-1", "error_class": "developer",
+                ]
+            )
             let annotations = try #require(firing["annotations"] as? [String: String])
             #expect(annotations["summary"]?.isEmpty == false && annotations["description"]?.isEmpty == false)
             let startsAt = try #require(Timestamp(rfc3339: firing["startsAt"] as? String ?? ""))
@@ -128,7 +145,11 @@ struct WebhookFormatTests {
             #expect(startsAt <= testStart)
 
             try await recover(client)
-            #expect(try await eventually { (transport.requests(to: "/am/api/v2/alerts").last?.json as? [[String: Any]])?.first?["endsAt"] as? String == testStart.rfc3339 })
+            #expect(
+                try await eventually {
+                    (transport.requests(to: "/am/api/v2/alerts").last?.json as? [[String: Any]])?.first?["endsAt"] as? String == testStart.rfc3339
+                }
+            )
             let resolved = try #require((transport.requests(to: "/am/api/v2/alerts").last?.json as? [[String: Any]])?.first)
             #expect(resolved["labels"] as? [String: String] == labels, "the same label set, so Alertmanager resolves the same alert")
         }
@@ -144,7 +165,10 @@ struct WebhookFormatTests {
             _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:9/bank", "appIds": ["com.example.bank"]}"#)
             _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:9/container", "containerIds": ["iCloud.com.example.notes"]}"#)
             _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:9/dataloss", "errorClasses": ["dataLoss"]}"#)
-            _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:9/developer", "errorClasses": ["developer"], "kinds": ["syncError"]}"#)
+            _ = try await createWebhook(
+                client,
+                json: #"{"url": "http://127.0.0.1:9/developer", "errorClasses": ["developer"], "kinds": ["syncError"]}"#
+            )
             _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:9/stalled", "kinds": ["syncStalled"]}"#)
             try await breakAndRecover(client)
             #expect(try await eventually { transport.sent.withLock { $0.count } >= 4 })
@@ -158,13 +182,24 @@ struct WebhookFormatTests {
     func validation() async throws {
         let service = TestService(webhooks: Self.privateAllowed)
         try await service.test { client in
-            for body in [#"{"url": "http://127.0.0.1:9/x", "format": "teams"}"#, #"{"url": "http://127.0.0.1:9/x", "format": "pagerduty"}"#,
-                         #"{"url": "http://127.0.0.1:9/x", "errorClasses": ["fatal"]}"#, #"{"url": "http://127.0.0.1:9/x", "appIds": [""]}"#] {
-                let response = try await client.execute(uri: "/v1/webhooks", method: .post, headers: headers(adminKey), body: ByteBuffer(string: body))
+            for body in [
+                #"{"url": "http://127.0.0.1:9/x", "format": "teams"}"#, #"{"url": "http://127.0.0.1:9/x", "format": "pagerduty"}"#,
+                #"{"url": "http://127.0.0.1:9/x", "errorClasses": ["fatal"]}"#, #"{"url": "http://127.0.0.1:9/x", "appIds": [""]}"#,
+            ] {
+                let response = try await client.execute(
+                    uri: "/v1/webhooks",
+                    method: .post,
+                    headers: headers(adminKey),
+                    body: ByteBuffer(string: body)
+                )
                 #expect(response.status == .badRequest, "\(body)")
                 #expect(response.headers[.contentType] == "application/problem+json")
             }
-            let id = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:9/x", "format": "pagerduty", "routingKey": "k", "appIds": ["b", "a", "a"], "containerIds": ["c"], "errorClasses": ["dataLoss", "developer"]}"#)
+            let id = try await createWebhook(
+                client,
+                json:
+                    #"{"url": "http://127.0.0.1:9/x", "format": "pagerduty", "routingKey": "k", "appIds": ["b", "a", "a"], "containerIds": ["c"], "errorClasses": ["dataLoss", "developer"]}"#
+            )
             let read = try json(try await client.get("/v1/webhooks/\(id)", key: adminKey))
             #expect(read["format"] as? String == "pagerduty")
             #expect(read["routingKey"] as? String == "k")

@@ -4,14 +4,15 @@ import Hummingbird
 import HummingbirdTesting
 import Logging
 import NIOCore
-import Synchronization
 import SyncHealthCore
-import SyncHealthStore
-import SyncHealthWebhooks
-import SyncHealthTestSupport
-import Testing
-@testable import SyncHealthServer
 import SyncHealthEngine
+import SyncHealthStore
+import SyncHealthTestSupport
+import SyncHealthWebhooks
+import Synchronization
+import Testing
+
+@testable import SyncHealthServer
 
 /// A real HTTP receiver on loopback: records every request and answers as told.
 final class TestReceiver: Sendable {
@@ -42,10 +43,14 @@ final class TestReceiver: Sendable {
         router.post("/hook") { request, _ -> Response in
             let body = try await request.body.collect(upTo: 1 << 20)
             self.received.withLock {
-                $0.append(Received(id: request.headers[HTTPField.Name("webhook-id")!] ?? "",
-                                   timestamp: request.headers[HTTPField.Name("webhook-timestamp")!] ?? "",
-                                   signature: request.headers[HTTPField.Name("webhook-signature")!] ?? "",
-                                   body: Array(buffer: body)))
+                $0.append(
+                    Received(
+                        id: request.headers[HTTPField.Name("webhook-id")!] ?? "",
+                        timestamp: request.headers[HTTPField.Name("webhook-timestamp")!] ?? "",
+                        signature: request.headers[HTTPField.Name("webhook-signature")!] ?? "",
+                        body: Array(buffer: body)
+                    )
+                )
             }
             switch self.answer.withLock({ $0 }) {
             case .ok: return Response(status: .noContent)
@@ -60,8 +65,12 @@ final class TestReceiver: Sendable {
         }
         var logger = Logger(label: "receiver")
         logger.logLevel = .critical
-        let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: port)),
-                              onServerRunning: { channel in onPort(channel.localAddress?.port ?? 0) }, logger: logger)
+        let app = Application(
+            router: router,
+            configuration: .init(address: .hostname("127.0.0.1", port: port)),
+            onServerRunning: { channel in onPort(channel.localAddress?.port ?? 0) },
+            logger: logger
+        )
         try await app.run()
     }
 
@@ -85,11 +94,14 @@ func withReceiver<T: Sendable>(_ receiver: TestReceiver, port: Int = 0, _ body: 
     }
 }
 
-
 func createWebhook(_ client: any TestClientProtocol, url: String, kinds: [String] = []) async throws -> [String: Any] {
     let kindList = kinds.map { "\"\($0)\"" }.joined(separator: ",")
-    let response = try await client.execute(uri: "/v1/webhooks", method: .post, headers: headers(adminKey),
-                                            body: ByteBuffer(string: #"{"url": "\#(url)", "kinds": [\#(kindList)], "description": "test"}"#))
+    let response = try await client.execute(
+        uri: "/v1/webhooks",
+        method: .post,
+        headers: headers(adminKey),
+        body: ByteBuffer(string: #"{"url": "\#(url)", "kinds": [\#(kindList)], "description": "test"}"#)
+    )
     #expect(response.status == .created)
     return try json(response)
 }
@@ -102,7 +114,13 @@ func deliveryLog(_ client: any TestClientProtocol, _ id: String) async throws ->
 struct WebhookTests {
     @Test("subscriptions: created with a secret shown once, listed, fetched, deleted; admin key only")
     func management() async throws {
-        let service = TestService(webhooks: { var c = WebhookConfiguration(); c.allowPrivate = true; return c }())
+        let service = TestService(
+            webhooks: {
+                var c = WebhookConfiguration()
+                c.allowPrivate = true
+                return c
+            }()
+        )
         try await service.test { client in
             let created = try await createWebhook(client, url: "http://127.0.0.1:9/hook", kinds: ["syncError"])
             let id = try #require(created["id"] as? String)
@@ -130,10 +148,16 @@ struct WebhookTests {
     func validation() async throws {
         let service = TestService()
         try await service.test { client in
-            for (url, kinds) in [("ftp://example.com/x", ""), ("http://127.0.0.1:8080/hook", ""), ("http://169.254.169.254/latest", ""),
-                                 ("http://10.1.2.3/x", ""), ("http://[::1]/x", ""), ("http://localhost/x", ""), ("http://127.0.0.1/x", #""nope""#)] {
-                let response = try await client.execute(uri: "/v1/webhooks", method: .post, headers: headers(adminKey),
-                                                        body: ByteBuffer(string: #"{"url": "\#(url)", "kinds": [\#(kinds)]}"#))
+            for (url, kinds) in [
+                ("ftp://example.com/x", ""), ("http://127.0.0.1:8080/hook", ""), ("http://169.254.169.254/latest", ""),
+                ("http://10.1.2.3/x", ""), ("http://[::1]/x", ""), ("http://localhost/x", ""), ("http://127.0.0.1/x", #""nope""#),
+            ] {
+                let response = try await client.execute(
+                    uri: "/v1/webhooks",
+                    method: .post,
+                    headers: headers(adminKey),
+                    body: ByteBuffer(string: #"{"url": "\#(url)", "kinds": [\#(kinds)]}"#)
+                )
                 #expect(response.status == .badRequest, "\(url)")
             }
             let missing = try await client.execute(uri: "/v1/webhooks", method: .post, headers: headers(adminKey), body: ByteBuffer(string: "{}"))
@@ -161,7 +185,9 @@ struct WebhookTests {
                 #expect(firing.alert["deviceId"] as? String == "dev-1")
                 let signer = try #require(WebhookSigner(secret: secret))
                 #expect(signer.verify(id: firing.id, timestamp: Int64(firing.timestamp) ?? 0, body: firing.body, signatureHeader: firing.signature))
-                #expect(!signer.verify(id: firing.id, timestamp: (Int64(firing.timestamp) ?? 0) + 1, body: firing.body, signatureHeader: firing.signature))
+                #expect(
+                    !signer.verify(id: firing.id, timestamp: (Int64(firing.timestamp) ?? 0) + 1, body: firing.body, signatureHeader: firing.signature)
+                )
 
                 try await client.post(batch([event("s", "2026-11-22T10:00:05Z", #""kind": "activity", "phase": "export", "state": "started""#)]))
                 #expect(try await eventually { receiver.count == 2 })
@@ -186,20 +212,34 @@ struct WebhookTests {
         // Find a free port, then leave it closed: connections are refused.
         let probe = TestReceiver()
         let port = try await withReceiver(probe) { $0 }
-        let first = TestService(store: .local(try SQLiteStore(directory: dir, synchronous: .normal)), transport: CurlTransport(), webhooks: webhookConfiguration, realTime: true)
+        let first = TestService(
+            store: .local(try SQLiteStore(directory: dir, synchronous: .normal)),
+            transport: CurlTransport(),
+            webhooks: webhookConfiguration,
+            realTime: true
+        )
         try await first.test { client in
             _ = try await createWebhook(client, url: "http://127.0.0.1:\(port)/hook")
             // Three devices break and recover: six messages, two per device, in fire-then-resolve order.
             for d in 0..<3 {
-                try await client.post(batch(device: "d\(d)", [event("n", #""kind": "network", "available": true"#), event("f", "2026-11-22T10:00:01Z", urgentError)]))
-                try await client.post(batch(device: "d\(d)", [event("s", "2026-11-22T10:00:05Z", #""kind": "activity", "phase": "export", "state": "started""#)]))
+                try await client.post(
+                    batch(device: "d\(d)", [event("n", #""kind": "network", "available": true"#), event("f", "2026-11-22T10:00:01Z", urgentError)])
+                )
+                try await client.post(
+                    batch(device: "d\(d)", [event("s", "2026-11-22T10:00:05Z", #""kind": "activity", "phase": "export", "state": "started""#)])
+                )
             }
             // Let some attempts fail.
             try await Task.sleep(for: .milliseconds(300))
         }
         // Restarted while the receiver is still down; then the receiver comes back on the same port.
         let receiver = TestReceiver()
-        let second = TestService(store: .local(try SQLiteStore(directory: dir, synchronous: .normal)), transport: CurlTransport(), webhooks: webhookConfiguration, realTime: true)
+        let second = TestService(
+            store: .local(try SQLiteStore(directory: dir, synchronous: .normal)),
+            transport: CurlTransport(),
+            webhooks: webhookConfiguration,
+            realTime: true
+        )
         try await second.test { client in
             try await Task.sleep(for: .milliseconds(200))
             try await withReceiver(receiver, port: port) { _ in
@@ -235,7 +275,9 @@ struct WebhookTests {
             try await service.test { client in
                 let hook = try #require(try await createWebhook(client, url: "http://127.0.0.1:\(port)/hook")["id"] as? String)
                 func breakDevice(_ name: String) async throws {
-                    try await client.post(batch(device: name, [event("n", #""kind": "network", "available": true"#), event("f", "2026-11-22T10:00:01Z", urgentError)]))
+                    try await client.post(
+                        batch(device: name, [event("n", #""kind": "network", "available": true"#), event("f", "2026-11-22T10:00:01Z", urgentError)])
+                    )
                 }
                 func lastAttempt() async throws -> [String: Any] { try await deliveryLog(client, hook).first ?? [:] }
 
@@ -262,12 +304,18 @@ struct WebhookTests {
 
                 // A failed message can be sent again.
                 receiver.answer.withLock { $0 = .sleep(.seconds(3)) }
-                let resend = try await client.execute(uri: "/v1/webhooks/\(hook)/deliveries/\(failedId)/resend", method: .post, headers: headers(adminKey))
+                let resend = try await client.execute(
+                    uri: "/v1/webhooks/\(hook)/deliveries/\(failedId)/resend",
+                    method: .post,
+                    headers: headers(adminKey)
+                )
                 #expect(resend.status == .accepted)
-                #expect(try await eventually {
-                    let last = try await lastAttempt()
-                    return last["attempt"] as? Int == 1 && last["error"] as? String != nil
-                })
+                #expect(
+                    try await eventually {
+                        let last = try await lastAttempt()
+                        return last["attempt"] as? Int == 1 && last["error"] as? String != nil
+                    }
+                )
                 attempt = try await lastAttempt()
                 #expect(attempt["statusCode"] is NSNull, "no answer within the timeout")
                 #expect(attempt["outcome"] as? String == "retrying")

@@ -1,9 +1,10 @@
 import Foundation
 import Logging
-import Synchronization
-import SyncHealthTestSupport
-import Testing
 import SyncHealthCore
+import SyncHealthTestSupport
+import Synchronization
+import Testing
+
 @testable import SyncHealthStore
 
 /// The embedded store's commit journal: what is acknowledged is in the journal, reopening writes it into the
@@ -59,8 +60,10 @@ struct CommitJournalTests {
         try await reopened.close()
     }
 
-    @Test("a record torn at the journal's end is dropped, with garbage after it; the records before it are kept",
-          arguments: [3, 40])
+    @Test(
+        "a record torn at the journal's end is dropped, with garbage after it; the records before it are kept",
+        arguments: [3, 40]
+    )
     func tornEnd(cut: Int) async throws {
         let (dir, store) = try await Self.storeWithGroupsABC()
         let copy = try Self.crashCopy(of: dir)
@@ -92,8 +95,20 @@ struct CommitJournalTests {
         let segmentCopy = try Self.crashCopy(of: dir)
         #expect(try await store.fold() == 1)
         // The message is delivered and leaves the outbox; the device changes after.
-        try await store.recordAttempt(DeliveryAttempt(seq: 0, webhookId: "wh-1", messageId: "msg-a", attempt: 1, attemptedAt: t0,
-                                                      statusCode: 200, error: nil, nextRetryAt: nil, outcome: .delivered), disable: nil)
+        try await store.recordAttempt(
+            DeliveryAttempt(
+                seq: 0,
+                webhookId: "wh-1",
+                messageId: "msg-a",
+                attempt: 1,
+                attemptedAt: t0,
+                statusCode: 200,
+                error: nil,
+                nextRetryAt: nil,
+                outcome: .delivered
+            ),
+            disable: nil
+        )
         var later = StoreChanges(recordedAt: t0 + .seconds(5))
         var changed = richRecord("a")
         changed.info.platform = "macOS"
@@ -144,8 +159,20 @@ struct CommitJournalTests {
         #expect(try await store.fold() == 3)
         // Delivered, the messages of a, b and c leave the outbox: replaying an older record would put one back.
         for name in ["a", "b", "c"] {
-            try await store.recordAttempt(DeliveryAttempt(seq: 0, webhookId: "wh-1", messageId: "msg-\(name)", attempt: 1, attemptedAt: t0,
-                                                          statusCode: 200, error: nil, nextRetryAt: nil, outcome: .delivered), disable: nil)
+            try await store.recordAttempt(
+                DeliveryAttempt(
+                    seq: 0,
+                    webhookId: "wh-1",
+                    messageId: "msg-\(name)",
+                    attempt: 1,
+                    attemptedAt: t0,
+                    statusCode: 200,
+                    error: nil,
+                    nextRetryAt: nil,
+                    outcome: .delivered
+                ),
+                disable: nil
+            )
         }
         try await store.commit(Self.group("d", at: 3))
         // The recycled file holds d's record, then b's and c's from before the fold.
@@ -256,7 +283,8 @@ struct CommitJournalTests {
         let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
         return tasks.compactMap { task in
             guard let stat = try? String(contentsOfFile: "/proc/self/task/\(task)/stat", encoding: .utf8),
-                  let fields = stat.split(separator: ")").last?.split(separator: " "), fields.count > 16 else { return nil }
+                let fields = stat.split(separator: ")").last?.split(separator: " "), fields.count > 16
+            else { return nil }
             return Int(fields[16])
         }
     }
@@ -290,7 +318,10 @@ struct CommitJournalTests {
     func uncutWriteRefusesLaterCommits() async throws {
         let disk = FaultyDisk()
         let (dir, store) = try await Self.storeWithGroupA(on: disk)
-        disk.faults.withLock { $0.writes = 1; $0.truncates = 1 }
+        disk.faults.withLock {
+            $0.writes = 1
+            $0.truncates = 1
+        }
         await #expect(throws: StoreError.self) { try await store.commit(Self.group("b", at: 1)) }
         // The half-written record stays in the file: anything written after it would be lost at the next start.
         do {
@@ -404,6 +435,7 @@ final class FaultyDisk: Sendable {
                 guard self.takeFault(\.truncates) else { return ftruncate(fd, length) }
                 errno = EIO
                 return -1
-            })
+            }
+        )
     }
 }

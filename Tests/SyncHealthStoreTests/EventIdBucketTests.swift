@@ -1,9 +1,10 @@
 import Foundation
 import GRDB
-import Testing
 import SyncHealthCore
-@testable import SyncHealthStore
 import SyncHealthTestSupport
+import Testing
+
+@testable import SyncHealthStore
 
 /// The embedded store's buckets of event ids (`EventIdBuckets`), checked through the store and in its file.
 @Suite("Event id buckets")
@@ -60,16 +61,20 @@ struct EventIdBucketTests {
     func splitsAndFinds() async throws {
         let dir = temporaryDirectory()
         let store = try SQLiteStore(directory: dir, synchronous: .normal)
-        let key = DeviceKey(appId: "app", deviceId: "chatty"), quiet = DeviceKey(appId: "app", deviceId: "quiet")
+        let key = DeviceKey(appId: "app", deviceId: "chatty")
+        let quiet = DeviceKey(appId: "app", deviceId: "quiet")
         var random = SplitMix64(seed: 6)
         var all: [String] = []
         for round in 0..<40 {
             // Half the batches are UUID-like (spread over every bucket), half a numbered run (appended at one end).
-            let ids = round.isMultiple(of: 2)
+            let ids =
+                round.isMultiple(of: 2)
                 ? (0..<100).map { _ in String(random.next(), radix: 36) + "-é" }
                 : (0..<100).map { "run-\(String(format: "%06d", round * 100 + $0))" }
-            let seen = try await store.commit(claiming: [(key: key, eventIds: ids), (key: quiet, eventIds: ["q\(round)"])],
-                                              at: seconds(Int64(round))) { seen in (StoreChanges(recordedAt: seconds(Int64(round))), seen) }
+            let seen = try await store.commit(
+                claiming: [(key: key, eventIds: ids), (key: quiet, eventIds: ["q\(round)"])],
+                at: seconds(Int64(round))
+            ) { seen in (StoreChanges(recordedAt: seconds(Int64(round))), seen) }
             #expect(seen == [[], []])
             all += ids
             // Every other round goes into the buckets at once; the others wait in the journal's backlog, where
@@ -116,7 +121,8 @@ struct EventIdBucketTests {
     func unreadableBucket() async throws {
         let dir = temporaryDirectory()
         var store = try SQLiteStore(directory: dir, synchronous: .normal)
-        let key = DeviceKey(appId: "app", deviceId: "1"), other = DeviceKey(appId: "app", deviceId: "2")
+        let key = DeviceKey(appId: "app", deviceId: "1")
+        let other = DeviceKey(appId: "app", deviceId: "2")
         _ = try await store.record(["a"], of: key, at: seconds(10))
         _ = try await store.record(["b"], of: other, at: seconds(10))
         try await store.close()
@@ -135,10 +141,14 @@ struct EventIdBucketTests {
     @Test("an upgrade moves ids from one row each into buckets, with their times")
     func migrationFromRows() async throws {
         let dir = temporaryDirectory()
-        let key = DeviceKey(appId: "app", deviceId: "1"), other = DeviceKey(appId: "app", deviceId: "2")
+        let key = DeviceKey(appId: "app", deviceId: "1")
+        let other = DeviceKey(appId: "app", deviceId: "2")
         let ids = (0..<600).map { "id-\($0)" }
-        try await oldStore(in: dir, upTo: "v3: event ids expire through a log per commit, not an index",
-                           eventIds: ids.enumerated().map { (key, $0.element, seconds(Int64($0.offset % 10))) } + [(other, "x", seconds(100))])
+        try await oldStore(
+            in: dir,
+            upTo: "v3: event ids expire through a log per commit, not an index",
+            eventIds: ids.enumerated().map { (key, $0.element, seconds(Int64($0.offset % 10))) } + [(other, "x", seconds(100))]
+        )
 
         let store = try SQLiteStore(directory: dir, synchronous: .normal)
         #expect(try await store.seenEventIds([(key: key, eventIds: ids + ["id-600"]), (key: other, eventIds: ["x", "id-1"])]) == [Set(ids), ["x"]])
@@ -149,7 +159,9 @@ struct EventIdBucketTests {
         #expect(buckets.count > 2)
         Self.checkInvariants(buckets)
         let raw = try DatabaseQueue(path: dir + "/synchealth.sqlite")
-        #expect(try await raw.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM sqlite_master WHERE name IN ('seen_events', 'event_id_log')") } == 0)
+        #expect(
+            try await raw.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM sqlite_master WHERE name IN ('seen_events', 'event_id_log')") } == 0
+        )
         try raw.close()
     }
 
@@ -161,7 +173,11 @@ struct EventIdBucketTests {
         while writer.bytes.count < fills * EventIdBuckets.maxBytes - 600 {
             starts.append(writer.bytes.count)
             let length = Int(random.next() % 120) + 1
-            EventIdBuckets.append(Array(repeating: UInt8(ascii: "a"), count: length) + [UInt8(starts.count % 256)], at: Int64(starts.count), to: &writer)
+            EventIdBuckets.append(
+                Array(repeating: UInt8(ascii: "a"), count: length) + [UInt8(starts.count % 256)],
+                at: Int64(starts.count),
+                to: &writer
+            )
         }
         let pieces = EventIdBuckets.pieces(writer.bytes, starts: starts, firstLo: [])
         #expect(pieces.count == (writer.bytes.count + EventIdBuckets.maxBytes - 1) / EventIdBuckets.maxBytes)

@@ -1,5 +1,6 @@
 import GRDB
 import SyncHealthCore
+
 @testable import SyncHealthStore
 
 /// Opens a database directly, to damage it in tests.
@@ -16,8 +17,10 @@ func oldStore(in dir: String, upTo migration: String, eventIds: [(key: DeviceKey
     try SQLiteStore.migrator.migrate(old, upTo: migration)
     try await old.write { db in
         for row in eventIds {
-            try db.execute(sql: "INSERT INTO seen_events (device_hash, event_id, recorded_at) VALUES (?, ?, ?)",
-                           arguments: [row.key.stableHash, row.id, row.at.microseconds])
+            try db.execute(
+                sql: "INSERT INTO seen_events (device_hash, event_id, recorded_at) VALUES (?, ?, ?)",
+                arguments: [row.key.stableHash, row.id, row.at.microseconds]
+            )
         }
     }
     try old.close()

@@ -1,6 +1,7 @@
+import SyncHealthCore
 import SyncHealthTestSupport
 import Testing
-import SyncHealthCore
+
 @testable import SyncHealthStore
 
 /// The embedded store's backlog: the ids of groups in the journal stay visible to dedupe until a fold that wrote

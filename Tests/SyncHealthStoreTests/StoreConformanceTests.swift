@@ -2,11 +2,12 @@ import Foundation
 import GRDB
 import Logging
 import ServiceLifecycle
-import Testing
 import SyncHealthCore
 import SyncHealthPostgres
-@testable import SyncHealthStore
 import SyncHealthTestSupport
+import Testing
+
+@testable import SyncHealthStore
 
 /// Every store implementation, made fresh for each test. PostgreSQL is in the list when the run has a
 /// throwaway cluster (`scripts/test` starts one).
@@ -43,7 +44,9 @@ struct StoreConformanceTests {
     @Test("committed devices load back equal, in insertion order", arguments: StoreKind.allCases)
     func devicesRoundTrip(kind: StoreKind) async throws {
         try await kind.withStore { store in
-            let a = richRecord("a"), b = richRecord("b"), c = DeviceRecord(key: DeviceKey(appId: "x", deviceId: "c"), firstSeenAt: t0)
+            let a = richRecord("a")
+            let b = richRecord("b")
+            let c = DeviceRecord(key: DeviceKey(appId: "x", deviceId: "c"), firstSeenAt: t0)
             var changes = StoreChanges(recordedAt: t0)
             changes.devices = [b, a]
             try await store.commit(changes)
@@ -64,7 +67,8 @@ struct StoreConformanceTests {
     @Test("event ids are remembered per device, and pruned by age", arguments: StoreKind.allCases)
     func eventIds(kind: StoreKind) async throws {
         try await kind.withStore { store in
-            let k1 = DeviceKey(appId: "app", deviceId: "1"), k2 = DeviceKey(appId: "app", deviceId: "2")
+            let k1 = DeviceKey(appId: "app", deviceId: "1")
+            let k2 = DeviceKey(appId: "app", deviceId: "2")
             var changes = StoreChanges(recordedAt: t0)
             changes.eventIds = [(k1, "e1"), (k1, "e2"), (k2, "e3")]
             try await store.commit(changes)
@@ -80,8 +84,10 @@ struct StoreConformanceTests {
         }
     }
 
-    @Test("pruning forgets at most its limit of expired ids a call, until a short call says none is left; newer ids stay",
-          arguments: StoreKind.allCases)
+    @Test(
+        "pruning forgets at most its limit of expired ids a call, until a short call says none is left; newer ids stay",
+        arguments: StoreKind.allCases
+    )
     func pruneInBatches(kind: StoreKind) async throws {
         try await kind.withStore { store in
             let keys = (0..<3).map { DeviceKey(appId: "app", deviceId: "\($0)") }
@@ -101,16 +107,21 @@ struct StoreConformanceTests {
         }
     }
 
-    @Test("a claiming commit records the ids, tells the plan which were recorded before, and writes what the plan returns",
-          arguments: StoreKind.allCases)
+    @Test(
+        "a claiming commit records the ids, tells the plan which were recorded before, and writes what the plan returns",
+        arguments: StoreKind.allCases
+    )
     func claimingCommit(kind: StoreKind) async throws {
         try await kind.withStore { store in
-            let k1 = DeviceKey(appId: "app", deviceId: "1"), k2 = DeviceKey(appId: "app", deviceId: "2")
+            let k1 = DeviceKey(appId: "app", deviceId: "1")
+            let k2 = DeviceKey(appId: "app", deviceId: "2")
             var before = StoreChanges(recordedAt: t0)
             before.eventIds = [(k1, "old")]
             try await store.commit(before)
-            let seen = try await store.commit(claiming: [(k1, ["old", "new", "new"]), (k2, ["old"]), (k1, ["new", "x"])],
-                                              at: t0 + .seconds(10)) { seen in
+            let seen = try await store.commit(
+                claiming: [(k1, ["old", "new", "new"]), (k2, ["old"]), (k1, ["new", "x"])],
+                at: t0 + .seconds(10)
+            ) { seen in
                 var changes = StoreChanges(recordedAt: t0 + .seconds(10))
                 changes.devices = [DeviceRecord(key: k1, firstSeenAt: t0)]
                 changes.eventIds = [(k2, "not claimed")]
@@ -122,8 +133,10 @@ struct StoreConformanceTests {
             let recorded = try await store.seenEventIds([(k1, ["old", "new", "x"]), (k2, ["old", "not claimed"])])
             #expect(recorded == [["old", "new", "x"], ["old"]], "the claims are recorded; changes.eventIds is ignored")
             // The first repeat of a group comes after ids it recorded (in earlier claims and earlier in its own).
-            let repeats = try await store.commit(claiming: [(k2, ["p", "r"]), (k2, ["q", "p"]), (k1, ["x", "r"]), (k2, ["r"])],
-                                                 at: t0 + .seconds(20)) { seen in (StoreChanges(recordedAt: t0 + .seconds(20)), seen) }
+            let repeats = try await store.commit(
+                claiming: [(k2, ["p", "r"]), (k2, ["q", "p"]), (k1, ["x", "r"]), (k2, ["r"])],
+                at: t0 + .seconds(20)
+            ) { seen in (StoreChanges(recordedAt: t0 + .seconds(20)), seen) }
             #expect(repeats == [[], [], ["x"], []])
             // The claimed ids carry the claim's time: pruning before it removes only the older id.
             #expect(try await store.pruneEventIds(recordedBefore: t0 + .seconds(5)) == 1)
@@ -247,7 +260,9 @@ struct SQLiteStoreTests {
         var busyWaiting = Configuration()
         busyWaiting.busyMode = .timeout(5)
         let other = try DatabaseQueue(path: path, configuration: busyWaiting)
-        let reading = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0), checkpointed = DispatchSemaphore(value: 0)
+        let reading = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        let checkpointed = DispatchSemaphore(value: 0)
         Thread {
             try? reader.read { db in
                 _ = try Int.fetchOne(db, sql: "SELECT count(*) FROM devices")
@@ -284,7 +299,10 @@ struct SQLiteStoreTests {
             _ = try SQLiteStore(directory: dir)
             Issue.record("opened a corrupt file")
         } catch let error as StoreError {
-            guard case .corrupt = error else { Issue.record("wrong error \(error)"); return }
+            guard case .corrupt = error else {
+                Issue.record("wrong error \(error)")
+                return
+            }
             #expect(error.description.contains("corrupt"))
         }
         #expect(FileManager.default.contents(atPath: path) == garbage, "no silent reset")
@@ -307,9 +325,12 @@ struct SQLiteStoreTests {
         #expect(throws: StoreError.self) { try SQLiteStore(directory: dir) }
     }
 
-    @Test("commits get the durability asked for: FULL by default, NORMAL when chosen", arguments: [
-        (SQLiteStore.Synchronous.full, 2), (.normal, 1),
-    ])
+    @Test(
+        "commits get the durability asked for: FULL by default, NORMAL when chosen",
+        arguments: [
+            (SQLiteStore.Synchronous.full, 2), (.normal, 1),
+        ]
+    )
     func synchronousSetting(mode: SQLiteStore.Synchronous, expected: Int) async throws {
         let store = try SQLiteStore(directory: temporaryDirectory(), synchronous: mode)
         // GRDB's pool sets NORMAL when it opens in WAL mode; the store's own setting must win.
@@ -335,8 +356,10 @@ struct SQLiteStoreTests {
         return try raw.queue.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM devices") ?? -1 }
     }
 
-    @Test("the maintenance service folds the journal into the tables and checkpoints; without it commits wait in the journal until close",
-          arguments: [true, false])
+    @Test(
+        "the maintenance service folds the journal into the tables and checkpoints; without it commits wait in the journal until close",
+        arguments: [true, false]
+    )
     func maintenance(running: Bool) async throws {
         let dir = temporaryDirectory()
         let store = try SQLiteStore(directory: dir, synchronous: .normal)
@@ -370,13 +393,21 @@ struct SQLiteStoreTests {
     @Test("event ids stored before the expiry log are still known after the upgrade, and expire by their time")
     func eventIdsSurviveLogMigration() async throws {
         let dir = temporaryDirectory()
-        let key = DeviceKey(appId: "app", deviceId: "1"), other = DeviceKey(appId: "app", deviceId: "2")
+        let key = DeviceKey(appId: "app", deviceId: "1")
+        let other = DeviceKey(appId: "app", deviceId: "2")
         // A store as the version before the log left it: ids with their time, expired through an index.
-        try await oldStore(in: dir, upTo: "v2: webhooks, outbox, delivery log",
-                           eventIds: [(key, "e-1", seconds(10)), (key, "e-2", seconds(20)), (other, "e-3", seconds(30))])
+        try await oldStore(
+            in: dir,
+            upTo: "v2: webhooks, outbox, delivery log",
+            eventIds: [(key, "e-1", seconds(10)), (key, "e-2", seconds(20)), (other, "e-3", seconds(30))]
+        )
 
         let store = try SQLiteStore(directory: dir, synchronous: .normal)
-        #expect(try await store.seenEventIds([(key: key, eventIds: ["e-1", "e-2", "e-3"]), (key: other, eventIds: ["e-3"])]) == [["e-1", "e-2"], ["e-3"]])
+        #expect(
+            try await store.seenEventIds([(key: key, eventIds: ["e-1", "e-2", "e-3"]), (key: other, eventIds: ["e-3"])]) == [
+                ["e-1", "e-2"], ["e-3"],
+            ]
+        )
         #expect(try await store.pruneEventIds(recordedBefore: seconds(25)) == 2)
         #expect(try await store.seenEventIds([(key: key, eventIds: ["e-1", "e-2"]), (key: other, eventIds: ["e-3"])]) == [[], ["e-3"]])
         #expect(try await store.pruneEventIds(recordedBefore: seconds(31)) == 1)

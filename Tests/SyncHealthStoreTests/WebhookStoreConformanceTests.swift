@@ -1,6 +1,7 @@
+import SyncHealthCore
 import SyncHealthTestSupport
 import Testing
-import SyncHealthCore
+
 @testable import SyncHealthStore
 
 @Suite("Store conformance: subscriptions, outbox and delivery log")
@@ -61,17 +62,50 @@ struct WebhookStoreConformanceTests {
             let due = try await store.dueMessages(now: t0 + .seconds(5), limit: 10)
             #expect(due.map(\.id) == ["a1", "b1"], "one per line, the first; a repeated id is one message")
 
-            try await store.recordAttempt(DeliveryAttempt(webhookId: "wh_1", messageId: "a1", attempt: 1, attemptedAt: t0 + .seconds(5),
-                                                          statusCode: 500, error: "500", nextRetryAt: t0 + .seconds(60), outcome: .retrying), disable: nil)
-            try await store.recordAttempt(DeliveryAttempt(webhookId: "wh_1", messageId: "b1", attempt: 1, attemptedAt: t0 + .seconds(5),
-                                                          statusCode: 200, error: nil, nextRetryAt: nil, outcome: .delivered), disable: nil)
+            try await store.recordAttempt(
+                DeliveryAttempt(
+                    webhookId: "wh_1",
+                    messageId: "a1",
+                    attempt: 1,
+                    attemptedAt: t0 + .seconds(5),
+                    statusCode: 500,
+                    error: "500",
+                    nextRetryAt: t0 + .seconds(60),
+                    outcome: .retrying
+                ),
+                disable: nil
+            )
+            try await store.recordAttempt(
+                DeliveryAttempt(
+                    webhookId: "wh_1",
+                    messageId: "b1",
+                    attempt: 1,
+                    attemptedAt: t0 + .seconds(5),
+                    statusCode: 200,
+                    error: nil,
+                    nextRetryAt: nil,
+                    outcome: .delivered
+                ),
+                disable: nil
+            )
             #expect(try await store.dueMessages(now: t0 + .seconds(10), limit: 10).isEmpty, "a1 waits for its retry; a2 waits behind it")
             #expect(try await store.nextDueTime() == t0 + .seconds(1), "the earliest pending time, a2 behind its line included")
             let retry = try await store.dueMessages(now: t0 + .seconds(60), limit: 10)
             #expect(retry.map(\.id) == ["a1"])
             #expect(retry.first?.attempts == 1)
-            try await store.recordAttempt(DeliveryAttempt(webhookId: "wh_1", messageId: "a1", attempt: 2, attemptedAt: t0 + .seconds(60),
-                                                          statusCode: 200, error: nil, nextRetryAt: nil, outcome: .delivered), disable: nil)
+            try await store.recordAttempt(
+                DeliveryAttempt(
+                    webhookId: "wh_1",
+                    messageId: "a1",
+                    attempt: 2,
+                    attemptedAt: t0 + .seconds(60),
+                    statusCode: 200,
+                    error: nil,
+                    nextRetryAt: nil,
+                    outcome: .delivered
+                ),
+                disable: nil
+            )
             #expect(try await store.dueMessages(now: t0 + .seconds(60), limit: 10).map(\.id) == ["a2"])
         }
     }
@@ -84,8 +118,19 @@ struct WebhookStoreConformanceTests {
             changes.outbox = [message("m1"), message("m2", at: 1)]
             try await store.commit(changes)
             _ = try await store.dueMessages(now: t0, limit: 10)
-            try await store.recordAttempt(DeliveryAttempt(webhookId: "wh_1", messageId: "m1", attempt: 8, attemptedAt: t0,
-                                                          statusCode: 410, error: "gone", nextRetryAt: nil, outcome: .disabled), disable: "410 Gone")
+            try await store.recordAttempt(
+                DeliveryAttempt(
+                    webhookId: "wh_1",
+                    messageId: "m1",
+                    attempt: 8,
+                    attemptedAt: t0,
+                    statusCode: 410,
+                    error: "gone",
+                    nextRetryAt: nil,
+                    outcome: .disabled
+                ),
+                disable: "410 Gone"
+            )
             #expect(try await store.webhooks().first?.disabledReason == "410 Gone")
             #expect(try await store.dueMessages(now: t0 + .seconds(100), limit: 10).isEmpty, "a failed message holds its line")
             #expect(try await store.resend(webhookId: "wh_1", messageId: "m1", now: t0 + .seconds(100)))
@@ -95,8 +140,19 @@ struct WebhookStoreConformanceTests {
             #expect(again.first?.attempts == 0)
 
             for n in 2...5 {
-                try await store.recordAttempt(DeliveryAttempt(webhookId: "wh_1", messageId: "m1", attempt: n, attemptedAt: t0 + .seconds(Int64(n)),
-                                                              statusCode: 503, error: "503", nextRetryAt: t0 + .seconds(1000), outcome: .retrying), disable: nil)
+                try await store.recordAttempt(
+                    DeliveryAttempt(
+                        webhookId: "wh_1",
+                        messageId: "m1",
+                        attempt: n,
+                        attemptedAt: t0 + .seconds(Int64(n)),
+                        statusCode: 503,
+                        error: "503",
+                        nextRetryAt: t0 + .seconds(1000),
+                        outcome: .retrying
+                    ),
+                    disable: nil
+                )
             }
             let first = try await store.deliveries(webhookId: "wh_1", limit: 3, before: nil)
             #expect(first.attempts.map(\.attempt) == [5, 4, 3])

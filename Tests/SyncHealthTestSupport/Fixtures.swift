@@ -17,9 +17,17 @@ public func event(_ id: String, _ fields: String) -> String {
     event(id, "2026-11-22T10:00:00Z", fields)
 }
 
-public func batch(device: String = "dev-1", app: String = "com.example.notes", container: String? = "iCloud.com.example.notes", _ events: [String]) -> ByteBuffer {
+public func batch(
+    device: String = "dev-1",
+    app: String = "com.example.notes",
+    container: String? = "iCloud.com.example.notes",
+    _ events: [String]
+) -> ByteBuffer {
     let containerField = container.map { #", "containerId": "\#($0)""# } ?? ""
-    return ByteBuffer(string: #"{"device": {"deviceId": "\#(device)", "appId": "\#(app)"\#(containerField), "platform": "iOS"}, "events": [\#(events.joined(separator: ","))]}"#)
+    return ByteBuffer(
+        string:
+            #"{"device": {"deviceId": "\#(device)", "appId": "\#(app)"\#(containerField), "platform": "iOS"}, "events": [\#(events.joined(separator: ","))]}"#
+    )
 }
 
 public let healthyEvents = [

@@ -23,10 +23,20 @@ public enum PostgresTesting {
             throw Unavailable(description: "SYNCHEALTH_TEST_POSTGRES_URL is not set: run the suite with scripts/test")
         }
         let name = "t_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
-        let configuration = PostgresConnection.Configuration(host: host, port: parts.port ?? 5432, username: parts.user ?? "postgres",
-                                                             password: parts.password, database: String(parts.path.dropFirst()), tls: .disable)
-        let connection = try await PostgresConnection.connect(on: MultiThreadedEventLoopGroup.singleton.any(), configuration: configuration,
-                                                              id: 1, logger: Logger(label: "test")).get()
+        let configuration = PostgresConnection.Configuration(
+            host: host,
+            port: parts.port ?? 5432,
+            username: parts.user ?? "postgres",
+            password: parts.password,
+            database: String(parts.path.dropFirst()),
+            tls: .disable
+        )
+        let connection = try await PostgresConnection.connect(
+            on: MultiThreadedEventLoopGroup.singleton.any(),
+            configuration: configuration,
+            id: 1,
+            logger: Logger(label: "test")
+        ).get()
         // The name is generated above from hex digits only; CREATE DATABASE takes no bound parameters.
         try await connection.query("CREATE DATABASE \(unescaped: name)", logger: Logger(label: "test"))
         try await connection.close()
@@ -41,10 +51,20 @@ public enum PostgresTesting {
         guard let parts = URLComponents(string: url), let host = parts.host else {
             throw Unavailable(description: "not a database URL: \(url)")
         }
-        let configuration = PostgresConnection.Configuration(host: host, port: parts.port ?? 5432, username: parts.user ?? "postgres",
-                                                             password: parts.password, database: String(parts.path.dropFirst()), tls: .disable)
-        let connection = try await PostgresConnection.connect(on: MultiThreadedEventLoopGroup.singleton.any(), configuration: configuration,
-                                                              id: 1, logger: Logger(label: "test"))
+        let configuration = PostgresConnection.Configuration(
+            host: host,
+            port: parts.port ?? 5432,
+            username: parts.user ?? "postgres",
+            password: parts.password,
+            database: String(parts.path.dropFirst()),
+            tls: .disable
+        )
+        let connection = try await PostgresConnection.connect(
+            on: MultiThreadedEventLoopGroup.singleton.any(),
+            configuration: configuration,
+            id: 1,
+            logger: Logger(label: "test")
+        )
         do {
             for statement in statements { try await connection.query(PostgresQuery(unsafeSQL: statement), logger: Logger(label: "test")) }
         } catch {

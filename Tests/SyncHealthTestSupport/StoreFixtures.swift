@@ -22,7 +22,11 @@ public let t0 = Timestamp(microseconds: 1_795_000_000_000_000)
 
 /// A record that exercises every field of the binary form.
 public func richRecord(_ id: String, app: String = "com.example") -> DeviceRecord {
-    var r = DeviceRecord(key: DeviceKey(appId: app, deviceId: id), info: DeviceInfo(containerId: "iCloud.x", platform: "iOS", osVersion: "18.2", appVersion: "3.4"), firstSeenAt: t0)
+    var r = DeviceRecord(
+        key: DeviceKey(appId: app, deviceId: id),
+        info: DeviceInfo(containerId: "iCloud.x", platform: "iOS", osVersion: "18.2", appVersion: "3.4"),
+        firstSeenAt: t0
+    )
     let error = SyncErrorReport(domain: "CKErrorDomain", code: 2, message: "partial ✓", retryAfterSeconds: 1.5, partialErrors: [14: 2, 25: 1])
     let events: [DeviceEvent] = [
         DeviceEvent(eventId: "1", occurredAt: t0, body: .account(.available)),
@@ -39,15 +43,38 @@ public func richRecord(_ id: String, app: String = "com.example") -> DeviceRecor
 }
 
 public func alert(_ id: String, _ kind: AlertKind, _ state: AlertState, device: String = "d1", at: Int64 = 0) -> AlertRecord {
-    AlertRecord(id: id, kind: kind, state: state, deviceId: device, appId: "com.example", containerId: "iCloud.x",
-                startsAt: t0 + .seconds(at), endsAt: state == .resolved ? t0 + .seconds(at + 5) : nil, summary: "s", detail: "d")
+    AlertRecord(
+        id: id,
+        kind: kind,
+        state: state,
+        deviceId: device,
+        appId: "com.example",
+        containerId: "iCloud.x",
+        startsAt: t0 + .seconds(at),
+        endsAt: state == .resolved ? t0 + .seconds(at + 5) : nil,
+        summary: "s",
+        detail: "d"
+    )
 }
 
 public func message(_ id: String, line: String = "L", webhook: String = "wh_1", at: Int64 = 0) -> OutboxMessage {
-    OutboxMessage(id: id, webhookId: webhook, orderingKey: line, payload: #"{"id":"\#(id)"}"#, createdAt: t0 + .seconds(at), nextAttemptAt: t0 + .seconds(at))
+    OutboxMessage(
+        id: id,
+        webhookId: webhook,
+        orderingKey: line,
+        payload: #"{"id":"\#(id)"}"#,
+        createdAt: t0 + .seconds(at),
+        nextAttemptAt: t0 + .seconds(at)
+    )
 }
 
 public func subscription(_ id: String = "wh_1") -> WebhookSubscription {
-    WebhookSubscription(id: id, url: "https://example.com/hook", kinds: [.syncError, .notSyncing], description: "ops", secret: "whsec_x", createdAt: t0)
+    WebhookSubscription(
+        id: id,
+        url: "https://example.com/hook",
+        kinds: [.syncError, .notSyncing],
+        description: "ops",
+        secret: "whsec_x",
+        createdAt: t0
+    )
 }
-

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import SyncHealthWebhooks
 
 @Suite("Standard Webhooks signing")
@@ -8,8 +9,10 @@ struct WebhookSignerTests {
         // From the Standard Webhooks specification's examples.
         let signer = try #require(WebhookSigner(secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"))
         let body = Array(#"{"test": 2432232314}"#.utf8)
-        #expect(signer.signature(id: "msg_p5jXN8AQM9LWM0D4loKWxJek", timestamp: 1_614_265_330, body: body)
-                == "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=")
+        #expect(
+            signer.signature(id: "msg_p5jXN8AQM9LWM0D4loKWxJek", timestamp: 1_614_265_330, body: body)
+                == "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+        )
     }
 
     @Test("verification accepts its own signature and refuses any change")
@@ -45,9 +48,14 @@ struct WebhookSignerTests {
 struct AddressGuardTests {
     static func address(_ text: String) -> AddressGuard.Address? { AddressGuard.resolve(text).first }
 
-    @Test("non-public addresses are refused", arguments: ["127.0.0.1", "127.9.9.9", "10.0.0.1", "172.16.0.1", "172.31.255.255", "192.168.1.1",
-                                                           "169.254.169.254", "100.64.0.1", "0.0.0.0", "224.0.0.1", "255.255.255.255",
-                                                           "::1", "::", "fe80::1", "fd00:ec2::254", "fc00::1", "::ffff:127.0.0.1", "::ffff:10.0.0.1", "ff02::1"])
+    @Test(
+        "non-public addresses are refused",
+        arguments: [
+            "127.0.0.1", "127.9.9.9", "10.0.0.1", "172.16.0.1", "172.31.255.255", "192.168.1.1",
+            "169.254.169.254", "100.64.0.1", "0.0.0.0", "224.0.0.1", "255.255.255.255",
+            "::1", "::", "fe80::1", "fd00:ec2::254", "fc00::1", "::ffff:127.0.0.1", "::ffff:10.0.0.1", "ff02::1",
+        ]
+    )
     func nonPublic(text: String) throws {
         let a = try #require(Self.address(text))
         #expect(!AddressGuard.isPublic(a), "\(text)")
@@ -62,7 +70,9 @@ struct AddressGuardTests {
     @Test("URLs to private hosts are refused unless private targets are allowed")
     func check() throws {
         let strict = AddressGuard(allowPrivate: false)
-        for url in ["http://127.0.0.1/x", "http://localhost:8080/x", "http://[::1]/x", "http://169.254.169.254/latest/meta-data", "https://10.1.2.3/x"] {
+        for url in [
+            "http://127.0.0.1/x", "http://localhost:8080/x", "http://[::1]/x", "http://169.254.169.254/latest/meta-data", "https://10.1.2.3/x",
+        ] {
             #expect(throws: AddressGuard.Refusal.self, "\(url)") { try strict.check(url) }
         }
         for url in ["ftp://example.com/x", "http://user:pw@example.com/x", "not a url", "http:///x", "file:///etc/passwd"] {

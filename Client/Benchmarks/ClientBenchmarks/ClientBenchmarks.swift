@@ -15,8 +15,14 @@ let benchmarks: @Sendable () -> Void = {
 
     func reporter() throws -> SyncHealthReporter {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("synchealth-bench-\(UUID().uuidString)")
-        var c = SyncHealthReporter.Configuration(endpoint: URL(string: "http://127.0.0.1:9")!, ingestKey: "k", appId: "com.example.notes",
-                                                 containerId: "iCloud.com.example.notes", deviceId: "bench", storageDirectory: directory)
+        var c = SyncHealthReporter.Configuration(
+            endpoint: URL(string: "http://127.0.0.1:9")!,
+            ingestKey: "k",
+            appId: "com.example.notes",
+            containerId: "iCloud.com.example.notes",
+            deviceId: "bench",
+            storageDirectory: directory
+        )
         c.transport = AcceptAll()
         c.heartbeatOnStart = false
         c.observesNetworkAndAccount = false

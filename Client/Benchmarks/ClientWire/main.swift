@@ -9,15 +9,20 @@ final class Capture: ReportTransport, @unchecked Sendable {
     let lock = NSLock()
     var bodies: [(bytes: Int, gzip: Bool)] = []
     func post(_ body: Data, to url: URL, headers: [String: String]) async throws -> TransportResponse {
-            lock.withLock { bodies.append((body.count, headers["Content-Encoding"] == "gzip")) }
+        lock.withLock { bodies.append((body.count, headers["Content-Encoding"] == "gzip")) }
         return TransportResponse(status: 202, body: Data(#"{"accepted":1,"duplicates":0,"rejected":[]}"#.utf8))
     }
 }
 
 func reporter(_ transport: some ReportTransport, compressAbove: Int = 1024) throws -> SyncHealthReporter {
-    var c = SyncHealthReporter.Configuration(endpoint: URL(string: "http://127.0.0.1:9")!, ingestKey: "k", appId: "com.example.notes",
-                                             containerId: "iCloud.com.example.notes", deviceId: UUID().uuidString,
-                                             storageDirectory: FileManager.default.temporaryDirectory.appendingPathComponent("synchealth-wire-\(UUID().uuidString)"))
+    var c = SyncHealthReporter.Configuration(
+        endpoint: URL(string: "http://127.0.0.1:9")!,
+        ingestKey: "k",
+        appId: "com.example.notes",
+        containerId: "iCloud.com.example.notes",
+        deviceId: UUID().uuidString,
+        storageDirectory: FileManager.default.temporaryDirectory.appendingPathComponent("synchealth-wire-\(UUID().uuidString)")
+    )
     c.transport = transport
     c.heartbeatOnStart = false
     c.observesNetworkAndAccount = false
@@ -38,15 +43,25 @@ func typicalSession(_ r: SyncHealthReporter) -> Int {
         r.record(.activity(phase: phase, state: .started, activityId: id, startedAt: start + Double(n)), at: start + Double(n))
         if n % 23 == 22 {
             let error = SyncErrorReport(domain: "CKErrorDomain", code: 2, message: "Partial Failure", partialErrors: [14: 2, 26: 1])
-            r.record(.activity(phase: phase, state: .failed, activityId: id, startedAt: start + Double(n), endedAt: start + Double(n) + 0.4, error: error),
-                     at: start + Double(n) + 0.4)
+            r.record(
+                .activity(phase: phase, state: .failed, activityId: id, startedAt: start + Double(n), endedAt: start + Double(n) + 0.4, error: error),
+                at: start + Double(n) + 0.4
+            )
         } else {
-            r.record(.activity(phase: phase, state: .succeeded, activityId: id, startedAt: start + Double(n), endedAt: start + Double(n) + 0.4),
-                     at: start + Double(n) + 0.4)
+            r.record(
+                .activity(phase: phase, state: .succeeded, activityId: id, startedAt: start + Double(n), endedAt: start + Double(n) + 0.4),
+                at: start + Double(n) + 0.4
+            )
         }
         n += 2
-        if n % 10 == 0 && n < 100 { r.record(.pending(count: n % 7, oldestPendingAt: start), at: start + Double(n)); n += 1 }
-        if n % 33 == 0 && n < 100 { r.record(.network(available: n % 2 == 0), at: start + Double(n)); n += 1 }
+        if n % 10 == 0 && n < 100 {
+            r.record(.pending(count: n % 7, oldestPendingAt: start), at: start + Double(n))
+            n += 1
+        }
+        if n % 33 == 0 && n < 100 {
+            r.record(.network(available: n % 2 == 0), at: start + Double(n))
+            n += 1
+        }
     }
     return n
 }
@@ -74,7 +89,9 @@ try await Task.sleep(for: .seconds(idleSeconds))
 let withReporter = contextSwitches() - idleStart
 await idle.shutdown()
 let perHour = { (n: Int) in Double(n) * 3600 / idleSeconds }
-print("idle \(Int(idleSeconds)) s: wake-ups without a reporter \(baseline), with an idle reporter \(withReporter); per hour: \(Int(perHour(baseline))) vs \(Int(perHour(withReporter))); requests sent: \(capture.bodies.count)")
+print(
+    "idle \(Int(idleSeconds)) s: wake-ups without a reporter \(baseline), with an idle reporter \(withReporter); per hour: \(Int(perHour(baseline))) vs \(Int(perHour(withReporter))); requests sent: \(capture.bodies.count)"
+)
 
 for (label, threshold) in [("gzip", 1024), ("plain", Int.max)] {
     let capture = Capture()
@@ -83,5 +100,7 @@ for (label, threshold) in [("gzip", 1024), ("plain", Int.max)] {
     try await r.flush()
     await r.shutdown()
     let bytes = capture.bodies.reduce(0) { $0 + $1.bytes }
-    print("wire \(label): \(capture.bodies.count) request(s), \(bytes) bytes for \(events) events: \(String(format: "%.1f", Double(bytes) / Double(events))) B/event")
+    print(
+        "wire \(label): \(capture.bodies.count) request(s), \(bytes) bytes for \(events) events: \(String(format: "%.1f", Double(bytes) / Double(events))) B/event"
+    )
 }

@@ -48,8 +48,11 @@ extension SyncHealthReporter {
     /// Records the setup, import and export events of `container` (or of every container when `nil`, which is
     /// what SwiftData needs: its `ModelContainer` does not expose the `NSPersistentCloudKitContainer`).
     public func observePersistentCloudKitEvents(of container: NSPersistentCloudKitContainer? = nil) {
-        let token = NotificationCenter.default.addObserver(forName: NSPersistentCloudKitContainer.eventChangedNotification, object: container,
-                                                           queue: nil) { [weak self] note in
+        let token = NotificationCenter.default.addObserver(
+            forName: NSPersistentCloudKitContainer.eventChangedNotification,
+            object: container,
+            queue: nil
+        ) { [weak self] note in
             guard let event = note.userInfo?[NSPersistentCloudKitContainer.eventNotificationUserInfoKey] as? NSPersistentCloudKitContainer.Event
             else { return }
             self?.record(persistentCloudKitEvent: event)
@@ -128,8 +131,11 @@ extension SyncHealthReporter {
     /// Sends the queue when the app goes to the background, inside a background task so that suspension does
     /// not cut the upload.
     func observeBackground() {
-        let token = NotificationCenter.default.addObserver(forName: UIApplication.didEnterBackgroundNotification, object: nil,
-                                                           queue: .main) { [weak self] _ in
+        let token = NotificationCenter.default.addObserver(
+            forName: UIApplication.didEnterBackgroundNotification,
+            object: nil,
+            queue: .main
+        ) { [weak self] _ in
             MainActor.assumeIsolated { self?.flushInBackgroundTask() }
         }
         let box = Unchecked(value: token)

@@ -45,8 +45,14 @@ extension SyncHealthReporter {
         public var log: @Sendable (String) -> Void = ReporterLog.system
 
         /// A configuration with the defaults.
-        public init(endpoint: URL, ingestKey: String, appId: String, containerId: String? = nil, deviceId: String? = nil,
-                    storageDirectory: URL? = nil) {
+        public init(
+            endpoint: URL,
+            ingestKey: String,
+            appId: String,
+            containerId: String? = nil,
+            deviceId: String? = nil,
+            storageDirectory: URL? = nil
+        ) {
             self.endpoint = endpoint
             self.ingestKey = ingestKey
             self.appId = appId
@@ -58,7 +64,9 @@ extension SyncHealthReporter {
         /// Checks what the server would refuse, so that a wrong setting fails at start, not at the first send.
         func validate() throws(SyncHealthReporterError) {
             func identifier(_ value: String, _ name: String) throws(SyncHealthReporterError) {
-                let allowed = value.unicodeScalars.allSatisfy { ($0.isASCII && (CharacterSet.alphanumerics.contains($0))) || ".-_:".unicodeScalars.contains($0) }
+                let allowed = value.unicodeScalars.allSatisfy {
+                    ($0.isASCII && (CharacterSet.alphanumerics.contains($0))) || ".-_:".unicodeScalars.contains($0)
+                }
                 guard (1...128).contains(value.count), allowed else {
                     throw .invalidConfiguration("\(name) must be 1-128 characters of A-Z a-z 0-9 . _ : -")
                 }
@@ -76,7 +84,8 @@ extension SyncHealthReporter {
         /// The queue's directory.
         var resolvedStorageDirectory: URL {
             if let storageDirectory { return storageDirectory }
-            let base = FileManager.default.urls(for: .applicationSupportDirectory, in: .userDomainMask).first
+            let base =
+                FileManager.default.urls(for: .applicationSupportDirectory, in: .userDomainMask).first
                 ?? FileManager.default.temporaryDirectory
             return base.appendingPathComponent("SyncHealth", isDirectory: true).appendingPathComponent(appId, isDirectory: true)
         }

@@ -199,10 +199,19 @@ actor DeliveryAgent {
     private func openQueue() throws -> EventQueue {
         if let queue { return queue }
         let directory = configuration.resolvedStorageDirectory
-        let opened = try EventQueue(directory: directory, limits: .init(maxEvents: configuration.maxQueuedEvents, maxBytes: configuration.maxQueuedBytes))
+        let opened = try EventQueue(
+            directory: directory,
+            limits: .init(maxEvents: configuration.maxQueuedEvents, maxBytes: configuration.maxQueuedBytes)
+        )
         let deviceId = try configuration.deviceId ?? DeviceIdentity.load(in: directory)
-        device = DeviceDescription(deviceId: deviceId, appId: configuration.appId, containerId: configuration.containerId,
-                                   platform: DeviceIdentity.platform, osVersion: DeviceIdentity.osVersion, appVersion: configuration.appVersion)
+        device = DeviceDescription(
+            deviceId: deviceId,
+            appId: configuration.appId,
+            containerId: configuration.containerId,
+            platform: DeviceIdentity.platform,
+            osVersion: DeviceIdentity.osVersion,
+            appVersion: configuration.appVersion
+        )
         queue = opened
         update { $0.queuedEvents = opened.count }
         return opened

@@ -63,7 +63,10 @@ final class EventQueue {
             let line = data[start..<newline]
             kept = newline + 1 - data.startIndex
             start = newline + 1
-            guard let space = line.firstIndex(of: UInt8(ascii: " ")) else { deadBytes += line.count + 1; continue }
+            guard let space = line.firstIndex(of: UInt8(ascii: " ")) else {
+                deadBytes += line.count + 1
+                continue
+            }
             let id = String(decoding: line[..<space], as: UTF8.self)
             let json = String(decoding: line[(space + 1)...], as: UTF8.self)
             if let last = lastId, id <= last {

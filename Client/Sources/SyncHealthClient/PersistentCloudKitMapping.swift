@@ -28,8 +28,14 @@ extension SyncEvent {
         if event.succeeded {
             self = .activity(phase: phase, state: .succeeded, activityId: activityId, startedAt: event.startDate, endedAt: endDate)
         } else {
-            self = .activity(phase: phase, state: .failed, activityId: activityId, startedAt: event.startDate, endedAt: endDate,
-                             error: event.error.map(SyncErrorReport.init(error:)))
+            self = .activity(
+                phase: phase,
+                state: .failed,
+                activityId: activityId,
+                startedAt: event.startDate,
+                endedAt: endDate,
+                error: event.error.map(SyncErrorReport.init(error:))
+            )
         }
     }
 }

@@ -84,8 +84,16 @@ public struct SyncEngineMapping: Sendable {
             if s.failedCodes.isEmpty {
                 out.append(.activity(phase: .export, state: .succeeded, activityId: s.id, startedAt: s.startedAt, endedAt: now))
             } else {
-                out.append(.activity(phase: .export, state: .failed, activityId: s.id, startedAt: s.startedAt, endedAt: now,
-                                     error: .partialFailure(itemCodes: s.failedCodes)))
+                out.append(
+                    .activity(
+                        phase: .export,
+                        state: .failed,
+                        activityId: s.id,
+                        startedAt: s.startedAt,
+                        endedAt: now,
+                        error: .partialFailure(itemCodes: s.failedCodes)
+                    )
+                )
             }
             // The engine does not say how old its pending changes are: the oldest is dated from when the count
             // last left zero.

@@ -12,14 +12,20 @@ extension SyncErrorReport {
         let error = error as NSError
         var partial: [Int: Int]?
         if error.domain == Self.cloudKitDomain, error.code == Self.partialFailureCode,
-           let items = error.userInfo[Self.partialErrorsKey] as? [AnyHashable: any Error] {
+            let items = error.userInfo[Self.partialErrorsKey] as? [AnyHashable: any Error]
+        {
             var counts: [Int: Int] = [:]
             for item in items.values { counts[(item as NSError).code, default: 0] += 1 }
             partial = counts
         }
         let retryAfter = (error.userInfo[Self.retryAfterKey] as? NSNumber)?.doubleValue
-        self.init(domain: error.domain, code: error.code, message: String(error.localizedDescription.prefix(200)),
-                  retryAfterSeconds: retryAfter, partialErrors: partial)
+        self.init(
+            domain: error.domain,
+            code: error.code,
+            message: String(error.localizedDescription.prefix(200)),
+            retryAfterSeconds: retryAfter,
+            partialErrors: partial
+        )
     }
 
     /// A CloudKit partial failure made of item errors with these codes (how `CKSyncEngine` reports a send whose

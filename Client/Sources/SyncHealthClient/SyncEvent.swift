@@ -7,8 +7,14 @@ public import Foundation
 public enum SyncEvent: Sendable, Hashable {
     /// A setup, import or export activity started or ended. A start and its end share `activityId`.
     /// `startedAt` defaults to the time of a `started` event; `endedAt` to the time of an ended one.
-    case activity(phase: Phase, state: ActivityState, activityId: String? = nil, startedAt: Date? = nil, endedAt: Date? = nil,
-                  error: SyncErrorReport? = nil)
+    case activity(
+        phase: Phase,
+        state: ActivityState,
+        activityId: String? = nil,
+        startedAt: Date? = nil,
+        endedAt: Date? = nil,
+        error: SyncErrorReport? = nil
+    )
     /// The network became available or unavailable.
     case network(available: Bool)
     /// The iCloud account status, as `CKContainer.accountStatus()` reads it.
@@ -26,8 +32,16 @@ extension SyncEvent {
         let body: DeviceEvent.Body
         switch self {
         case let .activity(phase, state, activityId, startedAt, endedAt, error):
-            body = .activity(.init(phase: phase, state: state, startedAt: startedAt.map(Timestamp.init), endedAt: endedAt.map(Timestamp.init),
-                                   activityId: activityId, error: state == .failed ? error : nil))
+            body = .activity(
+                .init(
+                    phase: phase,
+                    state: state,
+                    startedAt: startedAt.map(Timestamp.init),
+                    endedAt: endedAt.map(Timestamp.init),
+                    activityId: activityId,
+                    error: state == .failed ? error : nil
+                )
+            )
         case let .network(available):
             body = .network(available: available)
         case let .account(status):

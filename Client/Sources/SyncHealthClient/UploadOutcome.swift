@@ -1,4 +1,5 @@
 import Foundation
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -26,7 +27,11 @@ enum UploadOutcome: Equatable {
         let detail = Self.detail(body) ?? HTTPURLResponse.localizedString(forStatusCode: status)
         switch status {
         case 200, 202:
-            struct Receipt: Decodable { var accepted: Int; var duplicates: Int; var rejected: [Rejection]? }
+            struct Receipt: Decodable {
+                var accepted: Int
+                var duplicates: Int
+                var rejected: [Rejection]?
+            }
             if let receipt = try? JSONDecoder().decode(Receipt.self, from: body) {
                 self = .delivered(accepted: receipt.accepted, duplicates: receipt.duplicates, rejected: receipt.rejected ?? [])
             } else {
@@ -57,7 +62,10 @@ enum UploadOutcome: Equatable {
 
     /// The `detail` of a problem+json body.
     private static func detail(_ body: Data) -> String? {
-        struct Problem: Decodable { var detail: String?; var title: String? }
+        struct Problem: Decodable {
+            var detail: String?
+            var title: String?
+        }
         guard let problem = try? JSONDecoder().decode(Problem.self, from: body) else { return nil }
         return problem.detail ?? problem.title
     }

@@ -115,7 +115,14 @@ public struct DeviceEvent: Hashable, Sendable {
         public var error: SyncErrorReport?
 
         /// Creates an activity.
-        public init(phase: Phase, state: ActivityState, startedAt: Timestamp? = nil, endedAt: Timestamp? = nil, activityId: String? = nil, error: SyncErrorReport? = nil) {
+        public init(
+            phase: Phase,
+            state: ActivityState,
+            startedAt: Timestamp? = nil,
+            endedAt: Timestamp? = nil,
+            activityId: String? = nil,
+            error: SyncErrorReport? = nil
+        ) {
             self.phase = phase
             self.state = state
             self.startedAt = startedAt

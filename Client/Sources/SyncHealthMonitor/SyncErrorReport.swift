@@ -31,8 +31,9 @@ public final class SyncErrorReport: Sendable, Hashable, CustomStringConvertible 
     }
 
     public static func == (lhs: SyncErrorReport, rhs: SyncErrorReport) -> Bool {
-        lhs === rhs || (lhs.domain == rhs.domain && lhs.code == rhs.code && lhs.message == rhs.message
-            && lhs.retryAfterSeconds == rhs.retryAfterSeconds && lhs.partialErrors == rhs.partialErrors)
+        lhs === rhs
+            || (lhs.domain == rhs.domain && lhs.code == rhs.code && lhs.message == rhs.message
+                && lhs.retryAfterSeconds == rhs.retryAfterSeconds && lhs.partialErrors == rhs.partialErrors)
     }
 
     public func hash(into hasher: inout Hasher) {

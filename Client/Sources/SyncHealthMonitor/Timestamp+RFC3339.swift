@@ -18,14 +18,14 @@ extension Timestamp {
             return value
         }
         guard let year = digits(0, 4), utf8[4] == UInt8(ascii: "-"),
-              let month = digits(5, 2), utf8[7] == UInt8(ascii: "-"),
-              let day = digits(8, 2), utf8[10] == UInt8(ascii: "T") || utf8[10] == UInt8(ascii: " "),
-              let hour = digits(11, 2), utf8[13] == UInt8(ascii: ":"),
-              let minute = digits(14, 2), utf8[16] == UInt8(ascii: ":"),
-              let second = digits(17, 2)
+            let month = digits(5, 2), utf8[7] == UInt8(ascii: "-"),
+            let day = digits(8, 2), utf8[10] == UInt8(ascii: "T") || utf8[10] == UInt8(ascii: " "),
+            let hour = digits(11, 2), utf8[13] == UInt8(ascii: ":"),
+            let minute = digits(14, 2), utf8[16] == UInt8(ascii: ":"),
+            let second = digits(17, 2)
         else { return nil }
         guard (1...12).contains(month), day >= 1, day <= Self.daysInMonth(year: year, month: month),
-              hour <= 23, minute <= 59, second <= 60
+            hour <= 23, minute <= 59, second <= 60
         else { return nil }
         var index = 19
         var micros = 0
@@ -48,7 +48,7 @@ extension Timestamp {
         case UInt8(ascii: "+"), UInt8(ascii: "-"):
             let sign = utf8[index] == UInt8(ascii: "+") ? 1 : -1
             guard let oh = digits(index + 1, 2), index + 3 < utf8.count, utf8[index + 3] == UInt8(ascii: ":"),
-                  let om = digits(index + 4, 2), oh <= 23, om <= 59
+                let om = digits(index + 4, 2), oh <= 23, om <= 59
             else { return nil }
             offsetSeconds = sign * (oh * 3600 + om * 60)
             index += 6
@@ -66,10 +66,16 @@ extension Timestamp {
         let micros = microseconds
         var secs = micros / 1_000_000
         var frac = micros % 1_000_000
-        if frac < 0 { frac += 1_000_000; secs -= 1 }
+        if frac < 0 {
+            frac += 1_000_000
+            secs -= 1
+        }
         var days = secs / 86_400
         var rem = secs % 86_400
-        if rem < 0 { rem += 86_400; days -= 1 }
+        if rem < 0 {
+            rem += 86_400
+            days -= 1
+        }
         let (y, m, d) = Self.civilFromDays(days)
         var out = [UInt8]()
         out.reserveCapacity(27)
@@ -77,12 +83,24 @@ extension Timestamp {
             var digits = [UInt8](repeating: 48, count: width)
             var v = value < 0 ? -value : value
             var i = width - 1
-            while i >= 0 { digits[i] = UInt8(48 + v % 10); v /= 10; i -= 1 }
+            while i >= 0 {
+                digits[i] = UInt8(48 + v % 10)
+                v /= 10
+                i -= 1
+            }
             out.append(contentsOf: digits)
         }
-        put(y, 4); out.append(UInt8(ascii: "-")); put(m, 2); out.append(UInt8(ascii: "-")); put(d, 2)
+        put(y, 4)
+        out.append(UInt8(ascii: "-"))
+        put(m, 2)
+        out.append(UInt8(ascii: "-"))
+        put(d, 2)
         out.append(UInt8(ascii: "T"))
-        put(rem / 3600, 2); out.append(UInt8(ascii: ":")); put(rem % 3600 / 60, 2); out.append(UInt8(ascii: ":")); put(rem % 60, 2)
+        put(rem / 3600, 2)
+        out.append(UInt8(ascii: ":"))
+        put(rem % 3600 / 60, 2)
+        out.append(UInt8(ascii: ":"))
+        put(rem % 60, 2)
         if frac != 0 {
             out.append(UInt8(ascii: "."))
             if frac % 1000 == 0 { put(frac / 1000, 3) } else { put(frac, 6) }

@@ -55,6 +55,8 @@ public func fold(_ events: [DeviceEvent]) -> MonitorState {
 
 /// A healthy device: account available, network up, all three phases succeeded.
 public func healthy(_ f: inout EventFactory) -> [DeviceEvent] {
-    [f.account(.available, at: t(0)), f.network(true, at: t(0)),
-     f.succeeded(.setup, at: t(1)), f.succeeded(.import, at: t(2)), f.succeeded(.export, at: t(3))]
+    [
+        f.account(.available, at: t(0)), f.network(true, at: t(0)),
+        f.succeeded(.setup, at: t(1)), f.succeeded(.import, at: t(2)), f.succeeded(.export, at: t(3)),
+    ]
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import SyncHealthClient
 
 @Suite("The on-disk queue")

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import SyncHealthClient
 
 /// A stand-in for `NSPersistentCloudKitContainer.Event`.
@@ -33,8 +34,16 @@ struct MappingTests {
         #expect(started == .activity(phase: .import, state: .started, activityId: start.identifier.uuidString, startedAt: start.startDate))
         start.endDate = start.startDate.addingTimeInterval(2)
         start.succeeded = true
-        #expect(SyncEvent(persistentCloudKitEvent: start) == .activity(phase: .import, state: .succeeded, activityId: start.identifier.uuidString,
-                                                                        startedAt: start.startDate, endedAt: start.endDate))
+        #expect(
+            SyncEvent(persistentCloudKitEvent: start)
+                == .activity(
+                    phase: .import,
+                    state: .succeeded,
+                    activityId: start.identifier.uuidString,
+                    startedAt: start.startDate,
+                    endedAt: start.endDate
+                )
+        )
         var monitor = MonitorState()
         monitor.apply(started!.deviceEvent(id: "1", at: start.startDate, clientSummary: nil), receivedAt: Timestamp(start.startDate))
         #expect(monitor.importPhase.state.status == .inProgress, "a start without an end never looks like success")
@@ -43,8 +52,12 @@ struct MappingTests {
 
     @Test("NSPersistentCloudKitContainer: a failure carries the CKError code and, for partialFailure, the count per item code")
     func containerFailure() throws {
-        let event = FakeContainerEvent(phase: .export, endDate: Date(timeIntervalSince1970: 1_795_000_003), succeeded: false,
-                                       error: ckError(2, partial: [14, 14, 25], retryAfter: 12))
+        let event = FakeContainerEvent(
+            phase: .export,
+            endDate: Date(timeIntervalSince1970: 1_795_000_003),
+            succeeded: false,
+            error: ckError(2, partial: [14, 14, 25], retryAfter: 12)
+        )
         guard case let .activity(phase, state, _, _, _, error)? = SyncEvent(persistentCloudKitEvent: event) else {
             Issue.record("not an activity")
             return
@@ -65,8 +78,10 @@ struct MappingTests {
         #expect(first.count == 2)
         #expect(first[0] == .activity(phase: .setup, state: .succeeded, startedAt: t0, endedAt: t0))
         guard case let .activity(.import, .started, fetchId?, _, _, _) = first[1] else { throw MappingError() }
-        #expect(m.events(for: .didFetchChanges, pendingChanges: 0, now: t0 + 1)
-            == [.activity(phase: .import, state: .succeeded, activityId: fetchId, startedAt: t0, endedAt: t0 + 1)])
+        #expect(
+            m.events(for: .didFetchChanges, pendingChanges: 0, now: t0 + 1)
+                == [.activity(phase: .import, state: .succeeded, activityId: fetchId, startedAt: t0, endedAt: t0 + 1)]
+        )
 
         let send = m.events(for: .willSendChanges, pendingChanges: 3, now: t0 + 2)
         guard case let .activity(.export, .started, sendId?, _, _, _) = send.first else { throw MappingError() }
@@ -104,8 +119,10 @@ struct MappingTests {
 
     @Test("CKAccountStatus raw values map to the contract's account statuses")
     func accountStatus() {
-        #expect([0, 1, 2, 3, 4, 99].map(AccountStatus.init(cloudKitRawValue:))
-            == [.couldNotDetermine, .available, .restricted, .noAccount, .temporarilyUnavailable, .couldNotDetermine])
+        #expect(
+            [0, 1, 2, 3, 4, 99].map(AccountStatus.init(cloudKitRawValue:))
+                == [.couldNotDetermine, .available, .restricted, .noAccount, .temporarilyUnavailable, .couldNotDetermine]
+        )
     }
 
     struct MappingError: Error {}

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import SyncHealthClient
 
 @Suite("The reporter against a stand-in server")
@@ -88,7 +89,10 @@ struct ReporterTests {
         reporter.record(.network(available: true))
         await #expect(throws: SyncHealthReporterError.self) { try await reporter.flush() }
         #expect(reporter.delivery.queuedEvents == 1)
-        guard case .rateLimited? = reporter.delivery.lastError else { Issue.record("\(String(describing: reporter.delivery.lastError))"); return }
+        guard case .rateLimited? = reporter.delivery.lastError else {
+            Issue.record("\(String(describing: reporter.delivery.lastError))")
+            return
+        }
         // Within the window a flush sends nothing.
         await #expect(throws: SyncHealthReporterError.self) { try await reporter.flush() }
         #expect(server.requests.count == 1)
@@ -119,7 +123,8 @@ struct ReporterTests {
     @Test("events the server rejects one by one are dropped, not retried")
     func rejected() async throws {
         let server = FakeServer()
-        server.then { _ in TransportResponse(status: 202, body: Data(#"{"accepted":1,"duplicates":0,"rejected":[{"index":1,"detail":"bad"}]}"#.utf8)) }
+        server.then { _ in TransportResponse(status: 202, body: Data(#"{"accepted":1,"duplicates":0,"rejected":[{"index":1,"detail":"bad"}]}"#.utf8))
+        }
         let reporter = try SyncHealthReporter(configuration: testConfiguration(server))
         reporter.record(.network(available: true))
         reporter.record(.pending(count: 1))
@@ -228,7 +233,10 @@ final class FailingTransport: ReportTransport, @unchecked Sendable {
     func post(_ body: Data, to url: URL, headers: [String: String]) async throws -> TransportResponse {
         let fail = lock.withLock { () -> Bool in
             _attempts += 1
-            if remaining > 0 { remaining -= 1; return true }
+            if remaining > 0 {
+                remaining -= 1
+                return true
+            }
             return false
         }
         if fail { throw Down() }

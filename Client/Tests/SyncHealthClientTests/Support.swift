@@ -1,5 +1,6 @@
 import CSyncHealthZlib
 import Foundation
+
 @testable import SyncHealthClient
 
 /// A fresh directory under the system's temporary directory.
@@ -11,8 +12,14 @@ func temporaryDirectory() -> URL {
 
 /// A configuration for tests: a stand-in transport, a queue of its own, no platform observers, no heartbeat.
 func testConfiguration(_ transport: FakeServer, directory: URL = temporaryDirectory()) -> SyncHealthReporter.Configuration {
-    var c = SyncHealthReporter.Configuration(endpoint: URL(string: "http://127.0.0.1:9")!, ingestKey: "ingest", appId: "com.example.notes",
-                                             containerId: "iCloud.com.example.notes", deviceId: "device-1", storageDirectory: directory)
+    var c = SyncHealthReporter.Configuration(
+        endpoint: URL(string: "http://127.0.0.1:9")!,
+        ingestKey: "ingest",
+        appId: "com.example.notes",
+        containerId: "iCloud.com.example.notes",
+        deviceId: "device-1",
+        storageDirectory: directory
+    )
     c.transport = transport
     c.heartbeatOnStart = false
     c.observesNetworkAndAccount = false

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import SyncHealthClient
 
 @Suite("What each answer means for the queue")
@@ -12,8 +13,10 @@ struct UploadOutcomeTests {
 
     @Test("202 delivers, with the rejected events listed")
     func delivered() {
-        #expect(outcome(202, [:], #"{"accepted":2,"duplicates":1,"rejected":[{"index":3,"detail":"bad"}]}"#)
-            == .delivered(accepted: 2, duplicates: 1, rejected: [.init(index: 3, detail: "bad")]))
+        #expect(
+            outcome(202, [:], #"{"accepted":2,"duplicates":1,"rejected":[{"index":3,"detail":"bad"}]}"#)
+                == .delivered(accepted: 2, duplicates: 1, rejected: [.init(index: 3, detail: "bad")])
+        )
         #expect(outcome(202, [:], "<html>proxy</html>") == .retry(after: nil, reason: "unexpected 202 answer"))
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import SyncHealthClient
 
 @Suite("Wire format: event JSON, event ids, gzip")
@@ -10,10 +11,27 @@ struct WireFormatTests {
 
     @Test("an activity failure is written with the contract's fields, the error's class inputs and per-code counts")
     func activityJSON() throws {
-        let error = SyncErrorReport(domain: "CKErrorDomain", code: 2, message: "a \"quoted\"\nline", retryAfterSeconds: 30, partialErrors: [14: 2, 25: 1])
-        let event = DeviceEvent(eventId: "e-1", occurredAt: Timestamp(seconds: 1_795_000_000.12),
-                                body: .activity(.init(phase: .export, state: .failed, startedAt: Timestamp(seconds: 1_795_000_000),
-                                                      endedAt: Timestamp(seconds: 1_795_000_000.12), activityId: "A", error: error)))
+        let error = SyncErrorReport(
+            domain: "CKErrorDomain",
+            code: 2,
+            message: "a \"quoted\"\nline",
+            retryAfterSeconds: 30,
+            partialErrors: [14: 2, 25: 1]
+        )
+        let event = DeviceEvent(
+            eventId: "e-1",
+            occurredAt: Timestamp(seconds: 1_795_000_000.12),
+            body: .activity(
+                .init(
+                    phase: .export,
+                    state: .failed,
+                    startedAt: Timestamp(seconds: 1_795_000_000),
+                    endedAt: Timestamp(seconds: 1_795_000_000.12),
+                    activityId: "A",
+                    error: error
+                )
+            )
+        )
         let o = try object(EventJSON.encode(event))
         #expect(o["eventId"] as? String == "e-1")
         #expect(o["occurredAt"] as? String == "2026-11-18T11:06:40.120Z")
@@ -33,8 +51,12 @@ struct WireFormatTests {
     @Test("network, account, pending and heartbeat events carry their fields")
     func otherKinds() throws {
         let at = Timestamp(seconds: 1_795_000_000)
-        #expect(try object(EventJSON.encode(DeviceEvent(eventId: "n", occurredAt: at, body: .network(available: false))))["available"] as? Bool == false)
-        #expect(try object(EventJSON.encode(DeviceEvent(eventId: "a", occurredAt: at, body: .account(.noAccount))))["status"] as? String == "noAccount")
+        #expect(
+            try object(EventJSON.encode(DeviceEvent(eventId: "n", occurredAt: at, body: .network(available: false))))["available"] as? Bool == false
+        )
+        #expect(
+            try object(EventJSON.encode(DeviceEvent(eventId: "a", occurredAt: at, body: .account(.noAccount))))["status"] as? String == "noAccount"
+        )
         let pending = try object(EventJSON.encode(DeviceEvent(eventId: "p", occurredAt: at, body: .pending(count: 3, oldestPendingAt: at))))
         #expect(pending["pendingChanges"] as? Int == 3)
         #expect(pending["oldestPendingAt"] as? String == "2026-11-18T11:06:40Z")

@@ -1,6 +1,7 @@
-import Testing
-@testable import SyncHealthMonitor
 import SyncHealthMonitorTestKit
+import Testing
+
+@testable import SyncHealthMonitor
 
 @Suite("Part 2: error classes")
 struct ErrorClassTests {
@@ -41,7 +42,9 @@ struct ErrorClassTests {
     @Test("the worst visible error decides the device's class")
     func worstVisible() {
         var f = EventFactory()
-        let m = fold([f.network(true, at: t(0)), f.failed(.import, at: t(1), error: ckNetworkFailure), f.failed(.export, at: t(2), error: ckBadContainer)])
+        let m = fold([
+            f.network(true, at: t(0)), f.failed(.import, at: t(1), error: ckNetworkFailure), f.failed(.export, at: t(2), error: ckBadContainer),
+        ])
         #expect(m.syncErrorClass == .developer)
     }
 }

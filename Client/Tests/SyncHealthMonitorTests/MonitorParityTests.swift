@@ -1,6 +1,7 @@
-import Testing
-@testable import SyncHealthMonitor
 import SyncHealthMonitorTestKit
+import Testing
+
+@testable import SyncHealthMonitor
 
 @Suite("Part 1 parity: summary table rows")
 struct SummaryRowTests {
@@ -185,7 +186,10 @@ struct DerivedValueTests {
     @Test("quirk: a failure while the network is unknown is unknown")
     func quirkFailureNetworkUnknown() {
         var f = EventFactory()
-        let m = fold([f.account(.available, at: t(0)), f.succeeded(.setup, at: t(1)), f.succeeded(.import, at: t(2)), f.failed(.export, at: t(3), error: ckQuota)])
+        let m = fold([
+            f.account(.available, at: t(0)), f.succeeded(.setup, at: t(1)), f.succeeded(.import, at: t(2)),
+            f.failed(.export, at: t(3), error: ckQuota),
+        ])
         #expect(m.network == nil)
         #expect(m.summary == .unknown)
         #expect(m.isUnknownFromQuirk)
