@@ -2,7 +2,8 @@
 import PackageDescription
 
 let swiftSettings: [SwiftSetting] = [
-    .enableUpcomingFeature("ExistentialAny")
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
 ]
 
 let package = Package(
@@ -204,6 +205,11 @@ let package = Package(
         ),
     ]
 )
+
+// The same upcoming features on the test targets and their support target.
+for index in package.targets.indices where package.targets[index].swiftSettings == nil && !["CCurl", "CHeap"].contains(package.targets[index].name) {
+    package.targets[index].swiftSettings = swiftSettings
+}
 
 // Benchmarks (ordo-one/benchmark) build only when asked for, as Hummingbird does, so that `swift build` and
 // `swift test` stay lean:  SYNCHEALTH_BENCHMARKS=1 swift package --scratch-path .build-bench benchmark

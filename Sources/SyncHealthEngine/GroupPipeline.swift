@@ -1,3 +1,4 @@
+import CoreMetrics
 import Logging
 import ServiceLifecycle
 import SyncHealthCore

@@ -1,3 +1,5 @@
+import CoreMetrics
+import HeapModule
 import Logging
 import SyncHealthCore
 import SyncHealthStore

@@ -2,7 +2,9 @@ import CompressNIO
 import Foundation
 import Hummingbird
 import HummingbirdCore
+import Logging
 import NIOCore
+import NIOFoundationEssentialsCompat
 import SyncHealthCore
 import SyncHealthEngine
 import SyncHealthStore

@@ -1,5 +1,6 @@
 import Logging
 import SyncHealthCore
+import SyncHealthEngine
 import SyncHealthServer
 import SyncHealthStore
 

@@ -1,5 +1,6 @@
 import Foundation
 import NIOCore
+import NIOFoundationEssentialsCompat
 import SyncHealthCore
 import SyncHealthStore
 import SyncHealthTestSupport

@@ -1,3 +1,4 @@
+import HeapModule
 import SyncHealthCore
 import SyncHealthTestSupport
 import Testing

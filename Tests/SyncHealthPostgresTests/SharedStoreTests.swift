@@ -1,5 +1,6 @@
 import Logging
 import PostgresNIO
+import ServiceLifecycle
 import SyncHealthCore
 import SyncHealthTestSupport
 import Testing

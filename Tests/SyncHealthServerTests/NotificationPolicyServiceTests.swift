@@ -8,6 +8,7 @@ import SyncHealthPostgres
 import SyncHealthStore
 import SyncHealthTestSupport
 import SyncHealthWebhooks
+import Synchronization
 import Testing
 
 @testable import SyncHealthServer

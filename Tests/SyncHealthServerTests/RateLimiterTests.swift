@@ -1,5 +1,6 @@
 import SyncHealthEngine
 import SyncHealthTestSupport
+import Synchronization
 import Testing
 
 @testable import SyncHealthCore

@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import HummingbirdTesting
 import NIOCore
+import NIOFoundationEssentialsCompat
 import SyncHealthCore
 import SyncHealthEngine
 import SyncHealthStore

@@ -8,6 +8,8 @@ import SyncHealthEngine
 import SyncHealthPostgres
 import SyncHealthStore
 import SyncHealthTestSupport
+import SyncHealthWebhooks
+import Synchronization
 import Testing
 
 @testable import SyncHealthServer

@@ -1,4 +1,5 @@
 import Logging
+import ServiceLifecycle
 import SyncHealthCore
 import SyncHealthPostgres
 import SyncHealthStore
