@@ -1,4 +1,4 @@
-import SyncHealthCore
+public import SyncHealthCore
 import SyncHealthStore
 
 /// What a message tells about an alert beyond the alert record: its device's error and state. Routing by error

@@ -1,5 +1,5 @@
-import Logging
-import ServiceLifecycle
+public import Logging
+public import ServiceLifecycle
 import SyncHealthCore
 import SyncHealthStore
 import SyncHealthWebhooks

@@ -1,4 +1,4 @@
-import SyncHealthCore
+public import SyncHealthCore
 
 /// Tunables of the monitor engine.
 public struct EngineConfiguration: Sendable {

@@ -1,8 +1,8 @@
 import CoreMetrics
 import HeapModule
-import Logging
-import SyncHealthCore
-import SyncHealthStore
+public import Logging
+public import SyncHealthCore
+public import SyncHealthStore
 import Synchronization
 
 /// The monitor over a store that this process alone writes (SQLite, or memory in tests).

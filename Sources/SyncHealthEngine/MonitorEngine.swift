@@ -1,8 +1,8 @@
-import Logging
-import ServiceLifecycle
-import SyncHealthCore
-import SyncHealthStore
-import SyncHealthWebhooks
+public import Logging
+public import ServiceLifecycle
+public import SyncHealthCore
+public import SyncHealthStore
+public import SyncHealthWebhooks
 
 /// The running monitor, as the HTTP routes and the other services use it: ingestion, reads, and the webhook
 /// subscriptions. Two types implement it, one per kind of store:

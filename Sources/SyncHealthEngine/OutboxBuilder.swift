@@ -1,6 +1,6 @@
 import Foundation
 import SyncHealthCore
-import SyncHealthStore
+public import SyncHealthStore
 
 /// Outbox messages for alert transitions.
 enum OutboxBuilder {

@@ -1,4 +1,4 @@
-import SyncHealthCore
+public import SyncHealthCore
 import Synchronization
 
 #if canImport(Glibc)

@@ -1,6 +1,6 @@
-import Logging
-import SyncHealthCore
-import SyncHealthStore
+public import Logging
+public import SyncHealthCore
+public import SyncHealthStore
 import Synchronization
 
 /// The monitor over a store that several replicas share (PostgreSQL).

@@ -1,5 +1,5 @@
-import SyncHealthCore
-import SyncHealthStore
+public import SyncHealthCore
+public import SyncHealthStore
 import SyncHealthWebhooks
 import Synchronization
 

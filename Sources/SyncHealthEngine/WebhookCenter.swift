@@ -1,10 +1,10 @@
 import Foundation
-import Logging
+public import Logging
 import Metrics
-import ServiceLifecycle
+public import ServiceLifecycle
 import SyncHealthCore
-import SyncHealthStore
-import SyncHealthWebhooks
+public import SyncHealthStore
+public import SyncHealthWebhooks
 import Synchronization
 
 /// Webhook settings.

@@ -1,6 +1,6 @@
 import PostgresNIO
 import SyncHealthCore
-import SyncHealthStore
+public import SyncHealthStore
 
 extension PostgresStore {
     public func silences() async throws -> [Silence] {

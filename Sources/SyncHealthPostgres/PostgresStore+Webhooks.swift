@@ -1,6 +1,6 @@
 import PostgresNIO
-import SyncHealthCore
-import SyncHealthStore
+public import SyncHealthCore
+public import SyncHealthStore
 
 extension PostgresStore {
     public func webhooks() async throws -> [WebhookSubscription] {

@@ -1,9 +1,9 @@
 import Foundation
-import Logging
+public import Logging
 import PostgresNIO
-import ServiceLifecycle
-import SyncHealthCore
-import SyncHealthStore
+public import ServiceLifecycle
+public import SyncHealthCore
+public import SyncHealthStore
 
 /// The store for several replicas over one PostgreSQL database, through postgres-nio.
 ///

@@ -1,7 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
-import SyncHealthCore
+public import SyncHealthCore
 
 /// Every error the API answers with, mapped to its status and problem details in one place.
 public enum APIError: Error, Sendable {

@@ -1,4 +1,4 @@
-import Hummingbird
+public import Hummingbird
 import Logging
 
 /// The request context: Hummingbird's core storage plus the scope the caller's key grants.

@@ -1,7 +1,7 @@
 import CHeap
-import Logging
-import NIOPosix
-import ServiceLifecycle
+public import Logging
+public import NIOPosix
+public import ServiceLifecycle
 import SyncHealthCore
 
 /// Gives the heap's free pages back to the system every `interval` (glibc's `malloc_trim`).

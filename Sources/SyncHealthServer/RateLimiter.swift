@@ -1,4 +1,4 @@
-import SyncHealthCore
+public import SyncHealthCore
 import Synchronization
 
 /// Sustained rate and burst of one token bucket.

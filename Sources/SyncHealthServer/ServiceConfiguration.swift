@@ -1,6 +1,6 @@
 import SyncHealthCore
-import SyncHealthEngine
-import SyncHealthStore
+public import SyncHealthEngine
+public import SyncHealthStore
 
 /// Everything `synchealth serve` can be told, from the environment or flags.
 public struct ServiceConfiguration: Sendable {

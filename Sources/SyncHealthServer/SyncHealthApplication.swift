@@ -1,15 +1,15 @@
 import Foundation
-import Hummingbird
+public import Hummingbird
 import HummingbirdCore
-import Logging
+public import Logging
 import NIOCore
-import Prometheus
-import ServiceLifecycle
+public import Prometheus
+public import ServiceLifecycle
 import SyncHealthCore
-import SyncHealthEngine
+public import SyncHealthEngine
 import SyncHealthPostgres
 import SyncHealthStore
-import SyncHealthWebhooks
+public import SyncHealthWebhooks
 
 /// The composition root: builds the store, the engine and the HTTP application from a configuration.
 public enum SyncHealthApplication {

@@ -1,4 +1,4 @@
-import SyncHealthCore
+public import SyncHealthCore
 
 /// Appends little-endian values to a byte buffer.
 struct ByteWriter {

@@ -1,4 +1,4 @@
-import SyncHealthCore
+public import SyncHealthCore
 import Synchronization
 
 /// A store that keeps everything in memory, for tests. Not durable.

@@ -1,8 +1,8 @@
 import GRDB
-import Logging
+public import Logging
 import Metrics
 import NIOPosix
-import ServiceLifecycle
+public import ServiceLifecycle
 import SyncHealthCore
 import Synchronization
 

@@ -1,6 +1,6 @@
 import Foundation
 import GRDB
-import SyncHealthCore
+public import SyncHealthCore
 
 extension SQLiteStore {
     static func insertOutbox(_ messages: [OutboxMessage], _ db: Database) throws {

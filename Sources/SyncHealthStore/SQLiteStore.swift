@@ -1,6 +1,6 @@
 import Foundation
 import GRDB
-import SyncHealthCore
+public import SyncHealthCore
 import Synchronization
 
 #if canImport(Glibc)

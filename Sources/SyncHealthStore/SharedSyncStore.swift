@@ -1,4 +1,4 @@
-import SyncHealthCore
+public import SyncHealthCore
 
 /// A store that several service processes (replicas) use at once, such as PostgreSQL.
 ///

@@ -1,5 +1,5 @@
 import Foundation
-import SyncHealthCore
+public import SyncHealthCore
 
 /// A silence, as Alertmanager's: alerts it matches still fire, resolve and are listed, but nothing is delivered for
 /// them while it is active.

@@ -1,4 +1,4 @@
-import SyncHealthCore
+public import SyncHealthCore
 
 /// The durable store behind the service. The store is the truth: the service may cache hot state in memory,
 /// but rebuilds it from `loadState()` at start.

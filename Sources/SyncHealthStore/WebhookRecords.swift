@@ -1,5 +1,5 @@
 import Foundation
-import SyncHealthCore
+public import SyncHealthCore
 
 /// What a subscription's messages look like, and where they go.
 public enum WebhookFormat: String, Sendable, Hashable, CaseIterable, Codable {

@@ -1,5 +1,5 @@
 import CCurl
-import NIOPosix
+public import NIOPosix
 
 /// Sends webhooks with libcurl. Each blocking `curl_easy_perform` runs on NIO's blocking-I/O thread pool,
 /// never on the Swift concurrency pool or an event loop.

@@ -1,6 +1,6 @@
 import Foundation
-import NIOCore
-import SyncHealthCore
+public import NIOCore
+public import SyncHealthCore
 
 // Request bodies and times that the engine and server tests share.
 

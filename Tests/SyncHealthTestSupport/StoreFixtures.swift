@@ -1,8 +1,8 @@
 import Logging
 import ServiceLifecycle
-import SyncHealthCore
-import SyncHealthPostgres
-import SyncHealthStore
+public import SyncHealthCore
+public import SyncHealthPostgres
+public import SyncHealthStore
 
 // Fixtures of the store suites (the conformance suite and the PostgreSQL module's own).
 
