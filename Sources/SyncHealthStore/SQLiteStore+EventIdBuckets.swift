@@ -267,34 +267,6 @@ enum EventIdBuckets {
         return forgotten
     }
 
-    /// Moves the ids of the `seen_events` table (migrations v1-v3), one row per id, into buckets.
-    static func migrate(_ db: Database) throws {
-        let insert = try FastStatement(db, "INSERT INTO event_id_buckets (device_hash, lo, oldest, entries) VALUES (?, ?, ?, ?)")
-        func flush(_ hash: Int64, _ writer: ByteWriter, _ starts: [Int]) throws {
-            for piece in pieces(writer.bytes, starts: starts, firstLo: []) {
-                try insert.run(.int(hash), .blob(piece.lo), .int(piece.oldest), .blob(piece.bytes))
-            }
-        }
-        // SQLite orders text by its bytes, as buckets do.
-        let rows = try Row.fetchCursor(db, sql: "SELECT device_hash, event_id, recorded_at FROM seen_events ORDER BY device_hash, event_id")
-        var current: Int64?
-        var writer = ByteWriter()
-        var starts: [Int] = []
-        while let row = try rows.next() {
-            let hash: Int64 = row[0]
-            let id: String = row[1]
-            if hash != current, let previous = current {
-                try flush(previous, writer, starts)
-                writer = ByteWriter()
-                starts = []
-            }
-            current = hash
-            starts.append(writer.bytes.count)
-            append(Array(id.utf8), at: row[2], to: &writer)
-        }
-        if let current { try flush(current, writer, starts) }
-    }
-
     /// Appends one entry: its id's length (2 bytes), the id, and the time.
     static func append(_ id: [UInt8], at: Int64, to writer: inout ByteWriter) {
         writer.u8(UInt8(truncatingIfNeeded: id.count))

@@ -83,7 +83,8 @@ extension SQLiteStore {
             )
         }
         migrator.registerMigration("v3: event ids expire through a log per commit, not an index") { db in
-            // See `EventIdLog`. Ids stored before are logged by their time, through the index, which then goes.
+            // The log replaced an index on `seen_events.recorded_at` for expiring ids. v4 drops both `seen_events` and
+            // the log, and reads the ids from `seen_events`, so an upgrade no longer fills the log here.
             try db.execute(
                 sql: """
                     CREATE TABLE event_id_log (
@@ -93,7 +94,6 @@ extension SQLiteStore {
                     );
                     """
             )
-            try EventIdLog.migrate(db)
             try db.execute(sql: "DROP INDEX seen_events_recorded_at")
         }
         migrator.registerMigration("v4: event ids in buckets, a row per bucket of a device's ids") { db in
@@ -111,7 +111,7 @@ extension SQLiteStore {
                     CREATE UNIQUE INDEX event_id_buckets_device ON event_id_buckets (device_hash, lo);
                     """
             )
-            try EventIdBuckets.migrate(db)
+            try MigrationV4.run(db)
             try db.execute(
                 sql: """
                     CREATE INDEX event_id_buckets_oldest ON event_id_buckets (oldest);
