@@ -1,9 +1,9 @@
 /// An array that grows by adding fixed-size chunks, so that an append never moves the elements already in it.
 ///
-/// A Swift `Array` doubles its buffer when it is full and moves every element into the new one: with a device's
-/// record in each element, the append that found the array full held the engine's lock for 51-297 ms at 262,144
-/// devices (docs/benchmarks-log.md, "Pauses as the fleet grows"), and twice that at the next power of two. Here the longest
-/// append allocates one chunk, and the array of chunks it may grow holds one reference per `chunkSize` elements.
+/// A Swift `Array` doubles its buffer when it is full and moves every element into the new one, in the append that
+/// found it full: with a device's record in each element, under the engine's lock, that append stalls every request
+/// behind it, longer at each doubling. Here the longest append allocates one chunk, and the array of chunks it may
+/// grow holds one reference per `chunkSize` elements.
 ///
 /// Indices are `0..<count`, as an array's. Elements are only appended, never inserted or removed.
 public struct ChunkedArray<Element>: RandomAccessCollection, MutableCollection {

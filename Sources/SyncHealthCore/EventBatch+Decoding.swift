@@ -1,14 +1,14 @@
 #if canImport(FoundationEssentials)
 public import FoundationEssentials
 #else
-import Foundation
+public import Foundation
 #endif
 
 extension EventBatch {
     /// Decodes and validates a JSON body. Each event is judged alone; only a bad envelope throws.
     ///
-    /// One pass of `JSONParser` over the bytes, then validation from the parsed values. The messages and
-    /// pointers are those of the earlier `JSONDecoder`-based decoder; a differential test holds them equal.
+    /// One pass of `JSONParser` over the bytes, then validation from the parsed values. A differential test holds its
+    /// messages and pointers equal to those of a `JSONDecoder`-based reference decoder.
     public static func decode(json: Data) throws(BatchValidationError) -> EventBatch {
         let result = json.withUnsafeBytes { raw in Result { () throws(BatchValidationError) in try decode(utf8: raw) } }
         return try result.get()

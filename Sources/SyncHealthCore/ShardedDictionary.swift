@@ -2,12 +2,9 @@
 /// more than one shard at a time.
 ///
 /// A Swift `Dictionary` that passes three quarters of its capacity moves every entry into a table twice the size,
-/// hashing each key again, in the insert that found it full: with device keys, 58-66 ms at 196,608 devices and
-/// 64-148 ms at 393,216 in the server on this machine, under the lock every ingest takes (docs/benchmarks-log.md, "Pauses
-/// as the fleet grows"), and twice as long at each doubling after. Each shard here is 1/`shardCount` of that size,
-/// so the longest insert is too.
-///
-/// Lookups hash the key twice (once for the shard, once in it): ~50 ns for a device key.
+/// hashing each key again, in the insert that found it full; under the lock every ingest takes, that insert stalls
+/// every request behind it, longer at each doubling. Each shard here is 1/`shardCount` of that size, so the longest
+/// insert is too. Lookups hash the key twice (once for the shard, once in it).
 public struct ShardedDictionary<Key: Hashable, Value> {
     private var shards: [[Key: Value]]
     /// The number of entries.

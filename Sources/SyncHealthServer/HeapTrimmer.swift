@@ -8,8 +8,7 @@ import SyncHealthCore
 ///
 /// Ingestion allocates and frees much short-lived memory (request bodies, the commit journal's backlog, a fold's
 /// event-id buckets) between long-lived device records. What is freed sits in holes that `free` cannot hand back,
-/// so without a trim the RSS stays near its high-water mark: after the benchmark's loads and 300k devices,
-/// 1,488 B of RSS per device, against 1,045 B once trimmed (docs/benchmarks-log.md, "Freed memory the heap kept").
+/// so without a trim the RSS stays near its high-water mark long after a burst has passed.
 ///
 /// A trim takes a few milliseconds on a large heap and holds each allocator arena's lock meanwhile, so it runs on
 /// NIO's thread pool for blocking work, never on the concurrency pool. Elsewhere than glibc it does nothing.

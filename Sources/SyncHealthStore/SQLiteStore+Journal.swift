@@ -18,8 +18,7 @@ import Darwin
 /// It lives behind a lock that every commit takes twice, so a fold's bookkeeping must not hold it long. The ids are
 /// kept in generations: a fold starts a new one when it takes its entries, and forgets the generations it wrote
 /// whole, instead of rebuilding the set from the entries left. What it forgets is handed back (`Forgotten`) and
-/// released after the lock. Rebuilding and releasing under the lock held it 6-9 ms a fold at 8k requests a second,
-/// and every commit meanwhile waited (docs/benchmarks-log.md, "The fold's 7 ms under the backlog's lock").
+/// released after the lock: rebuilding and releasing under it made every commit wait for the fold's bookkeeping.
 struct JournalBacklog: Sendable {
     /// Ids by device hash.
     typealias Ids = [Int64: Set<[UInt8]>]
@@ -174,8 +173,8 @@ extension SQLiteStore {
     }
 
     /// `backlog.withLock(body)`; `politely`, on the journal's queue and waiting for it there, so that a thread of
-    /// low priority never holds the lock that every commit takes twice (with the lock taken on the folding thread at
-    /// nice 10, the half-load p99 at 1M devices stalled at 85-182 ms in 4 runs of 6, against ~3 of 20 otherwise).
+    /// low priority never holds the lock that every commit takes twice (a preempted low-priority holder stalls every
+    /// commit behind it).
     /// `empty` is only the starting value of the result's box.
     private func withBacklog<T: Sendable>(politely: Bool, empty: T, _ body: @escaping @Sendable (inout JournalBacklog) -> T) -> T {
         guard politely else { return backlog.withLock { body(&$0) } }
@@ -204,14 +203,13 @@ extension SQLiteStore {
 /// has closed the store (closing folds what is left).
 ///
 /// Folds and checkpoints run on a thread of the service's own, whose priority is lowered by `niceness` (its nice
-/// value; Linux keeps one per thread). A fold is a burst: a second of groups in one transaction, ~150 ms of CPU, on
-/// two cores shared with the requests it holds up. GRDB's own threads run at `userInitiated`, which libdispatch on
-/// Linux maps to nice -2: there the folds outranked the requests (nice 0). A thread of its own because an
-/// unprivileged process cannot raise a thread's priority back, and GRDB's and dispatch's threads serve everything
-/// else too. The default, 4, is what measured best of 0, 4 and 10: at 10 the half-load p99 at 100k devices was
-/// lower still, but at 1M devices folds fell behind the load and wrote 40-100% more bytes per request. When the
-/// backlog passes `pressureBytes` the fold runs on GRDB's writer instead: under a load the polite thread cannot
-/// keep up with, folding late only makes the folds larger (docs/benchmarks-log.md, "The fold's priority").
+/// value; Linux keeps one per thread). A fold is a burst (a second of groups in one transaction) on cores shared
+/// with the requests it holds up. GRDB's own threads run at `userInitiated`, which libdispatch on Linux maps above
+/// the requests' priority; a thread of its own because an unprivileged process cannot raise a thread's priority
+/// back, and GRDB's and dispatch's threads serve everything else too. Too low a priority lets folds fall behind a
+/// heavy load and grow, so the default is a middle value (why: docs/benchmarks-log.md, "Where a single-event
+/// request's CPU goes"). When the backlog passes `pressureBytes` the fold runs on GRDB's writer instead: under a
+/// load the polite thread cannot keep up with, folding late only makes the folds larger.
 ///
 /// A fold that fails leaves its groups in the journal and the backlog, and the next tick tries again. Until one
 /// succeeds, `synchealth_store_journal_backlog_bytes` grows, `synchealth_store_fold_failures_total` counts each
