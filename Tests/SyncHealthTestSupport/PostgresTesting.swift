@@ -17,12 +17,8 @@ public enum PostgresTesting {
         public let description: String
     }
 
-    /// Creates an empty database on the cluster and returns its URL.
-    public static func freshDatabase() async throws -> String {
-        guard let base = baseURL, let parts = URLComponents(string: base), let host = parts.host else {
-            throw Unavailable(description: "SYNCHEALTH_TEST_POSTGRES_URL is not set: run the suite with scripts/test")
-        }
-        let name = "t_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+    /// One connection to the database a URL names.
+    static func connect(_ parts: URLComponents, host: String) async throws -> PostgresConnection {
         let configuration = PostgresConnection.Configuration(
             host: host,
             port: parts.port ?? 5432,
@@ -31,12 +27,21 @@ public enum PostgresTesting {
             database: String(parts.path.dropFirst()),
             tls: .disable
         )
-        let connection = try await PostgresConnection.connect(
+        return try await PostgresConnection.connect(
             on: MultiThreadedEventLoopGroup.singleton.any(),
             configuration: configuration,
             id: 1,
             logger: Logger(label: "test")
-        ).get()
+        )
+    }
+
+    /// Creates an empty database on the cluster and returns its URL.
+    public static func freshDatabase() async throws -> String {
+        guard let base = baseURL, let parts = URLComponents(string: base), let host = parts.host else {
+            throw Unavailable(description: "SYNCHEALTH_TEST_POSTGRES_URL is not set: run the suite with scripts/test")
+        }
+        let name = "t_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+        let connection = try await connect(parts, host: host)
         // The name is generated above from hex digits only; CREATE DATABASE takes no bound parameters.
         try await connection.query("CREATE DATABASE \(unescaped: name)", logger: Logger(label: "test"))
         try await connection.close()
@@ -51,20 +56,7 @@ public enum PostgresTesting {
         guard let parts = URLComponents(string: url), let host = parts.host else {
             throw Unavailable(description: "not a database URL: \(url)")
         }
-        let configuration = PostgresConnection.Configuration(
-            host: host,
-            port: parts.port ?? 5432,
-            username: parts.user ?? "postgres",
-            password: parts.password,
-            database: String(parts.path.dropFirst()),
-            tls: .disable
-        )
-        let connection = try await PostgresConnection.connect(
-            on: MultiThreadedEventLoopGroup.singleton.any(),
-            configuration: configuration,
-            id: 1,
-            logger: Logger(label: "test")
-        )
+        let connection = try await connect(parts, host: host)
         do {
             for statement in statements { try await connection.query(PostgresQuery(unsafeSQL: statement), logger: Logger(label: "test")) }
         } catch {
