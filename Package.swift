@@ -99,6 +99,7 @@ let package = Package(
                 "SyncHealthCore",
                 "SyncHealthStore",
                 "SyncHealthWebhooks",
+                .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "HeapModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -131,7 +132,13 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             // Served at /openapi.yaml; the top-level openapi.yaml is a symlink to it.
-            resources: [.embedInCode("openapi.yaml")],
+            resources: [
+                .embedInCode("openapi.yaml"),
+                .embedInCode("Dashboard/index.html"),
+                .embedInCode("Dashboard/dashboard.js"),
+                .embedInCode("Dashboard/dashboard.css"),
+                .embedInCode("Dashboard/icon.svg"),
+            ],
             swiftSettings: swiftSettings
         ),
         .executableTarget(

@@ -12,6 +12,7 @@ protocol GroupPipeline: AnyObject, Sendable {
     var webhooks: WebhookCenter { get }
     var logger: Logger { get }
     var metrics: EngineMetrics { get }
+    var feed: LiveFeed { get }
     /// The store, for what both pipelines do alike (pruning, alerts, closing).
     var syncStore: any SyncStore { get }
 
@@ -98,6 +99,12 @@ extension GroupPipeline {
         return try await read { try await syncStore.alerts(query) }
     }
 
+    func readHistory(_ scope: FleetScope, _ resolution: HistoryResolution, from: Timestamp, to: Timestamp) async throws(EngineError) -> [HistoryPoint]
+    {
+        try queue.checkReadable()
+        return try await read { try await syncStore.history(scope, resolution: resolution, from: from, to: to) }
+    }
+
     /// After a commit: metrics and logs of the transitions, a nudge to the webhook sender, and the answers.
     func finish(_ jobs: [IngestJob], plan: GroupPlan, started: ContinuousClock.Instant) {
         metrics.commitDuration.recordNanoseconds(Int64((ContinuousClock.now - started).microseconds) * 1000)
@@ -112,6 +119,7 @@ extension GroupPipeline {
             )
         }
         if !plan.changes.outbox.isEmpty { webhooks.notify() }
+        if !plan.changes.alerts.isEmpty { feed.publish(plan.changes.alerts) }
         for (job, receipt) in zip(jobs, plan.receipts) {
             metrics.eventsAccepted.increment(by: receipt.accepted)
             metrics.eventsDuplicate.increment(by: receipt.duplicates)

@@ -21,6 +21,7 @@ public final class LocalMonitor: MonitorEngine, GroupPipeline {
     let metrics: EngineMetrics
     let queue: IngestQueue
     let cache = Mutex(LocalCache())
+    public let feed = LiveFeed()
 
     /// Creates a monitor over `store`. Call `run()` (as a service) to load the state and serve.
     public init(
@@ -82,7 +83,7 @@ public final class LocalMonitor: MonitorEngine, GroupPipeline {
             (index, total) = cache.withLock { c in
                 var i = index
                 while i < min(end, c.devices.count), result.count < limit {
-                    if filter.matches(c.devices.contributions[i]) {
+                    if filter.matches(c.devices.contributions[i]), !filter.filtersInfo || filter.matches(c.devices.records[i].info) {
                         result.append(DeviceSnapshot(record: c.devices.records[i], now: now, configuration: configuration.alerts))
                     }
                     i += 1
@@ -98,8 +99,22 @@ public final class LocalMonitor: MonitorEngine, GroupPipeline {
         return cache.withLock { $0.counters[scope] }
     }
 
+    public func summaries() async throws(EngineError) -> [FleetScope: FleetCounts] {
+        try queue.checkReadable()
+        return cache.withLock { $0.counters.scopes }
+    }
+
     public func alerts(_ query: AlertQuery) async throws(EngineError) -> AlertPage {
         try await readAlerts(query)
+    }
+
+    public func history(
+        _ scope: FleetScope,
+        resolution: HistoryResolution,
+        from: Timestamp,
+        to: Timestamp
+    ) async throws(EngineError) -> [HistoryPoint] {
+        try await readHistory(scope, resolution, from: from, to: to)
     }
 
     // MARK: The pipeline

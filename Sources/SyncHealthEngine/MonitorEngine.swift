@@ -23,6 +23,8 @@ public protocol MonitorEngine: Service, Sendable {
     var webhooks: WebhookCenter { get }
     /// Whether the state is loaded and the pipeline runs.
     var isReady: Bool { get }
+    /// Alert transitions and fleet-summary changes, as they happen, for live views.
+    var feed: LiveFeed { get }
 
     /// Applies a decoded batch and returns once it is durable.
     ///
@@ -37,8 +39,12 @@ public protocol MonitorEngine: Service, Sendable {
     func devices(_ filter: DeviceFilter, after cursor: Int, limit: Int) async throws(EngineError) -> DevicePage
     /// The fleet counters of a scope, O(1) in the fleet's size.
     func summary(_ scope: FleetScope) async throws(EngineError) -> FleetCounts
+    /// The counters of every scope with devices.
+    func summaries() async throws(EngineError) -> [FleetScope: FleetCounts]
     /// A page of alerts, newest first.
     func alerts(_ query: AlertQuery) async throws(EngineError) -> AlertPage
+    /// The stored fleet history of a scope, oldest first.
+    func history(_ scope: FleetScope, resolution: HistoryResolution, from: Timestamp, to: Timestamp) async throws(EngineError) -> [HistoryPoint]
 }
 
 extension MonitorEngine {
@@ -121,13 +127,41 @@ public struct DeviceFilter: Sendable {
     public var appId: String?
     /// Only this container.
     public var containerId: String?
+    /// Only this platform (`iOS`, `macOS`, …).
+    public var platform: String?
+    /// Only this OS version.
+    public var osVersion: String?
+    /// Only this app version.
+    public var appVersion: String?
 
     /// Creates a filter.
-    public init(summary: SyncStateSummary? = nil, broken: Bool? = nil, appId: String? = nil, containerId: String? = nil) {
+    public init(
+        summary: SyncStateSummary? = nil,
+        broken: Bool? = nil,
+        appId: String? = nil,
+        containerId: String? = nil,
+        platform: String? = nil,
+        osVersion: String? = nil,
+        appVersion: String? = nil
+    ) {
         self.summary = summary
         self.broken = broken
         self.appId = appId
         self.containerId = containerId
+        self.platform = platform
+        self.osVersion = osVersion
+        self.appVersion = appVersion
+    }
+
+    /// Whether any filter needs the device's info beyond its fleet contribution.
+    var filtersInfo: Bool { platform != nil || osVersion != nil || appVersion != nil }
+
+    /// Whether a device's info matches the platform and version filters.
+    func matches(_ info: DeviceInfo) -> Bool {
+        if let platform, info.platform != platform { return false }
+        if let osVersion, info.osVersion != osVersion { return false }
+        if let appVersion, info.appVersion != appVersion { return false }
+        return true
     }
 
     /// Whether a device matches, from its fleet contribution alone (which carries its app, container and summary).

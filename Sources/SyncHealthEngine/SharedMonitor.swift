@@ -15,6 +15,7 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
     public let clock: any ServiceClock
     public let webhooks: WebhookCenter
     let store: any SharedSyncStore
+    public let feed = LiveFeed()
     let logger: Logger
     let metrics: EngineMetrics
     let queue: IngestQueue
@@ -62,11 +63,27 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
     public func devices(_ filter: DeviceFilter, after cursor: Int, limit: Int) async throws(EngineError) -> DevicePage {
         try queue.checkReadable()
         let now = clock.now
-        let page = try await read { try await store.devices(filter.query, after: Int64(cursor), limit: limit) }
-        return DevicePage(
-            devices: page.records.map { DeviceSnapshot(record: $0, now: now, configuration: configuration.alerts) },
-            nextCursor: page.nextCursor.map { Int($0) }
-        )
+        // The platform and version filters are applied here, to pages of what the database filters; at most
+        // `scanBudget` devices are read for one page, as the local monitor scans at most that many.
+        let scanBudget = 200_000
+        var result: [DeviceSnapshot] = []
+        var position: Int64? = Int64(cursor)
+        var scanned = 0
+        while let after = position, result.count < limit, scanned < scanBudget {
+            let want = filter.filtersInfo ? max(limit, 500) : limit - result.count
+            let page = try await read { try await store.devices(filter.query, after: after, limit: want) }
+            scanned += page.records.count
+            position = page.nextCursor
+            for (record, at) in zip(page.records, page.positions) where filter.matches(record.info) {
+                result.append(DeviceSnapshot(record: record, now: now, configuration: configuration.alerts))
+                // Full: the next page resumes after this device, and reads the rest of this one again.
+                if result.count == limit {
+                    position = at == page.positions.last ? page.nextCursor : at
+                    break
+                }
+            }
+        }
+        return DevicePage(devices: result, nextCursor: position.map { Int($0) })
     }
 
     /// The stored counter rows, updated in the same transaction as the devices.
@@ -75,8 +92,22 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
         return try await read { try await store.counts(scope) }
     }
 
+    public func summaries() async throws(EngineError) -> [FleetScope: FleetCounts] {
+        try queue.checkReadable()
+        return try await read { try await store.allCounts() }
+    }
+
     public func alerts(_ query: AlertQuery) async throws(EngineError) -> AlertPage {
         try await readAlerts(query)
+    }
+
+    public func history(
+        _ scope: FleetScope,
+        resolution: HistoryResolution,
+        from: Timestamp,
+        to: Timestamp
+    ) async throws(EngineError) -> [HistoryPoint] {
+        try await readHistory(scope, resolution, from: from, to: to)
     }
 
     // MARK: The pipeline

@@ -125,6 +125,22 @@ extension PostgresStore {
                 """
             ]
         ),
+        (
+            "v4: fleet history",
+            [
+                """
+                CREATE TABLE fleet_history (
+                    resolution TEXT NOT NULL,
+                    app_id TEXT NOT NULL,
+                    container_id TEXT NOT NULL,
+                    at BIGINT NOT NULL,
+                    counts TEXT NOT NULL,
+                    PRIMARY KEY (resolution, app_id, container_id, at)
+                )
+                """,
+                "CREATE INDEX fleet_history_age ON fleet_history (resolution, at)",
+            ]
+        ),
     ]
 
     /// Applies the missing migrations, one replica at a time (under a transaction-scoped advisory lock), and

@@ -195,7 +195,11 @@ public final class PostgresStore: SharedSyncStore {
         return keys
     }
 
-    public func devices(_ query: DeviceQuery, after cursor: Int64, limit: Int) async throws -> (records: [DeviceRecord], nextCursor: Int64?) {
+    public func devices(
+        _ query: DeviceQuery,
+        after cursor: Int64,
+        limit: Int
+    ) async throws -> (records: [DeviceRecord], positions: [Int64], nextCursor: Int64?) {
         let rows = try await client.query(
             """
             SELECT seq, app_id, device_id, state FROM devices
@@ -209,13 +213,13 @@ public final class PostgresStore: SharedSyncStore {
             logger: logger
         )
         var records: [DeviceRecord] = []
-        var last: Int64 = cursor
+        var positions: [Int64] = []
         for try await (seq, appId, deviceId, state) in rows.decode((Int64, String, String, ByteBuffer).self) {
-            if records.count == limit { return (records, last) }
+            if records.count == limit { return (records, positions, positions.last) }
             records.append(try Self.record(DeviceKey(appId: appId, deviceId: deviceId), state))
-            last = seq
+            positions.append(seq)
         }
-        return (records, nil)
+        return (records, positions, nil)
     }
 
     public func counts(_ scope: FleetScope) async throws -> FleetCounts {
@@ -229,6 +233,18 @@ public final class PostgresStore: SharedSyncStore {
             fields.append((field, n))
         }
         return FleetCounts(fields: fields)
+    }
+
+    public func allCounts() async throws -> [FleetScope: FleetCounts] {
+        var fields: [FleetScope: [(name: String, value: Int)]] = [:]
+        for try await (appId, containerId, field, n) in try await client.query(
+            "SELECT app_id, container_id, field, n FROM fleet_counters WHERE n <> 0",
+            logger: logger
+        ).decode((String, String, String, Int).self) {
+            fields[FleetScope(appId: appId.isEmpty ? nil : appId, containerId: containerId.isEmpty ? nil : containerId), default: []]
+                .append((field, n))
+        }
+        return fields.mapValues { FleetCounts(fields: $0) }.filter { $0.value.devices > 0 }
     }
 
     public func nextDeviceDeadline() async throws -> Timestamp? {

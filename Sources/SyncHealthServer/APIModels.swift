@@ -79,10 +79,12 @@ struct ErrorDTO: Encodable {
     let retryAfterSeconds: Double?
     let partialErrors: [String: Int]?
     let errorClass: String
+    let name: String?
 
     init(_ e: SyncErrorReport) {
         domain = e.domain
         code = e.code
+        name = e.cloudKitName
         message = e.message
         retryAfterSeconds = e.retryAfterSeconds
         partialErrors = e.partialErrors.map { Dictionary(uniqueKeysWithValues: $0.map { (String($0.key), $0.value) }) }
@@ -90,20 +92,46 @@ struct ErrorDTO: Encodable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case domain, code, message, retryAfterSeconds, partialErrors
+        case domain, code, message, retryAfterSeconds, partialErrors, name
         case errorClass = "class"
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(domain, forKey: .domain)
+        try c.encode(code, forKey: .code)
+        try c.encode(name, forKey: .name)
+        try c.encode(message, forKey: .message)
+        try c.encode(retryAfterSeconds, forKey: .retryAfterSeconds)
+        try c.encode(partialErrors, forKey: .partialErrors)
+        try c.encode(errorClass, forKey: .errorClass)
     }
 }
 
-/// `GET /v1/summary`.
+/// `GET /v1/summary`; with a scope, an item of `GET /v1/summary/scopes` and a `summary` event of the stream; with
+/// a time, a point of `GET /v1/summary/history`.
 struct FleetSummaryDTO: Encodable {
     let counts: FleetCounts
-    let generatedAt: Timestamp
+    var generatedAt: Timestamp?
+    var scope: FleetScope?
+    var at: Timestamp?
 
-    enum Key: String, CodingKey { case devices, active, silent, broken, notSyncing, bySummary, byErrorClass, generatedAt }
+    init(counts: FleetCounts, generatedAt: Timestamp? = nil, scope: FleetScope? = nil, at: Timestamp? = nil) {
+        self.counts = counts
+        self.generatedAt = generatedAt
+        self.scope = scope
+        self.at = at
+    }
+
+    enum Key: String, CodingKey { case at, appId, containerId, devices, active, silent, broken, notSyncing, bySummary, byErrorClass, generatedAt }
 
     func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: Key.self)
+        if let at { try c.encode(at.rfc3339, forKey: .at) }
+        if let scope {
+            try c.encode(scope.appId, forKey: .appId)
+            try c.encode(scope.containerId, forKey: .containerId)
+        }
         try c.encode(counts.devices, forKey: .devices)
         try c.encode(counts.active, forKey: .active)
         try c.encode(counts.silent, forKey: .silent)
@@ -111,7 +139,7 @@ struct FleetSummaryDTO: Encodable {
         try c.encode(counts.notSyncing, forKey: .notSyncing)
         try c.encode(OrderedCounts(pairs: counts.bySummary.map { ($0.0.rawValue, $0.1) }), forKey: .bySummary)
         try c.encode(OrderedCounts(pairs: counts.byErrorClass.map { ($0.0.rawValue, $0.1) }), forKey: .byErrorClass)
-        try c.encode(generatedAt.rfc3339, forKey: .generatedAt)
+        if let generatedAt { try c.encode(generatedAt.rfc3339, forKey: .generatedAt) }
     }
 }
 

@@ -1,5 +1,6 @@
 public import Hummingbird
 import Logging
+public import NIOCore
 
 /// The request context: Hummingbird's core storage plus the scope the caller's key grants.
 public struct AppRequestContext: RequestContext {
@@ -8,9 +9,12 @@ public struct AppRequestContext: RequestContext {
     public var scope: KeyScope?
     /// For an ingest key bound to apps, the apps it may post for; `nil` for any.
     public var allowedApps: Set<String>?
+    /// The connection, for a long-lived response that must be able to cut its reader off.
+    public let channel: any Channel
 
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
+        channel = source.channel
     }
 
     /// Bodies are read explicitly with their own limits; this caps anything else.

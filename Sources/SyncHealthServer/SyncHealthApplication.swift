@@ -39,7 +39,8 @@ public enum SyncHealthApplication {
         let fleet = FleetRoutes(engine: engine)
         let hooks = WebhookRoutes(webhooks: engine.webhooks)
         let silences = SilenceRoutes(silences: engine.webhooks.silences)
-        return [
+        let stream = StreamRoutes(engine: engine)
+        return DashboardRoutes.routes + [
             APIRoute(.get, "/livez", health.livez),
             APIRoute(.get, "/readyz", health.readyz),
             APIRoute(.get, "/metrics", health.metrics),
@@ -48,6 +49,9 @@ public enum SyncHealthApplication {
             APIRoute(.get, "/v1/devices", devices.list),
             APIRoute(.get, "/v1/devices/:deviceId", devices.status),
             APIRoute(.get, "/v1/summary", fleet.summary),
+            APIRoute(.get, "/v1/summary/scopes", fleet.scopes),
+            APIRoute(.get, "/v1/summary/history", fleet.history),
+            APIRoute(.get, "/v1/stream", stream.stream),
             APIRoute(.get, "/v1/alerts", fleet.alerts),
             APIRoute(.post, "/v1/webhooks", hooks.create),
             APIRoute(.get, "/v1/webhooks", hooks.list),
@@ -145,6 +149,8 @@ public enum SyncHealthApplication {
             services: (storeService.map { [$0] } ?? []) + [
                 engine, engine.webhooks, AlertmanagerRefresh(engine: engine, logger: logger),
                 SilenceRelease(engine: engine, logger: logger),
+                HistoryRecorder(engine: engine, store: store.store, logger: logger),
+                LiveFeedTicker(engine: engine, logger: logger),
                 HeapTrimmer(logger: logger),
             ],
             logger: logger
@@ -181,6 +187,8 @@ public struct RateLimits: Sendable {
 struct ServiceRoutes<Engine: MonitorEngine> {
     let engine: Engine
     let registry: PrometheusCollectorRegistry
+    /// Most (app, container) label sets of the per-app fleet series.
+    var maxFleetLabelSets = 100
 
     struct Health: Encodable {
         var status: String
@@ -206,6 +214,9 @@ struct ServiceRoutes<Engine: MonitorEngine> {
         var buffer: [UInt8] = []
         buffer.reserveCapacity(16 * 1024)
         registry.emit(into: &buffer)
+        if engine.isReady, let scopes = try? await engine.summaries() {
+            FleetMetrics.write(scopes, maxLabelSets: maxFleetLabelSets, into: &buffer)
+        }
         return Response(
             status: .ok,
             headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],

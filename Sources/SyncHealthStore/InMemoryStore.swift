@@ -12,11 +12,15 @@ public final class InMemoryStore: SyncStore {
         var fleetAlerts: [String: Timestamp] = [:]
         var webhooks: [String: WebhookSubscription] = [:]
         var silences: [String: Silence] = [:]
+        var history: [HistoryResolution: [HistoryKey: FleetCounts]] = [:]
         var outbox: [OutboxMessage] = []
         var deliveries: [DeliveryAttempt] = []
     }
 
     private let state = Mutex(State())
+
+    /// Runs `body` on the state under its lock (for the extensions in other files).
+    func withState<T>(_ body: (inout State) -> T) -> T { state.withLock { body(&$0) } }
     /// When set, the next commit fails with this error (fault injection for tests).
     private let injectedCommitFailure = Mutex<(any Error & Sendable)?>(nil)
 

@@ -150,6 +150,22 @@ extension SQLiteStore {
                     """
             )
         }
+        migrator.registerMigration("v8: fleet history") { db in
+            // The scope's empty string stands for "any", as in the counters.
+            try db.execute(
+                sql: """
+                    CREATE TABLE fleet_history (
+                        resolution TEXT NOT NULL,
+                        app_id TEXT NOT NULL,
+                        container_id TEXT NOT NULL,
+                        at INTEGER NOT NULL,
+                        counts TEXT NOT NULL,
+                        PRIMARY KEY (resolution, app_id, container_id, at)
+                    ) WITHOUT ROWID;
+                    CREATE INDEX fleet_history_age ON fleet_history (resolution, at);
+                    """
+            )
+        }
         return migrator
     }
 }

@@ -19,11 +19,19 @@ public protocol SharedSyncStore: SyncStore {
     /// Every device with this id, in any app.
     func deviceKeys(deviceId: String) async throws -> [DeviceKey]
 
-    /// A page of devices in first-seen order, after the position `cursor` (0 for the first page).
-    func devices(_ query: DeviceQuery, after cursor: Int64, limit: Int) async throws -> (records: [DeviceRecord], nextCursor: Int64?)
+    /// A page of devices in first-seen order, after the position `cursor` (0 for the first page), with each
+    /// device's position (a cursor that resumes after it).
+    func devices(
+        _ query: DeviceQuery,
+        after cursor: Int64,
+        limit: Int
+    ) async throws -> (records: [DeviceRecord], positions: [Int64], nextCursor: Int64?)
 
     /// The stored counters of a scope.
     func counts(_ scope: FleetScope) async throws -> FleetCounts
+
+    /// The stored counters of every scope with devices.
+    func allCounts() async throws -> [FleetScope: FleetCounts]
 
     /// The earliest due time of any device's timers.
     func nextDeviceDeadline() async throws -> Timestamp?

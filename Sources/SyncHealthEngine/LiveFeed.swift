@@ -1,0 +1,201 @@
+import DequeModule
+public import SyncHealthCore
+public import SyncHealthStore
+import Synchronization
+
+/// What live views receive: alert transitions as they are committed, and fleet-summary changes.
+///
+/// Alert transitions are numbered. The last `replayCapacity` are kept, so that a reader that reconnects with the
+/// id of the last one it saw (`Last-Event-ID`) gets exactly the ones it missed, none twice. Ids carry the
+/// process's epoch: after a restart, or when more transitions happened than are kept, a reader cannot resume
+/// and receives `.reset` (reload from `GET /v1/alerts`) instead of a silent gap.
+///
+/// Each subscriber has a bounded buffer. A reader that falls behind by more than `bufferLimit` messages is cut
+/// off (`onOverflow`, then its stream ends) rather than buffered without bound.
+public final class LiveFeed: Sendable {
+    /// What a message says.
+    public enum Content: Sendable {
+        /// An alert fired or resolved; `id` resumes after it.
+        case alert(id: String, AlertRecord)
+        /// Scopes whose counters changed (all of them, once, when a subscription starts).
+        case summaries([(scope: FleetScope, counts: FleetCounts)])
+        /// Nothing happened for a while; keeps proxies from closing an idle connection.
+        case keepalive
+        /// The reader's `Last-Event-ID` cannot be resumed from: transitions may have been missed.
+        case reset
+    }
+
+    /// One message, shared by every subscriber: its wire form is made once, by the first writer that asks.
+    public final class Message: Sendable {
+        /// What it says.
+        public let content: Content
+        private let wire = Mutex<[UInt8]?>(nil)
+
+        init(_ content: Content) { self.content = content }
+
+        /// The message's bytes: `encode`'s result, computed on the first call and reused.
+        public func encoded(_ encode: (Content) throws -> [UInt8]) rethrows -> [UInt8] {
+            if let bytes = wire.withLock({ $0 }) { return bytes }
+            let bytes = try encode(content)
+            wire.withLock { $0 = bytes }
+            return bytes
+        }
+    }
+
+    /// A subscription: its messages, and how to end it.
+    public struct Subscription: Sendable {
+        /// The messages, starting with the replay.
+        public let messages: AsyncStream<Message>
+        let id: Int
+        let feed: LiveFeed
+
+        /// Ends the subscription (the stream finishes).
+        public func cancel() { feed.remove(id) }
+    }
+
+    struct Subscriber {
+        var continuation: AsyncStream<Message>.Continuation
+        var onOverflow: @Sendable () -> Void
+    }
+
+    struct State {
+        var nextSequence: Int64 = 1
+        var recent: Deque<(sequence: Int64, alert: AlertRecord)> = []
+        var subscribers: [Int: Subscriber] = [:]
+        var nextSubscriber = 0
+        var summaries: [FleetScope: FleetCounts] = [:]
+        var finished = false
+    }
+
+    /// Transitions kept for readers that reconnect.
+    public let replayCapacity: Int
+    /// Messages a subscriber may fall behind by before it is cut off.
+    public let bufferLimit: Int
+    /// Names this process's numbering: ids from another run do not resume.
+    let epoch: String
+    private let state = Mutex(State())
+
+    /// Creates a feed.
+    public init(replayCapacity: Int = 10_000, bufferLimit: Int = 1_000, epoch: String = LiveFeed.newEpoch()) {
+        self.replayCapacity = max(1, replayCapacity)
+        self.bufferLimit = max(1, bufferLimit)
+        self.epoch = epoch
+    }
+
+    /// A fresh epoch: the start time in microseconds, in base 36.
+    public static func newEpoch() -> String {
+        String(SystemClock().now.microseconds, radix: 36)
+    }
+
+    /// The number of open subscriptions.
+    public var subscriberCount: Int { state.withLock { $0.subscribers.count } }
+
+    /// Subscribes. With the id of the last alert message a reader saw, the transitions after it are replayed
+    /// first (or `.reset` when that is impossible); then the current summary of every scope `publishSummaries`
+    /// last saw; then live messages. `onOverflow` runs once if the reader falls too far behind.
+    public func subscribe(lastEventId: String?, onOverflow: @escaping @Sendable () -> Void = {}) -> Subscription {
+        let (stream, id) = state.withLock { s -> (AsyncStream<Message>, Int) in
+            var initial: [Message] = []
+            if let lastEventId {
+                if let replay = Self.replay(after: lastEventId, epoch: epoch, state: s) {
+                    initial += replay.map { Message(.alert(id: messageId($0.sequence), $0.alert)) }
+                } else {
+                    initial.append(Message(.reset))
+                }
+            }
+            if !s.summaries.isEmpty { initial.append(Message(.summaries(s.summaries.map { ($0.key, $0.value) }))) }
+            // Room for the initial messages, and `bufferLimit` more.
+            let (stream, continuation) = AsyncStream.makeStream(of: Message.self, bufferingPolicy: .bufferingOldest(bufferLimit + initial.count))
+            for message in initial { continuation.yield(message) }
+            let id = s.nextSubscriber
+            s.nextSubscriber += 1
+            if s.finished {
+                continuation.finish()
+            } else {
+                s.subscribers[id] = Subscriber(continuation: continuation, onOverflow: onOverflow)
+                continuation.onTermination = { [weak self] _ in self?.remove(id) }
+            }
+            return (stream, id)
+        }
+        return Subscription(messages: stream, id: id, feed: self)
+    }
+
+    /// Transitions after `lastEventId`, or `nil` when they are not all kept (another epoch, too old, unknown).
+    static func replay(after lastEventId: String, epoch: String, state: State) -> [(sequence: Int64, alert: AlertRecord)]? {
+        let parts = lastEventId.split(separator: "-", maxSplits: 1)
+        guard parts.count == 2, parts[0] == epoch, let last = Int64(parts[1]), last >= 0, last < state.nextSequence else { return nil }
+        let oldestKept = state.recent.first?.sequence ?? state.nextSequence
+        guard last >= oldestKept - 1 else { return nil }
+        return state.recent.filter { $0.sequence > last }
+    }
+
+    func messageId(_ sequence: Int64) -> String { "\(epoch)-\(sequence)" }
+
+    /// Publishes committed alert transitions, in commit order.
+    public func publish(_ alerts: [AlertRecord]) {
+        state.withLock { s -> [Subscriber] in
+            var messages: [Message] = []
+            for alert in alerts {
+                let sequence = s.nextSequence
+                s.nextSequence += 1
+                s.recent.append((sequence, alert))
+                if s.recent.count > replayCapacity { s.recent.removeFirst() }
+                messages.append(Message(.alert(id: messageId(sequence), alert)))
+            }
+            return Self.send(messages, in: &s)
+        }.forEach(Self.cutOff)
+    }
+
+    /// Publishes, as one message, the scopes whose counters differ from the last call (scopes that emptied are sent
+    /// as zero).
+    public func publishSummaries(_ current: [FleetScope: FleetCounts]) {
+        state.withLock { s -> [Subscriber] in
+            var changed: [(scope: FleetScope, counts: FleetCounts)] = []
+            for (scope, counts) in current where s.summaries[scope] != counts { changed.append((scope, counts)) }
+            for scope in s.summaries.keys where current[scope] == nil { changed.append((scope, FleetCounts())) }
+            s.summaries = current
+            return changed.isEmpty ? [] : Self.send([Message(.summaries(changed))], in: &s)
+        }.forEach(Self.cutOff)
+    }
+
+    /// Sends a keepalive to every subscriber.
+    public func keepalive() {
+        state.withLock { Self.send([Message(.keepalive)], in: &$0) }.forEach(Self.cutOff)
+    }
+
+    /// Ends every subscription, and any made later (the service is stopping).
+    public func finishAll() {
+        let ended = state.withLock { s -> [Subscriber] in
+            s.finished = true
+            defer { s.subscribers = [:] }
+            return Array(s.subscribers.values)
+        }
+        for subscriber in ended { subscriber.continuation.finish() }
+    }
+
+    /// Yields `messages` to every subscriber; returns (and unregisters) those whose buffer is full. They are cut
+    /// off outside the lock, since ending a stream runs its termination handler.
+    private static func send(_ messages: [Message], in s: inout State) -> [Subscriber] {
+        guard !messages.isEmpty else { return [] }
+        var overflowed: [Int] = []
+        for (id, subscriber) in s.subscribers {
+            for message in messages {
+                if case .dropped = subscriber.continuation.yield(message) {
+                    overflowed.append(id)
+                    break
+                }
+            }
+        }
+        return overflowed.compactMap { s.subscribers.removeValue(forKey: $0) }
+    }
+
+    private static func cutOff(_ subscriber: Subscriber) {
+        subscriber.onOverflow()
+        subscriber.continuation.finish()
+    }
+
+    func remove(_ id: Int) {
+        let removed = state.withLock { $0.subscribers.removeValue(forKey: id) }
+        removed?.continuation.finish()
+    }
+}

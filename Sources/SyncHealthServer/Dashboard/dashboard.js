@@ -1,0 +1,539 @@
+// SyncHealth dashboard. No framework, no build step, nothing fetched from anywhere but this server.
+// The page holds no data of its own: everything comes from the API with the key kept in sessionStorage.
+"use strict";
+
+const KEY_NAME = "synchealth.apiKey";
+const SVG_NS = "http://www.w3.org/2000/svg";
+
+// CloudKitSyncMonitor's labels and colours for each summary (SyncStateSummary.description and symbolColor);
+// a server test holds this table equal to the Swift one. The second colour name picks a shade, so that
+// neighbouring values of one colour stay apart in the bar.
+const SUMMARIES = {
+  noNetwork: ["No network available", "gray", "c-gray"],
+  accountNotAvailable: ["No iCloud account", "gray", "c-gray-2"],
+  error: ["Error", "red", "c-red"],
+  notSyncing: ["Not syncing to iCloud", "red", "c-red-2"],
+  notStarted: ["Sync not started", "gray", "c-gray-3"],
+  inProgress: ["Syncing...", "gray", "c-gray-4"],
+  succeeded: ["Synced with iCloud", "green", "c-green"],
+  unknown: ["Error", "red", "c-red-3"],
+};
+const ERROR_CLASSES = {
+  transient: "Transient (retried by CloudKit)",
+  unknown: "Unknown",
+  appRecoverable: "App can recover",
+  userAction: "User must act",
+  developer: "Developer error",
+  dataLoss: "Data at risk",
+};
+const KIND_LABELS = {
+  syncError: "Sync error",
+  notSyncing: "Not syncing",
+  syncStalled: "Sync stalled",
+  exportAtRisk: "Export at risk",
+  fleetDegraded: "Fleet degraded",
+};
+
+// ---- DOM helpers -----------------------------------------------------------------------------------------
+
+function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs || {})) {
+    if (value === null || value === undefined || value === false) continue;
+    if (name.startsWith("on")) el.addEventListener(name.slice(2), value);
+    else if (name === "class") el.className = value;
+    else el.setAttribute(name, value === true ? "" : String(value));
+  }
+  append(el, children);
+  return el;
+}
+function append(el, children) {
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+}
+function svg(tag, attrs) {
+  const el = document.createElementNS(SVG_NS, tag);
+  for (const [name, value] of Object.entries(attrs || {})) el.setAttribute(name, String(value));
+  return el;
+}
+const main = () => document.getElementById("main");
+function show(...children) {
+  const m = main();
+  m.replaceChildren();
+  append(m, children);
+}
+const fmt = (n) => Number(n).toLocaleString("en-US");
+function ago(iso) {
+  if (!iso) return "–";
+  const s = Math.max(0, (Date.now() - Date.parse(iso)) / 1000);
+  if (s < 90) return `${Math.round(s)} s ago`;
+  if (s < 5400) return `${Math.round(s / 60)} min ago`;
+  if (s < 129600) return `${Math.round(s / 3600)} h ago`;
+  return `${Math.round(s / 86400)} d ago`;
+}
+const time = (iso) => (iso ? h("time", { datetime: iso, title: iso }, ago(iso)) : "–");
+function summaryText(value) {
+  const [label, color] = SUMMARIES[value] || [value, "gray"];
+  return h("span", { class: `state ${color}`, "data-summary": value }, label);
+}
+const scopeLabel = (appId, containerId) => [appId || "all apps", containerId || (appId ? "(no container)" : "all containers")].join(" · ");
+
+// ---- API -------------------------------------------------------------------------------------------------
+
+const apiKey = () => sessionStorage.getItem(KEY_NAME);
+class APIError extends Error {
+  constructor(status, problem) {
+    super((problem && (problem.detail || problem.title)) || `HTTP ${status}`);
+    this.status = status;
+  }
+}
+async function api(path, options = {}) {
+  const response = await fetch(path, {
+    ...options,
+    headers: { Accept: "application/json", Authorization: `Bearer ${apiKey()}`, ...(options.headers || {}) },
+  });
+  if (response.status === 401) {
+    signOut("That key was not accepted. Sign in again.");
+    throw new APIError(401);
+  }
+  const body = response.headers.get("content-type")?.includes("json") ? await response.json() : null;
+  if (!response.ok) throw new APIError(response.status, body);
+  return body;
+}
+const query = (params) => {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) if (v !== "" && v !== null && v !== undefined) q.set(k, v);
+  const s = q.toString();
+  return s ? `?${s}` : "";
+};
+
+// ---- Sign-in ---------------------------------------------------------------------------------------------
+
+function signOut(message) {
+  sessionStorage.removeItem(KEY_NAME);
+  stream.stop();
+  renderLogin(message);
+}
+function renderLogin(message) {
+  document.getElementById("nav").hidden = true;
+  document.getElementById("signout").hidden = true;
+  document.getElementById("live").hidden = true;
+  const form = document.getElementById("login-template").content.cloneNode(true);
+  show(form);
+  document.getElementById("login-error").textContent = message || "";
+  document.getElementById("login-form").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const key = document.getElementById("api-key").value.trim();
+    if (!key) return;
+    sessionStorage.setItem(KEY_NAME, key);
+    try {
+      await api("/v1/summary");
+      start();
+    } catch (error) {
+      if (error.status !== 401) {
+        sessionStorage.removeItem(KEY_NAME);
+        document.getElementById("login-error").textContent =
+          error.status === 403 ? "That key cannot read. Use a read or admin key." : `Could not sign in: ${error.message}`;
+      }
+    }
+  });
+}
+
+// ---- Live stream (fetch, since EventSource cannot send an Authorization header) ---------------------------
+
+const stream = {
+  controller: null,
+  lastEventId: null,
+  listeners: new Set(),
+  retry: 1000,
+  start() {
+    if (this.controller) return;
+    this.controller = new AbortController();
+    this.run(this.controller.signal);
+  },
+  stop() {
+    this.controller?.abort();
+    this.controller = null;
+  },
+  setLive(on, text) {
+    const el = document.getElementById("live");
+    el.hidden = false;
+    el.className = `live ${on ? "on" : "off"}`;
+    el.textContent = text;
+  },
+  emit(type, data) {
+    for (const listener of this.listeners) listener(type, data);
+  },
+  async run(signal) {
+    while (!signal.aborted) {
+      try {
+        const headers = { Authorization: `Bearer ${apiKey()}`, Accept: "text/event-stream" };
+        if (this.lastEventId) headers["Last-Event-ID"] = this.lastEventId;
+        const response = await fetch("/v1/stream", { headers, signal, cache: "no-store" });
+        if (response.status === 401) return signOut("That key was not accepted. Sign in again.");
+        if (!response.ok || !response.body) throw new Error(`HTTP ${response.status}`);
+        this.setLive(true, "Live");
+        this.retry = 1000;
+        await this.read(response.body.getReader(), signal);
+      } catch (error) {
+        if (signal.aborted) return;
+      }
+      this.setLive(false, "Reconnecting…");
+      await new Promise((resolve) => setTimeout(resolve, this.retry));
+      this.retry = Math.min(this.retry * 2, 10000);
+    }
+  },
+  async read(reader, signal) {
+    const decoder = new TextDecoder();
+    let buffer = "";
+    let event = { type: "message", data: [], id: null };
+    while (!signal.aborted) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      buffer += decoder.decode(value, { stream: true });
+      let newline;
+      while ((newline = buffer.search(/\r\n|\r|\n/)) >= 0) {
+        const line = buffer.slice(0, newline);
+        buffer = buffer.slice(newline + (buffer.startsWith("\r\n", newline) ? 2 : 1));
+        if (line === "") {
+          if (event.data.length) {
+            if (event.id !== null) this.lastEventId = event.id;
+            let data = null;
+            try { data = JSON.parse(event.data.join("\n")); } catch { data = null; }
+            this.emit(event.type, data);
+          }
+          event = { type: "message", data: [], id: null };
+          continue;
+        }
+        if (line.startsWith(":")) continue;
+        const colon = line.indexOf(":");
+        const field = colon < 0 ? line : line.slice(0, colon);
+        const val = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
+        if (field === "event") event.type = val;
+        else if (field === "data") event.data.push(val);
+        else if (field === "id") event.id = val;
+      }
+    }
+  },
+};
+
+// ---- Views -----------------------------------------------------------------------------------------------
+
+let viewListener = null;
+function listen(listener) {
+  if (viewListener) stream.listeners.delete(viewListener);
+  viewListener = listener;
+  if (listener) stream.listeners.add(listener);
+}
+
+function summaryBar(bySummary, total) {
+  const bar = h("div", { class: "bar", role: "img", "aria-label": "Devices by sync state" });
+  const legend = h("ul", { class: "legend" });
+  for (const [value, [label, , shade]] of Object.entries(SUMMARIES)) {
+    const n = bySummary[value] || 0;
+    if (n > 0) {
+      const part = h("span", { class: shade, title: `${label}: ${fmt(n)}` });
+      part.style.flexGrow = String(n);
+      bar.append(part);
+    }
+    legend.append(h("li", { "data-summary": value }, h("span", { class: `swatch ${shade}` }), `${label}: `, h("strong", {}, fmt(n)),
+      total ? h("span", { class: "muted" }, ` (${Math.round((100 * n) / total)}%)`) : null));
+  }
+  return [bar, legend];
+}
+
+function cards(s) {
+  const card = (label, value, name, bad) =>
+    h("div", { class: `card${bad && value > 0 ? " bad" : ""}`, "data-count": name }, h("div", { class: "label" }, label), h("div", { class: "value" }, fmt(value)));
+  return h("div", { class: "cards" },
+    card("Devices", s.devices, "devices"), card("Active", s.active, "active"), card("Silent", s.silent, "silent"),
+    card("Broken", s.broken, "broken", true), card("Not syncing", s.notSyncing, "notSyncing", true));
+}
+
+function chart(points, range) {
+  const width = 800, height = 220, left = 40, right = 10, top = 10, bottom = 24;
+  const box = svg("svg", { viewBox: `0 0 ${width} ${height}`, preserveAspectRatio: "none", role: "img", "aria-label": `Broken and not syncing devices, last ${range}` });
+  if (!points.length) {
+    const t = svg("text", { x: width / 2, y: height / 2, "text-anchor": "middle", class: "grid-label" });
+    t.textContent = "No history yet: the service records a point a minute.";
+    box.append(t);
+    return box;
+  }
+  const times = points.map((p) => Date.parse(p.at));
+  const t0 = Math.min(...times), t1 = Math.max(t0 + 60000, ...times);
+  const max = Math.max(1, ...points.map((p) => Math.max(p.broken, p.notSyncing)));
+  const x = (t) => left + ((t - t0) / (t1 - t0)) * (width - left - right);
+  const y = (v) => top + (1 - v / max) * (height - top - bottom);
+  box.append(svg("line", { x1: left, y1: y(0), x2: width - right, y2: y(0), class: "axis" }));
+  for (const v of [0, max]) {
+    const label = svg("text", { x: left - 6, y: y(v) + 4, "text-anchor": "end", class: "grid-label" });
+    label.textContent = fmt(v);
+    box.append(label);
+  }
+  for (const t of [t0, t1]) {
+    const label = svg("text", { x: x(t), y: height - 6, "text-anchor": t === t0 ? "start" : "end", class: "grid-label" });
+    label.textContent = new Date(t).toLocaleString([], { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" });
+    box.append(label);
+  }
+  for (const [field, cls] of [["broken", "line-broken"], ["notSyncing", "line-notsyncing"]]) {
+    const d = points.map((p, i) => `${i ? "L" : "M"}${x(times[i]).toFixed(1)},${y(p[field]).toFixed(1)}`).join(" ");
+    box.append(svg("path", { d, class: cls }));
+  }
+  return box;
+}
+
+async function fleetView() {
+  const [summary, scopes] = await Promise.all([api("/v1/summary"), api("/v1/summary/scopes")]);
+  let range = "24h";
+  const chartBox = h("div", { class: "chart", id: "history-chart" });
+  const tabs = h("div", { class: "tabs", role: "group", "aria-label": "History range" });
+  const drawChart = async () => {
+    const hours = range === "24h" ? 24 : 24 * 7;
+    const history = await api(`/v1/summary/history${query({ from: new Date(Date.now() - hours * 3600e3).toISOString() })}`);
+    chartBox.replaceChildren(chart(history.points, range));
+    for (const b of tabs.children) b.setAttribute("aria-pressed", String(b.dataset.range === range));
+  };
+  for (const r of ["24h", "7d"]) tabs.append(h("button", { type: "button", "data-range": r, onclick: () => { range = r; drawChart(); } }, `Last ${r === "24h" ? "24 hours" : "7 days"}`));
+
+  const totals = h("div", { id: "fleet-totals" });
+  const breakdown = h("div", { id: "fleet-breakdown" });
+  const errors = h("div", { id: "fleet-errors" });
+  const rows = new Map();
+  const tbody = h("tbody");
+  const renderTotals = (s) => {
+    totals.replaceChildren(cards(s));
+    breakdown.replaceChildren(...summaryBar(s.bySummary, s.devices));
+    errors.replaceChildren(h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, "Error class"), h("th", { class: "num" }, "Devices"))),
+      h("tbody", {}, Object.entries(ERROR_CLASSES).map(([cls, label]) =>
+        h("tr", { "data-error-class": cls }, h("td", {}, `${label} `, h("span", { class: "muted" }, `(${cls})`)), h("td", { class: "num" }, fmt(s.byErrorClass[cls] || 0)))))));
+  };
+  const row = (s) => {
+    const link = `#/devices${query({ appId: s.appId || "", containerId: s.containerId || "" })}`;
+    return h("tr", { class: s.broken > 0 ? "bad" : "", "data-app": s.appId || "", "data-container": s.containerId || "" },
+      h("td", {}, s.appId ? h("a", { href: link }, s.appId) : h("span", { class: "muted" }, "any app")),
+      h("td", {}, s.containerId ? h("a", { href: link }, s.containerId) : h("span", { class: "muted" }, s.appId ? "all containers" : "—")),
+      h("td", { class: "num" }, fmt(s.devices)), h("td", { class: "num" }, fmt(s.active)), h("td", { class: "num" }, fmt(s.silent)),
+      h("td", { class: "num broken" }, fmt(s.broken)), h("td", { class: "num" }, fmt(s.notSyncing)));
+  };
+  const scopeKey = (s) => `${s.appId || ""}\u0000${s.containerId || ""}`;
+  const renderRows = () => {
+    const sorted = [...rows.values()].filter((s) => s.devices > 0)
+      .sort((a, b) => (a.appId || "").localeCompare(b.appId || "") || (a.containerId || "").localeCompare(b.containerId || ""));
+    tbody.replaceChildren(...sorted.map(row));
+  };
+  for (const s of scopes.data) rows.set(scopeKey(s), s);
+  renderTotals(summary);
+  renderRows();
+
+  show(
+    h("h1", {}, "Fleet"),
+    totals,
+    h("section", { class: "panel" }, h("h2", {}, "By sync state"), breakdown),
+    h("section", { class: "panel" }, h("h2", {}, "Broken and not syncing over time"), tabs, chartBox,
+      h("p", { class: "legend" }, h("span", {}, h("span", { class: "swatch c-red" }), "Broken (solid)"), h("span", {}, h("span", { class: "swatch c-gray-4" }), "Not syncing (dashed)"))),
+    h("section", { class: "panel" }, h("h2", {}, "By error class"), errors),
+    h("section", { class: "panel" }, h("h2", {}, "Apps and containers"),
+      scopes.total > scopes.data.length ? h("p", { class: "muted" }, `The ${scopes.data.length} largest of ${scopes.total} scopes.`) : null,
+      h("div", { class: "scroll" }, h("table", { id: "scopes" }, h("thead", {}, h("tr", {}, ["App", "Container"].map((t) => h("th", {}, t)),
+        ["Devices", "Active", "Silent", "Broken", "Not syncing"].map((t) => h("th", { class: "num" }, t)))), tbody))),
+  );
+  await drawChart();
+  listen((type, data) => {
+    if (type !== "summary" || !data) return;
+    let changed = false;
+    for (const s of data.data) {
+      if (!s.appId && !s.containerId) renderTotals(s);
+      else { rows.set(scopeKey(s), s); changed = true; }
+    }
+    if (changed) renderRows();
+  });
+}
+
+const DEVICE_FILTERS = ["summary", "broken", "appId", "containerId", "platform", "osVersion", "appVersion"];
+
+async function devicesView(params) {
+  const filters = Object.fromEntries(DEVICE_FILTERS.map((f) => [f, params.get(f) || ""]));
+  const form = h("form", { class: "filters", id: "device-filters" },
+    h("label", {}, "State", h("select", { name: "summary" }, h("option", { value: "" }, "Any"),
+      Object.entries(SUMMARIES).map(([v, [label]]) => h("option", { value: v, selected: filters.summary === v }, `${label} (${v})`)))),
+    h("label", {}, "Broken", h("select", { name: "broken" }, h("option", { value: "" }, "Any"),
+      h("option", { value: "true", selected: filters.broken === "true" }, "Broken"), h("option", { value: "false", selected: filters.broken === "false" }, "Not broken"))),
+    ["appId", "containerId", "platform", "osVersion", "appVersion"].map((f) =>
+      h("label", {}, { appId: "App", containerId: "Container", platform: "Platform", osVersion: "OS version", appVersion: "App version" }[f],
+        h("input", { name: f, value: filters[f], size: 14 }))),
+    h("button", { type: "submit" }, "Filter"),
+    h("button", { type: "button", onclick: () => { location.hash = "#/devices"; } }, "Clear"));
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const data = new FormData(form);
+    location.hash = `#/devices${query(Object.fromEntries(DEVICE_FILTERS.map((f) => [f, data.get(f) || ""])))}`;
+  });
+  const tbody = h("tbody");
+  const more = h("button", { type: "button", id: "more", hidden: true }, "Next page");
+  const status = h("p", { class: "muted", id: "device-count" });
+  let cursor = null, shown = 0;
+  const load = async () => {
+    const page = await api(`/v1/devices${query({ ...filters, limit: 50, cursor })}`);
+    for (const d of page.data) {
+      const href = `#/device/${encodeURIComponent(d.appId)}/${encodeURIComponent(d.deviceId)}`;
+      tbody.append(h("tr", { "data-device": d.deviceId },
+        h("td", {}, h("a", { href }, d.deviceId)), h("td", {}, d.appId), h("td", {}, d.containerId || "–"),
+        h("td", {}, summaryText(d.syncStateSummary)), h("td", {}, d.errorClass || "–"),
+        h("td", {}, [d.platform, d.osVersion].filter(Boolean).join(" ") || "–"), h("td", {}, d.appVersion || "–"),
+        h("td", {}, d.silent ? "silent, " : "", time(d.lastSeenAt))));
+    }
+    shown += page.data.length;
+    cursor = page.nextCursor;
+    more.hidden = !cursor;
+    status.textContent = shown ? `${fmt(shown)} device${shown === 1 ? "" : "s"} shown${cursor ? "; more on the next page" : ""}.` : "No device matches.";
+  };
+  more.addEventListener("click", load);
+  show(h("h1", {}, "Devices"), form,
+    h("div", { class: "panel scroll" }, h("table", { id: "devices" }, h("thead", {}, h("tr", {},
+      ["Device", "App", "Container", "State", "Error class", "Platform / OS", "App version", "Last seen"].map((t) => h("th", {}, t)))), tbody), status, more));
+  listen(null);
+  await load();
+}
+
+function errorLine(e) {
+  if (!e) return "–";
+  return h("span", {}, `${e.domain} ${e.code}`, e.name ? h("strong", {}, ` (${e.name})`) : null, ` · ${e.class}`,
+    e.message ? h("span", { class: "muted" }, ` — ${e.message}`) : null,
+    e.partialErrors ? h("span", { class: "muted" }, ` · partial: ${Object.entries(e.partialErrors).map(([c, n]) => `${c}×${n}`).join(", ")}`) : null);
+}
+
+async function deviceView(appId, deviceId) {
+  const [d, alerts] = await Promise.all([
+    api(`/v1/devices/${encodeURIComponent(deviceId)}${query({ appId })}`),
+    api(`/v1/alerts${query({ appId, deviceId, limit: 100 })}`),
+  ]);
+  const phase = (name, p) => h("tr", { "data-phase": name }, h("td", {}, name), h("td", {}, p.status), h("td", {}, time(p.startedAt)), h("td", {}, time(p.endedAt)), h("td", {}, errorLine(p.error)));
+  const alertRows = h("tbody", {}, alerts.data.map(alertRow));
+  show(
+    h("p", {}, h("a", { href: `#/devices${query({ appId })}` }, `← Devices of ${appId}`)),
+    h("h1", {}, `Device ${d.deviceId}`),
+    h("section", { class: "panel" }, h("dl", { class: "kv", id: "device-facts" },
+      h("dt", {}, "State"), h("dd", {}, summaryText(d.syncStateSummary), d.isBroken ? h("strong", { class: "error" }, " · broken") : null),
+      h("dt", {}, "App"), h("dd", {}, `${d.appId} ${d.appVersion ? `(${d.appVersion})` : ""}`),
+      h("dt", {}, "Container"), h("dd", {}, d.containerId || "–"),
+      h("dt", {}, "Platform"), h("dd", {}, [d.platform, d.osVersion].filter(Boolean).join(" ") || "–"),
+      h("dt", {}, "Network"), h("dd", {}, d.isNetworkAvailable === null ? "unknown" : d.isNetworkAvailable ? "available" : "unavailable"),
+      h("dt", {}, "iCloud account"), h("dd", {}, d.accountStatus || "unknown"),
+      h("dt", {}, "Pending changes"), h("dd", {}, d.pendingChanges === null ? "–" : fmt(d.pendingChanges), d.oldestPendingAt ? [", oldest ", time(d.oldestPendingAt)] : null),
+      h("dt", {}, "Last seen"), h("dd", {}, time(d.lastSeenAt), d.silent ? " (silent)" : ""),
+      h("dt", {}, "First seen"), h("dd", {}, time(d.firstSeenAt)),
+      h("dt", {}, "Last sync error"), h("dd", {}, errorLine(d.lastSyncError)))),
+    h("section", { class: "panel scroll" }, h("h2", {}, "Phases"), h("table", { id: "phases" },
+      h("thead", {}, h("tr", {}, ["Phase", "Status", "Started", "Ended", "Error (class, CloudKit name)"].map((t) => h("th", {}, t)))),
+      h("tbody", {}, phase("setup", d.setupState), phase("import", d.importState), phase("export", d.exportState)))),
+    h("section", { class: "panel scroll" }, h("h2", {}, "Alert history"),
+      h("table", { id: "device-alerts" }, h("thead", {}, h("tr", {}, ["State", "Kind", "Summary", "Started", "Ended"].map((t) => h("th", {}, t)))), alertRows),
+      alerts.data.length ? null : h("p", { class: "muted" }, "No alert so far.")),
+  );
+  listen((type, a) => {
+    if (type === "alert" && a && a.appId === appId && a.deviceId === deviceId) route();
+  });
+}
+
+function alertRow(a) {
+  return h("tr", { "data-alert": a.id, "data-state": a.state },
+    h("td", {}, h("span", { class: `badge ${a.state}` }, a.state), a.silencedBy && a.silencedBy.length ? h("span", { class: "muted" }, " silenced") : null),
+    h("td", {}, KIND_LABELS[a.kind] || a.kind),
+    h("td", {}, a.deviceId ? h("a", { href: `#/device/${encodeURIComponent(a.appId)}/${encodeURIComponent(a.deviceId)}` }, a.summary) : a.summary),
+    h("td", {}, time(a.startsAt)), h("td", {}, time(a.endsAt)));
+}
+
+async function alertsView() {
+  const [firing, resolved] = await Promise.all([api("/v1/alerts?state=firing&limit=500"), api("/v1/alerts?state=resolved&limit=100")]);
+  const alerts = new Map();
+  for (const a of [...resolved.data, ...firing.data]) alerts.set(a.id, a);
+  const box = h("div", { id: "alert-groups" });
+  const render = (flashId) => {
+    const groups = (state) => {
+      const byGroup = new Map();
+      for (const a of [...alerts.values()].filter((a) => a.state === state).sort((x, y) => y.startsAt.localeCompare(x.startsAt))) {
+        const key = `${KIND_LABELS[a.kind] || a.kind} · ${a.containerId || "no container"}`;
+        if (!byGroup.has(key)) byGroup.set(key, []);
+        byGroup.get(key).push(a);
+      }
+      if (!byGroup.size) return h("p", { class: "muted" }, state === "firing" ? "Nothing is firing." : "Nothing resolved recently.");
+      return [...byGroup.entries()].map(([key, list]) => h("div", { class: "group" }, h("h3", {}, `${key} (${list.length})`),
+        h("div", { class: "scroll" }, h("table", {}, h("thead", {}, h("tr", {}, ["State", "Kind", "Summary", "Started", "Ended"].map((t) => h("th", {}, t)))),
+          h("tbody", {}, list.map((a) => { const r = alertRow(a); if (a.id === flashId) r.classList.add("flash"); return r; }))))));
+    };
+    const count = [...alerts.values()].filter((a) => a.state === "firing").length;
+    box.replaceChildren(
+      h("section", { class: "panel", id: "firing" }, h("h2", {}, `Firing (${count})`), groups("firing")),
+      h("section", { class: "panel", id: "resolved" }, h("h2", {}, "Recently resolved"), groups("resolved")));
+  };
+  render();
+  show(h("h1", {}, "Alerts"), h("p", { class: "muted" }, "Updates live as alerts fire and resolve."), box);
+  listen((type, a) => {
+    if (type === "alert" && a) { alerts.set(a.id, a); render(a.id); }
+    if (type === "reset") route();
+  });
+}
+
+async function webhooksView() {
+  let hooks;
+  try {
+    hooks = await api("/v1/webhooks");
+  } catch (error) {
+    if (error.status === 403) return show(h("h1", {}, "Webhooks"), h("p", { class: "panel" }, "Webhook subscriptions need an admin key. Sign out and sign in with one to see them."));
+    throw error;
+  }
+  const sections = [];
+  for (const w of hooks.data) {
+    const deliveries = await api(`/v1/webhooks/${encodeURIComponent(w.id)}/deliveries?limit=20`);
+    const rows = deliveries.data.map((d) => h("tr", { "data-delivery": d.id, "data-outcome": d.outcome },
+      h("td", {}, time(d.attemptedAt)), h("td", {}, d.outcome, d.attempt > 1 ? h("span", { class: "muted" }, ` (attempt ${d.attempt})`) : null),
+      h("td", {}, d.statusCode ?? "–"), h("td", {}, d.error || (d.nextRetryAt ? ["retry ", time(d.nextRetryAt)] : "–")),
+      h("td", {}, d.outcome === "failed" || d.outcome === "disabled" ? h("button", { type: "button", onclick: async (event) => {
+        event.target.disabled = true;
+        try { await api(`/v1/webhooks/${encodeURIComponent(w.id)}/deliveries/${encodeURIComponent(d.messageId)}/resend`, { method: "POST" }); event.target.textContent = "Queued"; }
+        catch (error) { event.target.textContent = `Failed: ${error.message}`; }
+      } }, "Resend") : null)));
+    sections.push(h("section", { class: "panel scroll", "data-webhook": w.id },
+      h("h2", {}, `${w.url} `, h("span", { class: "muted" }, `(${w.format})`), w.disabled ? h("span", { class: "error" }, ` disabled: ${w.disabledReason}`) : null),
+      h("p", { class: "muted" }, `Kinds: ${(w.kinds || []).join(", ") || "all"} · Apps: ${(w.appIds || []).join(", ") || "all"} · Containers: ${(w.containerIds || []).join(", ") || "all"}`),
+      rows.length ? h("table", {}, h("thead", {}, h("tr", {}, ["When", "Outcome", "HTTP status", "Error or next retry", ""].map((t) => h("th", {}, t)))), h("tbody", {}, rows))
+        : h("p", { class: "muted" }, "No delivery yet.")));
+  }
+  show(h("h1", {}, "Webhooks"), sections.length ? sections : h("p", { class: "panel muted" }, "No subscription. Create one with POST /v1/webhooks."));
+  listen(null);
+}
+
+// ---- Routing ---------------------------------------------------------------------------------------------
+
+async function route() {
+  if (!apiKey()) return renderLogin();
+  const hash = location.hash.replace(/^#\/?/, "") || "fleet";
+  const [path, search] = hash.split("?");
+  const parts = path.split("/").map(decodeURIComponent);
+  const params = new URLSearchParams(search || "");
+  for (const a of document.querySelectorAll("#nav a")) a.classList.toggle("current", a.dataset.view === (parts[0] === "device" ? "devices" : parts[0]));
+  try {
+    if (parts[0] === "devices") await devicesView(params);
+    else if (parts[0] === "device" && parts.length >= 3) await deviceView(parts[1], parts.slice(2).join("/"));
+    else if (parts[0] === "alerts") await alertsView();
+    else if (parts[0] === "webhooks") await webhooksView();
+    else await fleetView();
+    document.body.dataset.view = parts[0] || "fleet";
+  } catch (error) {
+    if (error.status === 401) return;
+    show(h("p", { class: "panel error", role: "alert" }, `Could not load this view: ${error.message}`));
+  }
+}
+
+function start() {
+  document.getElementById("nav").hidden = false;
+  document.getElementById("signout").hidden = false;
+  stream.start();
+  route();
+}
+
+document.getElementById("signout").addEventListener("click", () => signOut());
+window.addEventListener("hashchange", () => { if (apiKey()) route(); });
+if (apiKey()) start(); else renderLogin();

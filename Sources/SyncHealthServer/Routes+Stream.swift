@@ -1,0 +1,87 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import ServiceLifecycle
+import SyncHealthCore
+import SyncHealthEngine
+
+/// `GET /v1/stream`: Server-Sent Events from the engine's live feed.
+///
+/// - `event: alert` (with an `id:`) for every alert transition, its data the alert as `GET /v1/alerts` shows it;
+/// - `event: summary`, its data `{"data": [scope summaries]}`, for the scopes that changed (at most once a second),
+///   and once for every scope when the stream opens;
+/// - `event: reset` when the `Last-Event-ID` sent cannot be resumed from (the service restarted, or the reader
+///   was away for too long): reload alerts from `GET /v1/alerts`;
+/// - a `: keepalive` comment every 15 s.
+///
+/// A reader that falls too far behind is disconnected; graceful shutdown ends every stream.
+struct StreamRoutes<Engine: MonitorEngine> {
+    let engine: Engine
+
+    func stream(_ request: Request, context: AppRequestContext) async throws -> Response {
+        try context.require(.read)
+        let channel = context.channel
+        let lastEventId = request.headers[values: .lastEventID].first
+        let subscription = engine.feed.subscribe(lastEventId: lastEventId) {
+            channel.close(promise: nil)
+        }
+        let body = ResponseBody { writer in
+            try await withGracefulShutdownHandler {
+                do {
+                    try await writer.write(ByteBuffer(string: "retry: 3000\n: connected\n\n"))
+                    for await message in subscription.messages {
+                        try await writer.write(ByteBuffer(bytes: try message.encoded(ServerSentEvents.encode)))
+                    }
+                } catch {
+                    subscription.cancel()
+                    throw error
+                }
+            } onGracefulShutdown: {
+                subscription.cancel()
+            }
+            try await writer.finish(nil)
+        }
+        var headers: HTTPFields = [.contentType: "text/event-stream", .cacheControl: "no-store"]
+        // nginx buffers a proxied response unless told not to.
+        headers.set("X-Accel-Buffering", "no")
+        return Response(status: .ok, headers: headers, body: body)
+    }
+}
+
+/// The wire form of the stream's messages.
+enum ServerSentEvents {
+    struct Summaries: Encodable {
+        let data: [FleetSummaryDTO]
+    }
+
+    static func encode(_ content: LiveFeed.Content) throws -> [UInt8] {
+        switch content {
+        case .alert(let id, let alert):
+            return event("alert", id: id, data: try JSONResponse.encoder.encode(AlertJSON(alert)))
+        case .summaries(let scopes):
+            let data = Summaries(data: scopes.map { FleetSummaryDTO(counts: $0.counts, scope: $0.scope) })
+            return event("summary", id: nil, data: try JSONResponse.encoder.encode(data))
+        case .keepalive:
+            return Array(": keepalive\n\n".utf8)
+        case .reset:
+            return event("reset", id: nil, data: Data("{}".utf8))
+        }
+    }
+
+    /// One event. JSON from the encoder has no raw newline, so the data is one `data:` line.
+    static func event(_ name: String, id: String?, data: Data) -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(data.count + 64)
+        if let id { bytes += Array("id: \(id)\n".utf8) }
+        bytes += Array("event: \(name)\ndata: ".utf8)
+        bytes += data
+        bytes += Array("\n\n".utf8)
+        return bytes
+    }
+}
+
+extension HTTPField.Name {
+    /// `Last-Event-ID`, sent by a reader that reconnects.
+    static var lastEventID: Self { Self("Last-Event-ID") ?? .cacheControl }
+}
