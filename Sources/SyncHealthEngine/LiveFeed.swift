@@ -17,7 +17,7 @@ public final class LiveFeed: Sendable {
     public enum Content: Sendable {
         /// An alert fired or resolved; `id` resumes after it.
         case alert(id: String, AlertRecord)
-        /// Scopes whose counters changed (all of them, once, when a subscription starts).
+        /// Scopes whose counters changed.
         case summaries([(scope: FleetScope, counts: FleetCounts)])
         /// Nothing happened for a while; keeps proxies from closing an idle connection.
         case keepalive
@@ -91,8 +91,9 @@ public final class LiveFeed: Sendable {
     public var subscriberCount: Int { state.withLock { $0.subscribers.count } }
 
     /// Subscribes. With the id of the last alert message a reader saw, the transitions after it are replayed
-    /// first (or `.reset` when that is impossible); then the current summary of every scope `publishSummaries`
-    /// last saw; then live messages. `onOverflow` runs once if the reader falls too far behind.
+    /// first (or `.reset` when that is impossible); then live messages. `onOverflow` runs once if the reader falls
+    /// too far behind. Summaries are sent as they change: a reader reads the current ones itself after subscribing
+    /// (what changes meanwhile comes as a later message).
     public func subscribe(lastEventId: String?, onOverflow: @escaping @Sendable () -> Void = {}) -> Subscription {
         let (stream, id) = state.withLock { s -> (AsyncStream<Message>, Int) in
             var initial: [Message] = []
@@ -103,7 +104,6 @@ public final class LiveFeed: Sendable {
                     initial.append(Message(.reset))
                 }
             }
-            if !s.summaries.isEmpty { initial.append(Message(.summaries(s.summaries.map { ($0.key, $0.value) }))) }
             // Room for the initial messages, and `bufferLimit` more.
             let (stream, continuation) = AsyncStream.makeStream(of: Message.self, bufferingPolicy: .bufferingOldest(bufferLimit + initial.count))
             for message in initial { continuation.yield(message) }

@@ -9,8 +9,8 @@ import SyncHealthEngine
 /// `GET /v1/stream`: Server-Sent Events from the engine's live feed.
 ///
 /// - `event: alert` (with an `id:`) for every alert transition, its data the alert as `GET /v1/alerts` shows it;
-/// - `event: summary`, its data `{"data": [scope summaries]}`, for the scopes that changed (at most once a second),
-///   and once for every scope when the stream opens;
+/// - `event: summary`, its data `{"data": [scope summaries]}`: every scope (the largest 1,000) when the stream
+///   opens, then the scopes that changed, at most once a second;
 /// - `event: reset` when the `Last-Event-ID` sent cannot be resumed from (the service restarted, or the reader
 ///   was away for too long): reload alerts from `GET /v1/alerts`;
 /// - a `: keepalive` comment every 15 s.
@@ -30,6 +30,11 @@ struct StreamRoutes<Engine: MonitorEngine> {
             try await withGracefulShutdownHandler {
                 do {
                     try await writer.write(ByteBuffer(string: "retry: 3000\n: connected\n\n"))
+                    // The current summaries, read after subscribing: a change made meanwhile follows as a message.
+                    if let current = try? await engine.summaries() {
+                        let scopes = FleetScopeSelection.largest(current, limit: FleetRoutes<Engine>.maxScopes)
+                        try await writer.write(ByteBuffer(bytes: try ServerSentEvents.encode(.summaries(scopes))))
+                    }
                     for await message in subscription.messages {
                         try await writer.write(ByteBuffer(bytes: try message.encoded(ServerSentEvents.encode)))
                     }

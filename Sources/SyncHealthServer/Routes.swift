@@ -219,7 +219,10 @@ struct DeviceRoutes<Engine: MonitorEngine> {
             summary: try query.enumValue("summary", SyncStateSummary.self),
             broken: try query.bool("broken"),
             appId: try query.identifier("appId"),
-            containerId: try query.string("containerId")
+            containerId: try query.string("containerId"),
+            platform: try query.string("platform"),
+            osVersion: try query.string("osVersion"),
+            appVersion: try query.string("appVersion")
         )
         let limit = try query.limit()
         let cursor = Int(clamping: try query.cursor() ?? 0)

@@ -76,9 +76,9 @@ struct TestService {
         )
     }
 
-    /// Runs `body` against the router once the engine is ready.
-    func test(_ body: @escaping @Sendable (any TestClientProtocol) async throws -> Void) async throws {
-        try await app.test(.router) { client in
+    /// Runs `body` against the router (or, with `.live`, a real server on a loopback port) once the engine is ready.
+    func test(_ framework: TestingSetup = .router, _ body: @escaping @Sendable (any TestClientProtocol) async throws -> Void) async throws {
+        try await app.test(framework) { client in
             try await waitUntilReady(engine)
             try await body(client)
         }

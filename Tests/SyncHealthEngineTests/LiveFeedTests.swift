@@ -1,0 +1,135 @@
+import SyncHealthCore
+import SyncHealthStore
+import SyncHealthTestSupport
+import Synchronization
+import Testing
+
+@testable import SyncHealthEngine
+
+@Suite("The live feed: replay, resume, summaries, slow readers")
+struct LiveFeedTests {
+    /// The messages buffered for a subscription, without waiting for more.
+    static func drain(_ subscription: LiveFeed.Subscription, count: Int) async -> [LiveFeed.Content] {
+        var out: [LiveFeed.Content] = []
+        var iterator = subscription.messages.makeAsyncIterator()
+        while out.count < count, let message = await iterator.next() { out.append(message.content) }
+        return out
+    }
+
+    static func alertIds(_ contents: [LiveFeed.Content]) -> [String] {
+        contents.compactMap { if case .alert(_, let a) = $0 { a.id } else { nil } }
+    }
+
+    static func eventIds(_ contents: [LiveFeed.Content]) -> [String] {
+        contents.compactMap { if case .alert(let id, _) = $0 { id } else { nil } }
+    }
+
+    @Test("a reader that reconnects with its last id gets exactly the transitions it missed, in order")
+    func resumeWithoutLossOrRepeat() async {
+        let feed = LiveFeed(epoch: "e1")
+        let first = feed.subscribe(lastEventId: nil)
+        feed.publish([alert("a1", .syncError, .firing), alert("a2", .notSyncing, .firing)])
+        let seen = await Self.drain(first, count: 2)
+        #expect(Self.alertIds(seen) == ["a1", "a2"])
+        let lastId = Self.eventIds(seen)[0]
+        first.cancel()
+
+        // While away: two more. The reader saw only a1 (say it was cut off before a2 reached it).
+        feed.publish([alert("a1", .syncError, .resolved), alert("a3", .syncStalled, .firing)])
+        let again = feed.subscribe(lastEventId: lastId)
+        feed.publish([alert("a4", .exportAtRisk, .firing)])
+        let resumed = await Self.drain(again, count: 4)
+        #expect(Self.alertIds(resumed) == ["a2", "a1", "a3", "a4"])
+        #expect(Set(Self.eventIds(resumed)).count == 4)
+        #expect(!Self.eventIds(resumed).contains(lastId))
+    }
+
+    @Test("ids from another run, unknown ids, and ids older than the replay window answer reset")
+    func resetWhenResumeIsImpossible() async {
+        let feed = LiveFeed(replayCapacity: 2, epoch: "e2")
+        feed.publish([alert("a1", .syncError, .firing), alert("a2", .syncError, .firing), alert("a3", .syncError, .firing)])
+        for lastId in ["e1-1", "e2-99", "garbage", "e2-0"] {
+            let s = feed.subscribe(lastEventId: lastId)
+            let first = await Self.drain(s, count: 1)
+            guard case .reset = first.first else {
+                Issue.record("\(lastId): expected reset, got \(first)")
+                continue
+            }
+            s.cancel()
+        }
+        // e2-1 is the oldest resumable point: what came after it (a2, a3) is still kept.
+        let ok = feed.subscribe(lastEventId: "e2-1")
+        #expect(Self.alertIds(await Self.drain(ok, count: 2)) == ["a2", "a3"])
+    }
+
+    @Test("summaries: only the scopes that changed since the last publication, emptied ones as zero")
+    func summaryChanges() async {
+        let feed = LiveFeed(epoch: "e")
+        var one = FleetCounts()
+        one.devices = 1
+        var two = FleetCounts()
+        two.devices = 2
+        feed.publishSummaries([.all: two, FleetScope(appId: "a"): one, FleetScope(appId: "b"): one])
+        let s = feed.subscribe(lastEventId: nil)
+        feed.publishSummaries([.all: two, FleetScope(appId: "a"): two])
+        feed.publishSummaries([.all: two, FleetScope(appId: "a"): two])
+        feed.keepalive()
+        let got = await Self.drain(s, count: 2)
+        guard got.count == 2, case .summaries(let changed) = got[0], case .keepalive = got[1] else {
+            Issue.record("unexpected \(got)")
+            return
+        }
+        let byScope = Dictionary(uniqueKeysWithValues: changed.map { ($0.scope, $0.counts.devices) })
+        #expect(byScope == [FleetScope(appId: "a"): 2, FleetScope(appId: "b"): 0])
+    }
+
+    @Test("a reader that falls behind by more than the buffer is cut off, and the others are not")
+    func slowReaderIsCutOff() async {
+        let feed = LiveFeed(bufferLimit: 3, epoch: "e")
+        let cut = Mutex(0)
+        let slow = feed.subscribe(lastEventId: nil) { cut.withLock { $0 += 1 } }
+        let fast = feed.subscribe(lastEventId: nil)
+        var fastSeen = 0
+        var fastIterator = fast.messages.makeAsyncIterator()
+        for i in 0..<10 {
+            feed.publish([alert("a\(i)", .syncError, .firing)])
+            if await fastIterator.next() != nil { fastSeen += 1 }
+        }
+        #expect(fastSeen == 10)
+        #expect(cut.withLock { $0 } == 1)
+        #expect(feed.subscriberCount == 1)
+        // The slow reader's stream ends after what was buffered.
+        var slowCount = 0
+        for await _ in slow.messages { slowCount += 1 }
+        #expect(slowCount == 3)
+    }
+
+    @Test("finishing ends every stream, and a subscription made after ends at once")
+    func finishAll() async {
+        let feed = LiveFeed(epoch: "e")
+        let s = feed.subscribe(lastEventId: nil)
+        feed.finishAll()
+        for await _ in s.messages { Issue.record("no message expected") }
+        let late = feed.subscribe(lastEventId: nil)
+        for await _ in late.messages { Issue.record("no message expected") }
+        #expect(feed.subscriberCount == 0)
+    }
+
+    @Test("a message's wire form is made once for every reader")
+    func encodedOnce() async {
+        let feed = LiveFeed(epoch: "e")
+        let a = feed.subscribe(lastEventId: nil)
+        let b = feed.subscribe(lastEventId: nil)
+        feed.keepalive()
+        let calls = Mutex(0)
+        for s in [a, b] {
+            var iterator = s.messages.makeAsyncIterator()
+            let message = await iterator.next()
+            _ = message?.encoded { _ in
+                calls.withLock { $0 += 1 }
+                return [1]
+            }
+        }
+        #expect(calls.withLock { $0 } == 1)
+    }
+}
