@@ -101,9 +101,9 @@ struct ErrorDTO: Encodable {
         try c.encode(domain, forKey: .domain)
         try c.encode(code, forKey: .code)
         try c.encode(name, forKey: .name)
-        try c.encode(message, forKey: .message)
-        try c.encode(retryAfterSeconds, forKey: .retryAfterSeconds)
-        try c.encode(partialErrors, forKey: .partialErrors)
+        try c.encodeIfPresent(message, forKey: .message)
+        try c.encodeIfPresent(retryAfterSeconds, forKey: .retryAfterSeconds)
+        try c.encodeIfPresent(partialErrors, forKey: .partialErrors)
         try c.encode(errorClass, forKey: .errorClass)
     }
 }
