@@ -231,8 +231,11 @@ function listen(listener) {
 function summaryBar(bySummary, total) {
   const bar = h("div", { class: "bar", role: "img", "aria-label": "Devices by sync state" });
   const legend = h("ul", { class: "legend" });
-  for (const [value, [label, , shade]] of Object.entries(SUMMARIES)) {
+  // Two values share CloudKitSyncMonitor's "Error"; the legend names the value after a repeated label.
+  const labels = Object.values(SUMMARIES).map(([label]) => label);
+  for (const [value, [text, , shade]] of Object.entries(SUMMARIES)) {
     const n = bySummary[value] || 0;
+    const label = labels.indexOf(text) === labels.lastIndexOf(text) ? text : `${text} (${value})`;
     if (n > 0) {
       const part = h("span", { class: shade, title: `${label}: ${fmt(n)}` });
       part.style.flexGrow = String(n);
@@ -332,7 +335,7 @@ async function fleetView() {
     totals,
     h("section", { class: "panel" }, h("h2", {}, "By sync state"), breakdown),
     h("section", { class: "panel" }, h("h2", {}, "Broken and not syncing over time"), tabs, chartBox,
-      h("p", { class: "legend" }, h("span", {}, h("span", { class: "swatch c-red" }), "Broken (solid)"), h("span", {}, h("span", { class: "swatch c-gray-4" }), "Not syncing (dashed)"))),
+      h("p", { class: "legend" }, h("span", {}, h("span", { class: "swatch c-red" }), "Broken (solid)"), h("span", {}, h("span", { class: "swatch c-warn" }), "Not syncing (dashed)"))),
     h("section", { class: "panel" }, h("h2", {}, "By error class"), errors),
     h("section", { class: "panel" }, h("h2", {}, "Apps and containers"),
       scopes.total > scopes.data.length ? h("p", { class: "muted" }, `The ${scopes.data.length} largest of ${scopes.total} scopes.`) : null,
