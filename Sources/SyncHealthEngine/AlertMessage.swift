@@ -14,13 +14,14 @@ enum AlertMessage {
         change: AlertTransition.Change,
         context: AlertContext,
         subscription: WebhookSubscription,
-        now: Timestamp
+        now: Timestamp,
+        publicURL: String? = nil
     ) -> String? {
         switch format {
         case .standardWebhooks:
             return encode(WebhookPayload(type: change == .fire ? "alert.firing" : "alert.resolved", timestamp: now.rfc3339, data: AlertJSON(alert)))
         case .slack:
-            return encode(slack(alert, change: change, context: context))
+            return encode(slack(alert, change: change, context: context, publicURL: publicURL))
         case .pagerduty:
             return encode(pagerDuty(alert, change: change, context: context, routingKey: subscription.routingKey ?? ""))
         case .alertmanager:
@@ -54,7 +55,20 @@ enum AlertMessage {
         var blocks: [Block]
     }
 
-    static func slack(_ alert: AlertRecord, change: AlertTransition.Change, context: AlertContext) -> Slack {
+    /// The alert's page on the dashboard under `publicURL`: the device, or a fleet alert's broken devices.
+    static func dashboardLink(_ alert: AlertRecord, publicURL: String?) -> String? {
+        guard var base = publicURL?.trimmingCharacters(in: .whitespaces), !base.isEmpty else { return nil }
+        while base.hasSuffix("/") { base.removeLast() }
+        let encode = { (text: String) in
+            text.addingPercentEncoding(withAllowedCharacters: .urlQueryAllowed.subtracting(["&", "=", "#", "?", "/"])) ?? text
+        }
+        if let appId = alert.appId, let deviceId = alert.deviceId {
+            return "\(base)/#/device/\(encode(appId))/\(encode(deviceId))"
+        }
+        return "\(base)/#/devices?broken=true" + (alert.containerId.map { "&containerId=\(encode($0))" } ?? "")
+    }
+
+    static func slack(_ alert: AlertRecord, change: AlertTransition.Change, context: AlertContext, publicURL: String? = nil) -> Slack {
         let firing = change == .fire
         let headline = "\(firing ? "🔴" : "✅") \(alert.kind.rawValue) \(firing ? "firing" : "resolved"): \(alert.summary)"
         var fields: [Slack.Text] = []
@@ -67,14 +81,18 @@ enum AlertMessage {
         fields.append(
             .init(type: "mrkdwn", text: firing ? "*Since*\n\(alert.startsAt.rfc3339)" : "*Resolved at*\n\((alert.endsAt ?? alert.startsAt).rfc3339)")
         )
-        return Slack(
-            text: headline,
-            blocks: [
-                .init(type: "section", text: .init(type: "mrkdwn", text: "*\(headline)*\n\(alert.detail)")),
-                .init(type: "section", fields: fields),
-                .init(type: "context", elements: [.init(type: "mrkdwn", text: "SyncHealth alert `\(alert.id)`")]),
-            ]
-        )
+        var blocks: [Slack.Block] = [
+            .init(type: "section", text: .init(type: "mrkdwn", text: "*\(headline)*\n\(alert.detail)")),
+            .init(type: "section", fields: fields),
+        ]
+        let link = dashboardLink(alert, publicURL: publicURL)
+        if let link {
+            let label = alert.deviceId == nil ? "Open the broken devices on the dashboard" : "Open the device on the dashboard"
+            blocks.append(.init(type: "section", text: .init(type: "mrkdwn", text: "<\(link)|\(label)>")))
+        }
+        blocks.append(.init(type: "context", elements: [.init(type: "mrkdwn", text: "SyncHealth alert `\(alert.id)`")]))
+        // The plain URL in `text` too: Mattermost and Rocket.Chat show `text` and link it themselves.
+        return Slack(text: link.map { "\(headline)\n\($0)" } ?? headline, blocks: blocks)
     }
 
     // MARK: PagerDuty

@@ -8,6 +8,8 @@ public struct EngineConfiguration: Sendable {
     public var notifications = NotificationPolicy.Configuration()
     /// How device timestamps in the future are treated.
     public var skew = SkewPolicy()
+    /// Where ops open the dashboard (`https://synchealth.example.com`), for links in alert messages; none if `nil`.
+    public var publicURL: String?
     /// How long event ids are remembered for dedupe.
     public var dedupeRetention: Duration = .seconds(7 * 86_400)
     /// Most expired event ids forgotten in one transaction. Forgetting runs hourly, a transaction of this size

@@ -136,7 +136,8 @@ private struct GroupPlanner {
                     line: line,
                     context: context,
                     subscribers: subscribers(told, context),
-                    now: now
+                    now: now,
+                    publicURL: configuration.publicURL
                 )
             case .suppressFlapping, .holdForFleet:
                 break
@@ -214,7 +215,8 @@ private struct GroupPlanner {
                 line: line,
                 context: context,
                 subscribers: subscribers(alert, context),
-                now: now
+                now: now,
+                publicURL: configuration.publicURL
             )
         }
     }
@@ -265,7 +267,8 @@ extension GroupPlan {
                 line: .container(container),
                 context: .fleet,
                 subscribers: subscribers(alert, .fleet),
-                now: now
+                now: now,
+                publicURL: configuration.publicURL
             )
         }
     }

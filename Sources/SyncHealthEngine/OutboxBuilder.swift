@@ -19,7 +19,8 @@ enum OutboxBuilder {
         line: AlertLine,
         context: AlertContext,
         subscribers: [WebhookSubscription],
-        now: Timestamp
+        now: Timestamp,
+        publicURL: String? = nil
     ) -> [OutboxMessage] {
         let orderingKey = line.storageKey
         return subscribers.compactMap { subscription in
@@ -30,7 +31,8 @@ enum OutboxBuilder {
                     change: change,
                     context: context,
                     subscription: subscription,
-                    now: now
+                    now: now,
+                    publicURL: publicURL
                 )
             else { return nil }
             // Deterministic, so that the same transition written twice is one message (and one webhook-id).

@@ -52,7 +52,15 @@ public struct SilenceRelease: Service {
                     alert.deviceId.flatMap { id in alert.appId.map { .device(DeviceKey(appId: $0, deviceId: id), alert.kind) } }
                     ?? .container(alert.containerId ?? "")
                 let subscribers = engine.webhooks.subscribers(for: alert, context: context, now: now)
-                messages += OutboxBuilder.messages(for: alert, change: .fire, line: line, context: context, subscribers: subscribers, now: now)
+                messages += OutboxBuilder.messages(
+                    for: alert,
+                    change: .fire,
+                    line: line,
+                    context: context,
+                    subscribers: subscribers,
+                    now: now,
+                    publicURL: engine.configuration.publicURL
+                )
             }
             if !messages.isEmpty {
                 try await engine.webhooks.store.enqueue(messages)

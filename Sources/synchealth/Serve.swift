@@ -70,6 +70,12 @@ struct Serve: AsyncParsableCommand {
     var webhookAllowPrivate: String?
 
     @Option(
+        name: .customLong("public-url"),
+        help: "The dashboard's address as ops open it, for links in Slack messages. [SYNCHEALTH_PUBLIC_URL, default none]"
+    )
+    var publicURL: String?
+
+    @Option(
         name: .customLong("webhook-retry-schedule"),
         help: "Delays before each webhook attempt. [SYNCHEALTH_WEBHOOK_RETRY_SCHEDULE, default 0,5s,5m,30m,2h,5h,10h,10h]"
     )
@@ -158,7 +164,7 @@ struct Serve: AsyncParsableCommand {
             ("SYNCHEALTH_NOT_SYNCING_AFTER", notSyncingAfter), ("SYNCHEALTH_ERROR_AFTER", errorAfter),
             ("SYNCHEALTH_STALLED_AFTER", stalledAfter), ("SYNCHEALTH_EXPORT_AT_RISK_AFTER", exportAtRiskAfter),
             ("SYNCHEALTH_SILENT_AFTER", silentAfter), ("SYNCHEALTH_WEBHOOK_ALLOW_PRIVATE", webhookAllowPrivate),
-            ("SYNCHEALTH_WEBHOOK_RETRY_SCHEDULE", webhookRetrySchedule),
+            ("SYNCHEALTH_WEBHOOK_RETRY_SCHEDULE", webhookRetrySchedule), ("SYNCHEALTH_PUBLIC_URL", publicURL),
             ("SYNCHEALTH_DEVICE_RATE_LIMIT", deviceRateLimit), ("SYNCHEALTH_KEY_RATE_LIMIT", keyRateLimit),
             ("SYNCHEALTH_MAX_CONNECTIONS", maxConnections), ("SYNCHEALTH_IDLE_TIMEOUT", idleTimeout),
             ("SYNCHEALTH_REQUEST_TIMEOUT", requestTimeout),

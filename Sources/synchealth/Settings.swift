@@ -1,3 +1,4 @@
+import Foundation
 import Logging
 import SyncHealthCore
 import SyncHealthEngine
@@ -48,6 +49,12 @@ struct Settings {
         c.engine.alerts.stalledAfter = try duration("SYNCHEALTH_STALLED_AFTER", default: d.stalledAfter)
         c.engine.alerts.exportAtRiskAfter = try duration("SYNCHEALTH_EXPORT_AT_RISK_AFTER", default: d.exportAtRiskAfter)
         c.engine.alerts.silentAfter = try duration("SYNCHEALTH_SILENT_AFTER", default: d.silentAfter)
+        if let url = value("SYNCHEALTH_PUBLIC_URL") {
+            guard let parsed = URL(string: url), ["http", "https"].contains(parsed.scheme ?? ""), parsed.host != nil else {
+                throw Invalid(description: "SYNCHEALTH_PUBLIC_URL=\(url) must be an http or https URL, e.g. https://synchealth.example.com")
+            }
+            c.engine.publicURL = url
+        }
         switch value("SYNCHEALTH_WEBHOOK_ALLOW_PRIVATE") {
         case nil, "0", "false", "off": c.webhooks.allowPrivate = false
         case "1", "true", "on": c.webhooks.allowPrivate = true

@@ -87,6 +87,24 @@ struct WebhookFormatTests {
         }
     }
 
+    @Test("Slack: with a public URL, the message links to the device's page on the dashboard, in a block and in text")
+    func slackLinksToDashboard() async throws {
+        let transport = RecordingTransport()
+        var configuration = EngineConfiguration()
+        configuration.publicURL = "https://synchealth.example.com/"
+        let service = TestService(configuration: configuration, transport: transport, webhooks: Self.privateAllowed)
+        try await service.test { client in
+            _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:9/slack", "format": "slack"}"#)
+            try await breakAndRecover(client)
+            #expect(try await eventually { transport.requests(to: "/slack").count == 1 })
+            let body = try #require(transport.requests(to: "/slack").first?.json as? [String: Any])
+            let link = "https://synchealth.example.com/#/device/com.example.notes/dev-1"
+            #expect((body["text"] as? String)?.hasSuffix("\n" + link) == true)
+            let texts = (body["blocks"] as? [[String: Any]] ?? []).compactMap { ($0["text"] as? [String: Any])?["text"] as? String }
+            #expect(texts.contains("<\(link)|Open the device on the dashboard>"))
+        }
+    }
+
     @Test("PagerDuty: Events API v2 trigger and resolve share the alert id as dedup_key; severity from the error class")
     func pagerDuty() async throws {
         let transport = RecordingTransport()
