@@ -16,7 +16,7 @@ public struct HistoryRecorder: Service {
     let logger: Logger
 
     /// Records `engine`'s counters into `store`.
-    public init(engine: any MonitorEngine, store: any HistoryStore, maxScopes: Int = 1_000, logger: Logger) {
+    public init(engine: any MonitorEngine, store: any HistoryStore, maxScopes: Int = 250, logger: Logger) {
         self.engine = engine
         self.store = store
         self.maxScopes = maxScopes

@@ -15,8 +15,8 @@ import Synchronization
 public final class LiveFeed: Sendable {
     /// What a message says.
     public enum Content: Sendable {
-        /// An alert fired or resolved; `id` resumes after it.
-        case alert(id: String, AlertRecord)
+        /// Alerts that fired or resolved in one commit, in order; each `id` resumes after its alert.
+        case alerts([(id: String, alert: AlertRecord)])
         /// Scopes whose counters changed.
         case summaries([(scope: FleetScope, counts: FleetCounts)])
         /// Nothing happened for a while; keeps proxies from closing an idle connection.
@@ -99,7 +99,7 @@ public final class LiveFeed: Sendable {
             var initial: [Message] = []
             if let lastEventId {
                 if let replay = Self.replay(after: lastEventId, epoch: epoch, state: s) {
-                    initial += replay.map { Message(.alert(id: messageId($0.sequence), $0.alert)) }
+                    if !replay.isEmpty { initial.append(Message(.alerts(replay.map { (messageId($0.sequence), $0.alert) }))) }
                 } else {
                     initial.append(Message(.reset))
                 }
@@ -131,18 +131,19 @@ public final class LiveFeed: Sendable {
 
     func messageId(_ sequence: Int64) -> String { "\(epoch)-\(sequence)" }
 
-    /// Publishes committed alert transitions, in commit order.
+    /// Publishes the alert transitions of one commit, in order.
     public func publish(_ alerts: [AlertRecord]) {
         state.withLock { s -> [Subscriber] in
-            var messages: [Message] = []
+            // One message for the commit: a reader writes it at once, however many transitions it holds.
+            var numbered: [(id: String, alert: AlertRecord)] = []
             for alert in alerts {
                 let sequence = s.nextSequence
                 s.nextSequence += 1
                 s.recent.append((sequence, alert))
                 if s.recent.count > replayCapacity { s.recent.removeFirst() }
-                messages.append(Message(.alert(id: messageId(sequence), alert)))
+                numbered.append((messageId(sequence), alert))
             }
-            return Self.send(messages, in: &s)
+            return Self.send([Message(.alerts(numbered))], in: &s)
         }.forEach(Self.cutOff)
     }
 

@@ -62,8 +62,10 @@ enum ServerSentEvents {
 
     static func encode(_ content: LiveFeed.Content) throws -> [UInt8] {
         switch content {
-        case .alert(let id, let alert):
-            return event("alert", id: id, data: try JSONResponse.encoder.encode(AlertJSON(alert)))
+        case .alerts(let alerts):
+            var bytes: [UInt8] = []
+            for (id, alert) in alerts { bytes += event("alert", id: id, data: try JSONResponse.encoder.encode(AlertJSON(alert))) }
+            return bytes
         case .summaries(let scopes):
             let data = Summaries(data: scopes.map { FleetSummaryDTO(counts: $0.counts, scope: $0.scope) })
             return event("summary", id: nil, data: try JSONResponse.encoder.encode(data))

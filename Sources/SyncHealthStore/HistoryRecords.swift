@@ -58,18 +58,41 @@ public protocol HistoryStore: Sendable {
 }
 
 extension FleetCounts {
-    /// The non-zero fields as `name=value` pairs joined by `,`: the stored form of a history point.
+    /// The order of the stored fields. Fixed, so that points stored by an older version read back the same when a
+    /// summary value or an error class is added (a new one goes at the end).
+    static let storedSummaries: [SyncStateSummary] = [
+        .noNetwork, .accountNotAvailable, .error, .notSyncing, .notStarted, .inProgress, .succeeded, .unknown,
+    ]
+    static let storedErrorClasses: [ErrorClass] = [.unknown, .transient, .appRecoverable, .userAction, .dataLoss, .developer]
+
+    /// The stored form of a history point: devices, active, silent, broken, activeBroken, notSyncing, then the
+    /// counts by summary and by error class in the orders above, as decimal numbers joined by `,`, trailing zeros
+    /// left out. About 60 bytes for a busy scope.
     public var encodedFields: String {
-        nonZeroFields.map { "\($0.name)=\($0.value)" }.joined(separator: ",")
+        var values = [devices, active, silent, broken, activeBroken, notSyncing]
+        for summary in Self.storedSummaries { values.append(SyncStateSummary.allCases.firstIndex(of: summary).map { bySummaryCounts[$0] } ?? 0) }
+        for cls in Self.storedErrorClasses { values.append(ErrorClass.allCases.firstIndex(of: cls).map { byErrorClassCounts[$0] } ?? 0) }
+        while values.last == 0 { values.removeLast() }
+        return values.map(String.init).joined(separator: ",")
     }
 
-    /// Counts read back from `encodedFields`; malformed pairs are skipped.
+    /// Counts read back from `encodedFields`; a malformed number reads as zero.
     public init(encodedFields text: String) {
-        self.init(
-            fields: text.split(separator: ",").compactMap { pair -> (name: String, value: Int)? in
-                guard let eq = pair.firstIndex(of: "="), let value = Int(pair[pair.index(after: eq)...]) else { return nil }
-                return (String(pair[..<eq]), value)
-            }
-        )
+        self.init()
+        let values = text.utf8.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false).map { Int(Substring($0)) ?? 0 }
+        func value(_ i: Int) -> Int { i < values.count ? values[i] : 0 }
+        devices = value(0)
+        active = value(1)
+        silent = value(2)
+        broken = value(3)
+        activeBroken = value(4)
+        notSyncing = value(5)
+        for (offset, summary) in Self.storedSummaries.enumerated() {
+            if let i = SyncStateSummary.allCases.firstIndex(of: summary) { bySummaryCounts[i] = value(6 + offset) }
+        }
+        let classes = 6 + Self.storedSummaries.count
+        for (offset, cls) in Self.storedErrorClasses.enumerated() {
+            if let i = ErrorClass.allCases.firstIndex(of: cls) { byErrorClassCounts[i] = value(classes + offset) }
+        }
     }
 }

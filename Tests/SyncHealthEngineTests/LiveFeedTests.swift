@@ -8,20 +8,30 @@ import Testing
 
 @Suite("The live feed: replay, resume, summaries, slow readers")
 struct LiveFeedTests {
-    /// The messages buffered for a subscription, without waiting for more.
+    /// What a subscription receives, until `count` items came (an alert each, any other message one).
     static func drain(_ subscription: LiveFeed.Subscription, count: Int) async -> [LiveFeed.Content] {
         var out: [LiveFeed.Content] = []
+        var items = 0
         var iterator = subscription.messages.makeAsyncIterator()
-        while out.count < count, let message = await iterator.next() { out.append(message.content) }
+        while items < count, let message = await iterator.next() {
+            out.append(message.content)
+            if case .alerts(let list) = message.content { items += list.count } else { items += 1 }
+        }
         return out
     }
 
     static func alertIds(_ contents: [LiveFeed.Content]) -> [String] {
-        contents.compactMap { if case .alert(_, let a) = $0 { a.id } else { nil } }
+        contents.flatMap { content -> [String] in
+            guard case .alerts(let list) = content else { return [] }
+            return list.map(\.alert.id)
+        }
     }
 
     static func eventIds(_ contents: [LiveFeed.Content]) -> [String] {
-        contents.compactMap { if case .alert(let id, _) = $0 { id } else { nil } }
+        contents.flatMap { content -> [String] in
+            guard case .alerts(let list) = content else { return [] }
+            return list.map(\.id)
+        }
     }
 
     @Test("a reader that reconnects with its last id gets exactly the transitions it missed, in order")

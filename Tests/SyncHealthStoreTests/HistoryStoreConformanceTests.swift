@@ -78,6 +78,12 @@ struct HistoryStoreConformanceTests {
         c.byErrorClassCounts = Array(repeating: 4, count: c.byErrorClassCounts.count)
         #expect(FleetCounts(encodedFields: c.encodedFields) == c)
         #expect(FleetCounts(encodedFields: "") == FleetCounts())
+        // The stored form is fixed: points written today must read back the same later.
+        #expect(c.encodedFields == "7,5,2,3,2,1,1,2,3,4,5,6,7,8,4,4,4,4,4,4")
+        var few = FleetCounts()
+        few.devices = 3
+        few.broken = 1
+        #expect(few.encodedFields == "3,0,0,1")
     }
 
     @Test("slots round down to whole minutes and hours, before 1970 too")
