@@ -10,8 +10,8 @@ import Synchronization
 /// process's epoch: after a restart, or when more transitions happened than are kept, a reader cannot resume
 /// and receives `.reset` (reload from `GET /v1/alerts`) instead of a silent gap.
 ///
-/// Each subscriber has a bounded buffer. A reader that falls behind by more than `bufferLimit` messages is cut
-/// off (`onOverflow`, then its stream ends) rather than buffered without bound.
+/// Each subscriber has a bounded buffer. A reader that falls behind by more than `bufferLimit` messages (of at
+/// most 100 alerts each) is cut off (`onOverflow`, then its stream ends) rather than buffered without bound.
 public final class LiveFeed: Sendable {
     /// What a message says.
     public enum Content: Sendable {
@@ -67,6 +67,8 @@ public final class LiveFeed: Sendable {
         var finished = false
     }
 
+    /// Most alerts in one message.
+    static let alertsPerMessage = 100
     /// Transitions kept for readers that reconnect.
     public let replayCapacity: Int
     /// Messages a subscriber may fall behind by before it is cut off.
@@ -76,7 +78,7 @@ public final class LiveFeed: Sendable {
     private let state = Mutex(State())
 
     /// Creates a feed.
-    public init(replayCapacity: Int = 10_000, bufferLimit: Int = 1_000, epoch: String = LiveFeed.newEpoch()) {
+    public init(replayCapacity: Int = 10_000, bufferLimit: Int = 256, epoch: String = LiveFeed.newEpoch()) {
         self.replayCapacity = max(1, replayCapacity)
         self.bufferLimit = max(1, bufferLimit)
         self.epoch = epoch
@@ -99,7 +101,10 @@ public final class LiveFeed: Sendable {
             var initial: [Message] = []
             if let lastEventId {
                 if let replay = Self.replay(after: lastEventId, epoch: epoch, state: s) {
-                    if !replay.isEmpty { initial.append(Message(.alerts(replay.map { (messageId($0.sequence), $0.alert) }))) }
+                    let numbered = replay.map { (id: messageId($0.sequence), alert: $0.alert) }
+                    for start in stride(from: 0, to: numbered.count, by: Self.alertsPerMessage) {
+                        initial.append(Message(.alerts(Array(numbered[start..<min(start + Self.alertsPerMessage, numbered.count)]))))
+                    }
                 } else {
                     initial.append(Message(.reset))
                 }
@@ -143,7 +148,12 @@ public final class LiveFeed: Sendable {
                 if s.recent.count > replayCapacity { s.recent.removeFirst() }
                 numbered.append((messageId(sequence), alert))
             }
-            return Self.send([Message(.alerts(numbered))], in: &s)
+            // A burst (a storm of timers firing together) is cut into messages of at most `alertsPerMessage`, so
+            // that the buffer bound, counted in messages, also bounds the bytes a slow reader holds.
+            let messages = stride(from: 0, to: numbered.count, by: Self.alertsPerMessage).map {
+                Message(.alerts(Array(numbered[$0..<min($0 + Self.alertsPerMessage, numbered.count)])))
+            }
+            return Self.send(messages, in: &s)
         }.forEach(Self.cutOff)
     }
 

@@ -43,6 +43,18 @@ public final class SilenceCenter: Sendable {
         cache.withLock { $0.values.filter { $0.isActive(at: now) && $0.matchers.matches(alert, info: info) }.map(\.id).sorted() }
     }
 
+    /// Whether a transition of `alert` is held back now. A fire is held while a silence matches it. A resolve is
+    /// held only if its fire was held too (a silence matching it was in force, and already created, when it
+    /// fired): a receiver told of the fire (a PagerDuty incident, an Alertmanager alert) hears that it ended.
+    func holds(_ alert: AlertRecord, info: DeviceInfo?, now: Timestamp) -> Bool {
+        cache.withLock { silences in
+            let matching = silences.values.filter { $0.matchers.matches(alert, info: info) }
+            guard matching.contains(where: { $0.isActive(at: now) }) else { return false }
+            guard alert.state == .resolved else { return true }
+            return matching.contains { $0.isActive(at: alert.startsAt) && $0.createdAt <= alert.startsAt }
+        }
+    }
+
     // MARK: Management
 
     /// Creates a silence: at least one matcher, an end after its start and after now.

@@ -123,7 +123,7 @@ public final class WebhookCenter: Service, Sendable {
     }
 
     func subscribers(for alert: AlertRecord, context: AlertContext, now: Timestamp) -> [WebhookSubscription] {
-        guard silences.silencedBy(alert, info: context.info, now: now).isEmpty else { return [] }
+        guard !silences.holds(alert, info: context.info, now: now) else { return [] }
         return subscriptions.withLock { $0.values.filter { $0.wants(alert, errorClass: context.errorClass) }.sorted { $0.id < $1.id } }
     }
 

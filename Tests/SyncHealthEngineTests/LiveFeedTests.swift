@@ -114,6 +114,23 @@ struct LiveFeedTests {
         #expect(slowCount == 3)
     }
 
+    @Test("a burst of transitions is cut into messages of at most 100 alerts, in order")
+    func burstsAreChunked() async {
+        let feed = LiveFeed(epoch: "e")
+        let s = feed.subscribe(lastEventId: nil)
+        feed.publish((0..<250).map { alert("a\($0)", .syncError, .firing) })
+        var iterator = s.messages.makeAsyncIterator()
+        var sizes: [Int] = []
+        var ids: [String] = []
+        for _ in 0..<3 {
+            guard case .alerts(let list)? = await iterator.next()?.content else { break }
+            sizes.append(list.count)
+            ids += list.map(\.alert.id)
+        }
+        #expect(sizes == [100, 100, 50])
+        #expect(ids == (0..<250).map { "a\($0)" })
+    }
+
     @Test("finishing ends every stream, and a subscription made after ends at once")
     func finishAll() async {
         let feed = LiveFeed(epoch: "e")

@@ -144,6 +144,28 @@ struct SilenceTests {
         }
     }
 
+    @Test("an alert delivered before a silence still has its resolve delivered during it; one fired under it does not")
+    func resolveFollowsDeliveredFire() async throws {
+        let transport = RecordingTransport()
+        let clock = ManualClock(testStart)
+        let service = TestService(clock: clock, transport: transport, webhooks: Self.privateAllowed)
+        try await service.test { client in
+            _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:9/hook"}"#)
+            try await breakDevice(client, "early")
+            #expect(try await eventually { transport.sent.withLock { $0.count } == 1 })
+            clock.advance(by: .seconds(5))
+            _ = try await createSilence(client, #"{"matchers": {"appId": "com.example.notes"}, "endsAt": "\#((testStart + .seconds(600)).rfc3339)"}"#)
+            try await breakDevice(client, "late")
+            try await recover(client, "late")
+            try await recover(client, "early")
+            #expect(try await eventually { transport.sent.withLock { $0.count } == 2 })
+            let types = transport.sent.withLock { $0.map { String(decoding: $0.body, as: UTF8.self) } }
+            #expect(types[1].contains(#""type":"alert.resolved""#) && types[1].contains("early"))
+            try await Task.sleep(for: .milliseconds(200))
+            #expect(transport.sent.withLock { $0.count } == 2, "nothing for the alert that fired and resolved under the silence")
+        }
+    }
+
     @Test("a silence survives a restart", arguments: [EngineStore.sqlite])
     func survivesRestart(store: EngineStore) async throws {
         let directory = temporaryDirectory()
