@@ -101,10 +101,7 @@ public final class LiveFeed: Sendable {
             var initial: [Message] = []
             if let lastEventId {
                 if let replay = Self.replay(after: lastEventId, epoch: epoch, state: s) {
-                    let numbered = replay.map { (id: messageId($0.sequence), alert: $0.alert) }
-                    for start in stride(from: 0, to: numbered.count, by: Self.alertsPerMessage) {
-                        initial.append(Message(.alerts(Array(numbered[start..<min(start + Self.alertsPerMessage, numbered.count)]))))
-                    }
+                    initial += Self.messages(replay.map { (messageId($0.sequence), $0.alert) })
                 } else {
                     initial.append(Message(.reset))
                 }
@@ -136,10 +133,18 @@ public final class LiveFeed: Sendable {
 
     func messageId(_ sequence: Int64) -> String { "\(epoch)-\(sequence)" }
 
+    /// Numbered transitions as messages: a commit's in one (a reader writes it at once), a burst (a storm of timers
+    /// firing together) cut into messages of at most `alertsPerMessage`, so that the buffer bound, counted in
+    /// messages, also bounds the bytes a slow reader holds.
+    static func messages(_ numbered: [(id: String, alert: AlertRecord)]) -> [Message] {
+        stride(from: 0, to: numbered.count, by: alertsPerMessage).map {
+            Message(.alerts(Array(numbered[$0..<min($0 + alertsPerMessage, numbered.count)])))
+        }
+    }
+
     /// Publishes the alert transitions of one commit, in order.
     public func publish(_ alerts: [AlertRecord]) {
         state.withLock { s -> [Subscriber] in
-            // One message for the commit: a reader writes it at once, however many transitions it holds.
             var numbered: [(id: String, alert: AlertRecord)] = []
             for alert in alerts {
                 let sequence = s.nextSequence
@@ -148,12 +153,7 @@ public final class LiveFeed: Sendable {
                 if s.recent.count > replayCapacity { s.recent.removeFirst() }
                 numbered.append((messageId(sequence), alert))
             }
-            // A burst (a storm of timers firing together) is cut into messages of at most `alertsPerMessage`, so
-            // that the buffer bound, counted in messages, also bounds the bytes a slow reader holds.
-            let messages = stride(from: 0, to: numbered.count, by: Self.alertsPerMessage).map {
-                Message(.alerts(Array(numbered[$0..<min($0 + Self.alertsPerMessage, numbered.count)])))
-            }
-            return Self.send(messages, in: &s)
+            return Self.send(Self.messages(numbered), in: &s)
         }.forEach(Self.cutOff)
     }
 

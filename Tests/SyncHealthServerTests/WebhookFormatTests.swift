@@ -59,31 +59,33 @@ struct WebhookFormatTests {
         "Slack: text and blocks with the kind, device, app, container, the error's class and CloudKit name, and since when; the resolve is its own message"
     )
     func slack() async throws {
-        let transport = RecordingTransport()
-        let service = TestService(transport: transport, webhooks: Self.privateAllowed)
-        try await service.test { client in
-            _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:9/slack", "format": "slack"}"#)
-            try await breakAndRecover(client)
-            #expect(try await eventually { transport.requests(to: "/slack").count == 1 })
-            let firing = try #require(transport.requests(to: "/slack").first)
-            #expect(firing.request.headers.contains { $0.name == "content-type" && $0.value == "application/json" })
-            #expect(!firing.request.headers.contains { $0.name == "webhook-signature" }, "only the Standard Webhooks format is signed")
-            let body = try #require(firing.json as? [String: Any])
-            let text = try #require(body["text"] as? String)
-            #expect(text.contains("syncError firing"))
-            let blocks = try #require(body["blocks"] as? [[String: Any]])
-            #expect(blocks.allSatisfy { ["section", "context"].contains($0["type"] as? String ?? "") })
-            let fields = (blocks.compactMap { $0["fields"] as? [[String: Any]] }.first ?? []).compactMap { $0["text"] as? String }
-            #expect(fields.contains("*Device*\ndev-1"))
-            #expect(fields.contains("*App*\ncom.example.notes"))
-            #expect(fields.contains("*Container*\niCloud.com.example.notes"))
-            #expect(fields.contains("*Error*\ndeveloper: CKErrorDomain 5 (badContainer)"))
-            #expect(fields.contains { $0.hasPrefix("*Since*\n") })
+        // Received over HTTP by a local receiver, through the service's own transport (libcurl).
+        let receiver = TestReceiver()
+        let service = TestService(transport: CurlTransport(totalTimeout: .seconds(5)), webhooks: Self.privateAllowed)
+        try await withReceiver(receiver) { port in
+            try await service.test { client in
+                _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:\#(port)/hook", "format": "slack"}"#)
+                try await breakAndRecover(client)
+                #expect(try await eventually { receiver.count == 1 })
+                let firing = receiver.all[0]
+                #expect(firing.contentType == "application/json")
+                #expect(firing.signature.isEmpty && firing.id.isEmpty, "only the Standard Webhooks format is signed")
+                let body = firing.json
+                let text = try #require(body["text"] as? String)
+                #expect(text.contains("syncError firing"))
+                let blocks = try #require(body["blocks"] as? [[String: Any]])
+                #expect(blocks.allSatisfy { ["section", "context"].contains($0["type"] as? String ?? "") })
+                let fields = (blocks.compactMap { $0["fields"] as? [[String: Any]] }.first ?? []).compactMap { $0["text"] as? String }
+                #expect(fields.contains("*Device*\ndev-1"))
+                #expect(fields.contains("*App*\ncom.example.notes"))
+                #expect(fields.contains("*Container*\niCloud.com.example.notes"))
+                #expect(fields.contains("*Error*\ndeveloper: CKErrorDomain 5 (badContainer)"))
+                #expect(fields.contains { $0.hasPrefix("*Since*\n") })
 
-            try await recover(client)
-            #expect(try await eventually { transport.requests(to: "/slack").count == 2 })
-            let resolved = try #require(transport.requests(to: "/slack").last?.json as? [String: Any])
-            #expect((resolved["text"] as? String)?.contains("syncError resolved") == true)
+                try await recover(client)
+                #expect(try await eventually { receiver.count == 2 })
+                #expect((receiver.all[1].json["text"] as? String)?.contains("syncError resolved") == true)
+            }
         }
     }
 
@@ -107,35 +109,41 @@ struct WebhookFormatTests {
 
     @Test("PagerDuty: Events API v2 trigger and resolve share the alert id as dedup_key; severity from the error class")
     func pagerDuty() async throws {
-        let transport = RecordingTransport()
-        let service = TestService(transport: transport, webhooks: Self.privateAllowed)
-        try await service.test { client in
-            _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:9/pd", "format": "pagerduty", "routingKey": "R0UTING"}"#)
-            try await breakAndRecover(client)
-            #expect(try await eventually { transport.requests(to: "/pd").count == 1 })
-            let trigger = try #require(transport.requests(to: "/pd").first?.json as? [String: Any])
-            #expect(trigger["routing_key"] as? String == "R0UTING")
-            #expect(trigger["event_action"] as? String == "trigger")
-            let dedup = try #require(trigger["dedup_key"] as? String)
-            #expect(dedup.hasPrefix("al_"))
-            let payload = try #require(trigger["payload"] as? [String: Any])
-            #expect((payload["summary"] as? String)?.isEmpty == false)
-            #expect(payload["source"] as? String == "dev-1")
-            #expect(payload["severity"] as? String == "error", "developer errors page as error; dataLoss as critical")
-            #expect(payload["component"] as? String == "com.example.notes")
-            #expect(payload["group"] as? String == "iCloud.com.example.notes")
-            #expect(payload["class"] as? String == "developer")
-            #expect(Timestamp(rfc3339: payload["timestamp"] as? String ?? "") != nil)
-            let details = try #require(payload["custom_details"] as? [String: Any])
-            #expect(details["error"] as? String == "CKErrorDomain 5 (badContainer)")
-            #expect(details["syncStateSummary"] as? String == "error")
+        let receiver = TestReceiver()
+        let service = TestService(transport: CurlTransport(totalTimeout: .seconds(5)), webhooks: Self.privateAllowed)
+        try await withReceiver(receiver) { port in
+            try await service.test { client in
+                _ = try await createWebhook(
+                    client,
+                    json: #"{"url": "http://127.0.0.1:\#(port)/hook", "format": "pagerduty", "routingKey": "R0UTING"}"#
+                )
+                try await breakAndRecover(client)
+                #expect(try await eventually { receiver.count == 1 })
+                #expect(receiver.all[0].contentType == "application/json")
+                let trigger = receiver.all[0].json
+                #expect(trigger["routing_key"] as? String == "R0UTING")
+                #expect(trigger["event_action"] as? String == "trigger")
+                let dedup = try #require(trigger["dedup_key"] as? String)
+                #expect(dedup.hasPrefix("al_"))
+                let payload = try #require(trigger["payload"] as? [String: Any])
+                #expect((payload["summary"] as? String)?.isEmpty == false)
+                #expect(payload["source"] as? String == "dev-1")
+                #expect(payload["severity"] as? String == "error", "developer errors page as error; dataLoss as critical")
+                #expect(payload["component"] as? String == "com.example.notes")
+                #expect(payload["group"] as? String == "iCloud.com.example.notes")
+                #expect(payload["class"] as? String == "developer")
+                #expect(Timestamp(rfc3339: payload["timestamp"] as? String ?? "") != nil)
+                let details = try #require(payload["custom_details"] as? [String: Any])
+                #expect(details["error"] as? String == "CKErrorDomain 5 (badContainer)")
+                #expect(details["syncStateSummary"] as? String == "error")
 
-            try await recover(client)
-            #expect(try await eventually { transport.requests(to: "/pd").count == 2 })
-            let resolve = try #require(transport.requests(to: "/pd").last?.json as? [String: Any])
-            #expect(resolve["event_action"] as? String == "resolve")
-            #expect(resolve["dedup_key"] as? String == dedup)
-            #expect(resolve["routing_key"] as? String == "R0UTING")
+                try await recover(client)
+                #expect(try await eventually { receiver.count == 2 })
+                let resolve = receiver.all[1].json
+                #expect(resolve["event_action"] as? String == "resolve")
+                #expect(resolve["dedup_key"] as? String == dedup)
+                #expect(resolve["routing_key"] as? String == "R0UTING")
+            }
         }
     }
 

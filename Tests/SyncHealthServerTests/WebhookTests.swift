@@ -21,6 +21,7 @@ final class TestReceiver: Sendable {
         let timestamp: String
         let signature: String
         let body: [UInt8]
+        var contentType = ""
         /// When it arrived.
         var at = ContinuousClock.now
         var json: [String: Any] { (try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any]) ?? [:] }
@@ -48,7 +49,8 @@ final class TestReceiver: Sendable {
                         id: request.headers[HTTPField.Name("webhook-id")!] ?? "",
                         timestamp: request.headers[HTTPField.Name("webhook-timestamp")!] ?? "",
                         signature: request.headers[HTTPField.Name("webhook-signature")!] ?? "",
-                        body: Array(buffer: body)
+                        body: Array(buffer: body),
+                        contentType: request.headers[.contentType] ?? ""
                     )
                 )
             }

@@ -1,14 +1,16 @@
--- Creates devices dev-1 … dev-N once each (thread t takes every t-th id), with a launch-like batch.
+-- Creates devices dev-FIRST … dev-N once each (thread t takes every t-th id), with a launch-like batch.
+-- WRK_FIRST (default 1) lets a second run carry on where the first stopped.
 local thread_id = 0
 local threads = tonumber(os.getenv("WRK_THREADS") or "2")
 local devices = tonumber(os.getenv("WRK_DEVICES") or "100000")
 local key = os.getenv("WRK_KEY") or "bench-ingest"
 function setup(thread) thread:set("tid", thread_id); thread_id = thread_id + 1 end
-function init(args) n = tid + 1 end
+local first = tonumber(os.getenv("WRK_FIRST") or "1")
+function init(args) n = tid + first end
 request = function()
   local device = n
   n = n + threads
-  if device > devices then device = ((device - 1) % devices) + 1 end
+  if device > devices then device = ((device - first) % (devices - first + 1)) + first end
   local broken = (device % 20 == 0)
   local last = broken and '{"eventId":"s4","occurredAt":"2026-11-22T10:00:03Z","kind":"activity","phase":"export","state":"failed","error":{"domain":"CKErrorDomain","code":4}}'
                       or '{"eventId":"s4","occurredAt":"2026-11-22T10:00:03Z","kind":"activity","phase":"export","state":"succeeded"}'
