@@ -22,7 +22,7 @@ struct StreamRoutes<Engine: MonitorEngine> {
     func stream(_ request: Request, context: AppRequestContext) async throws -> Response {
         try context.require(.read)
         let channel = context.channel
-        let lastEventId = request.headers[values: .lastEventID].first
+        let lastEventId = HTTPField.Name.lastEventID.flatMap { request.headers[$0] }
         let subscription = engine.feed.subscribe(lastEventId: lastEventId) {
             channel.close(promise: nil)
         }
@@ -89,6 +89,6 @@ enum ServerSentEvents {
 }
 
 extension HTTPField.Name {
-    /// `Last-Event-ID`, sent by a reader that reconnects.
-    static var lastEventID: Self { Self("Last-Event-ID") ?? .cacheControl }
+    /// `Last-Event-ID`, sent by a reader that reconnects (a valid field name: never `nil`).
+    static let lastEventID = Self("Last-Event-ID")
 }
