@@ -9,6 +9,8 @@ struct EngineMetrics: Sendable {
     let devices = Gauge(label: "synchealth_devices")
     let commits = Counter(label: "synchealth_store_commits_total")
     let commitFailures = Counter(label: "synchealth_store_commit_failures_total")
+    /// Shared store: group writes refused because another replica wrote one of their devices first.
+    let writeConflicts = Counter(label: "synchealth_store_write_conflicts_total")
     let commitDuration = Timer(label: "synchealth_store_commit_duration_seconds")
     let groupSize = Recorder(label: "synchealth_commit_group_requests", aggregate: true)
     let queueShed = Counter(label: "synchealth_ingest_shed_total")

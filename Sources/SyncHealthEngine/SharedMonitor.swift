@@ -1,3 +1,4 @@
+import CoreMetrics
 public import Logging
 public import SyncHealthCore
 public import SyncHealthStore
@@ -5,11 +6,13 @@ import Synchronization
 
 /// The monitor over a store that several replicas share (PostgreSQL).
 ///
-/// Nothing about devices is cached: each group locks its devices in the store, reads them, plans on them with the
-/// same `GroupPlan` as `LocalMonitor`, and writes the result in the same transaction. Timers are the store's
-/// due-time column, claimed with `SKIP LOCKED`, so a replica serves the timers of one that died. Reads go to the
-/// store. Only the notification policy (flapping, fleet hold-back counts) is per replica: a group decides on it in
-/// place, keeps its changes after the commit, and takes them back when an attempt fails.
+/// Nothing about devices is cached: each group reads its devices from the store, plans on them with the same
+/// `GroupPlan` as `LocalMonitor`, and writes the result only if none of them changed meanwhile (else it reads and
+/// plans again). Timers are the store's due-time column, claimed for a lease, so a replica serves the timers of one
+/// that died. Reads go to the store, so every replica answers alike as soon as a write commits; subscriptions and
+/// fleet rules follow other replicas' writes within `sharedPollInterval`. Only the notification policy (flapping,
+/// fleet hold-back counts) is per replica: a group decides on it in place, keeps its changes after the commit, and
+/// takes them back when an attempt fails.
 public final class SharedMonitor: MonitorEngine, GroupPipeline {
     public let configuration: EngineConfiguration
     public let clock: any ServiceClock
@@ -20,6 +23,7 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
     let metrics: EngineMetrics
     let queue: IngestQueue
     let policy: Mutex<NotificationPolicy>
+    let passes = Mutex(SharedPasses())
 
     /// Creates a monitor over `store`. Call `run()` (as a service) to prepare the store and serve.
     public init(
@@ -129,8 +133,9 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
     }
 
     func step(now: Timestamp) async -> Bool {
+        await keepInTouch(now: now)
         let jobs = queue.take(limit: configuration.maxGroupRequests)
-        // Which lines settle now, without settling them yet: the group settles them once their devices are locked.
+        // Which lines settle now, without settling them yet: the group settles them once their devices are read.
         let settling = policy.withLock { p in
             p.beginChanges()
             defer { p.discardChanges() }
@@ -138,13 +143,12 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
         }
         var listed = Set<DeviceKey>()
         let keys = (jobs.map(\.batch.key) + settling.compactMap(\.key.deviceKey)).filter { listed.insert($0).inserted }
+        let everyContainer = passes.withLock { $0.fleetPassDue(now: now, interval: configuration.sharedPollInterval) }
 
         let started = ContinuousClock.now
         let plan: GroupPlan
         do {
-            // Subscriptions may have changed on another replica.
-            try await webhooks.load()
-            plan = try await store.transaction { tx in try await self.plan(jobs, locking: keys, now: now, in: tx) }
+            plan = try await store.group { group in try await self.plan(jobs, keys: keys, everyContainer: everyContainer, now: now, in: group) }
         } catch {
             policy.withLock { $0.discardChanges() }
             fail(jobs, error: error)
@@ -159,62 +163,124 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
         return true
     }
 
-    /// One attempt at a group inside a transaction: lock, read, plan, write.
-    private func plan(_ jobs: [IngestJob], locking keys: [DeviceKey], now: Timestamp, in tx: any SharedTransaction) async throws -> GroupPlan {
-        // A retried attempt starts from the decisions before the first.
-        policy.withLock { p in
-            p.discardChanges()
-            p.beginChanges()
+    /// Subscriptions made on another replica, and this replica's heartbeat, at most once a poll interval.
+    private func keepInTouch(now: Timestamp) async {
+        let (reload, beat) = passes.withLock { ($0.reloadDue(now: now, interval: configuration.sharedPollInterval), $0.heartbeatDue(now: now)) }
+        if reload {
+            do { try await webhooks.load() } catch { logger.error("Reading webhook subscriptions failed", metadata: ["error": "\(error)"]) }
         }
-        let locked = try await tx.lockDevices(keys)
-        let claimed = try await tx.claimDueDevices(now: now, limit: configuration.maxTimersPerGroup)
+        if beat {
+            do {
+                try await store.heartbeat(now: now, deadBefore: now - SharedPasses.replicaPresumedDead)
+            } catch {
+                logger.error("Replica heartbeat failed", metadata: ["error": "\(error)"])
+            }
+        }
+    }
+
+    /// A group in one read and one write; planned again on what changed when another replica wrote one of its
+    /// devices (or a fleet alert) in between.
+    private func plan(
+        _ jobs: [IngestJob],
+        keys: [DeviceKey],
+        everyContainer: Bool,
+        now: Timestamp,
+        in group: any SharedGroup
+    ) async throws -> GroupPlan {
         let claims = jobs.map(\.claim)
-        let seen = try await tx.seenEventIds(claims)
-        var devices = DeviceTable()
-        var due: [Int] = []
-        let claimedKeys = Set(claimed.map(\.record.key))
-        for stored in Array(locked.values) + claimed {
-            let key = stored.record.key
-            let i =
-                devices.index[key]
-                ?? devices.append(
+        let containers = Array(Set(jobs.compactMap(\.batch.info.containerId)))
+        // Timers claimed by an earlier attempt stay this group's: they are hidden from every read for a lease.
+        var claimedDue: [DeviceKey] = []
+        for _ in 0..<SharedPasses.maxAttempts {
+            // An attempt starts from the decisions before the first.
+            policy.withLock { p in
+                p.discardChanges()
+                p.beginChanges()
+            }
+            let listed = Set(keys)
+            let snapshot = try await group.read(
+                GroupRead(
+                    keys: keys + claimedDue.filter { !listed.contains($0) },
+                    claims: claims,
+                    now: now,
+                    dueLimit: configuration.maxTimersPerGroup,
+                    containers: everyContainer ? nil : containers
+                )
+            )
+            claimedDue += snapshot.due.map(\.record.key)
+            var devices = DeviceTable()
+            var versions: [DeviceKey: Int64] = [:]
+            for stored in snapshot.devices + snapshot.due where devices.index[stored.record.key] == nil {
+                versions[stored.record.key] = stored.version
+                _ = devices.append(
                     stored.record,
                     contribution: stored.record.fleetContribution(now: stored.countedAt, configuration: configuration.alerts)
                 )
-            if claimedKeys.contains(key), !due.contains(i) { due.append(i) }
+            }
+            let due = Set(claimedDue).compactMap { devices.index[$0] }.sorted()
+            var plan = policy.withLock { p in
+                // The counters start at zero: the plan's counters are the group's deltas.
+                GroupPlan.make(
+                    batches: jobs.lazy.map(\.batch),
+                    seen: snapshot.seen,
+                    due: due,
+                    devices: devices,
+                    counters: FleetCounters(),
+                    fleetAlerts: FleetAlerts(firing: snapshot.fleetAlerts),
+                    policy: &p,
+                    now: now,
+                    configuration: configuration,
+                    subscribers: webhooks.subscribers(for:context:)
+                )
+            }
+            plan.changes.eventIds = StoreChanges.newIds(claims, seen: snapshot.seen)
+            if everyContainer {
+                plan.containers = Array(Set(plan.containers).union(snapshot.counts.keys).union(snapshot.fleetAlerts.keys)).sorted()
+            }
+            let deltas = plan.counters
+            policy.withLock { p in
+                plan.evaluateFleet(
+                    counts: { container in
+                        var counts = snapshot.counts[container] ?? FleetCounts()
+                        counts.add(deltas[FleetScope(containerId: container)])
+                        return counts
+                    },
+                    policy: &p,
+                    now: now,
+                    configuration: configuration,
+                    subscribers: webhooks.subscribers(for:context:)
+                )
+            }
+            if plan.changes.isEmpty { return plan }
+            let write = GroupWrite(changes: plan.changes, versions: versions, fleetAlertsRead: snapshot.fleetAlerts, counters: plan.counters)
+            if try await group.write(write) { return plan }
+            metrics.writeConflicts.increment()
         }
-        // Which containers' fleet alerts fire, for holding device alerts back; read again under lock below.
-        let known = Set((0..<devices.count).compactMap { devices.records[$0].info.containerId } + jobs.compactMap(\.batch.info.containerId))
-        let firing = FleetAlerts(firing: try await tx.fleetAlerts(known.sorted()))
-        var plan = policy.withLock { p in
-            // The counters start at zero: the plan's counters are the group's deltas.
-            GroupPlan.make(
-                batches: jobs.lazy.map(\.batch),
-                seen: seen,
-                due: due,
-                devices: devices,
-                counters: FleetCounters(),
-                fleetAlerts: firing,
-                policy: &p,
-                now: now,
-                configuration: configuration,
-                subscribers: webhooks.subscribers(for:context:)
-            )
-        }
-        plan.changes.eventIds = StoreChanges.newIds(claims, seen: seen)
-        guard !plan.changes.isEmpty || !plan.transitions.isEmpty else { return plan }
-        let counts = try await tx.addCounts(plan.counters, returning: plan.containers)
-        plan.fleetAlerts = FleetAlerts(firing: try await tx.fleetAlerts(plan.containers))
-        policy.withLock { p in
-            plan.evaluateFleet(
-                counts: { counts[$0] ?? FleetCounts() },
-                policy: &p,
-                now: now,
-                configuration: configuration,
-                subscribers: webhooks.subscribers(for:context:)
-            )
-        }
-        try await tx.write(plan.changes)
-        return plan
+        throw StoreError.unavailable(path: "shared store", reason: "a group lost \(SharedPasses.maxAttempts) write conflicts in a row")
+    }
+}
+
+/// When the shared pipeline last did its periodic work.
+struct SharedPasses {
+    /// A replica that has not beaten for this long is presumed dead; its counter shard is folded.
+    static let replicaPresumedDead: Duration = .seconds(600)
+    static let heartbeatInterval: Duration = .seconds(30)
+    /// Attempts of one group before its requests are answered with an error.
+    static let maxAttempts = 8
+
+    var lastReload: Timestamp?
+    var lastHeartbeat: Timestamp?
+    var lastFleetPass: Timestamp?
+
+    mutating func reloadDue(now: Timestamp, interval: Duration) -> Bool { Self.due(&lastReload, now: now, interval: interval) }
+    mutating func heartbeatDue(now: Timestamp) -> Bool { Self.due(&lastHeartbeat, now: now, interval: Self.heartbeatInterval) }
+    /// Every container's fleet rule is evaluated once a poll interval: a group sees the counts other replicas
+    /// committed before its read, so a threshold that two replicas crossed together is caught by the next pass.
+    mutating func fleetPassDue(now: Timestamp, interval: Duration) -> Bool { Self.due(&lastFleetPass, now: now, interval: interval) }
+
+    private static func due(_ last: inout Timestamp?, now: Timestamp, interval: Duration) -> Bool {
+        if let last, now < last + interval { return false }
+        last = now
+        return true
     }
 }

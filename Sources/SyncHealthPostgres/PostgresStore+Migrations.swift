@@ -141,6 +141,19 @@ extension PostgresStore {
                 "CREATE INDEX fleet_history_age ON fleet_history (resolution, at)",
             ]
         ),
+        (
+            "v5: one round trip a read and a write; counters sharded per replica; device versions",
+            [
+                "ALTER TABLE devices ADD COLUMN version BIGINT NOT NULL DEFAULT 1",
+                "ALTER TABLE fleet_counters ADD COLUMN shard BIGINT NOT NULL DEFAULT 0",
+                "ALTER TABLE fleet_counters DROP CONSTRAINT fleet_counters_pkey",
+                "ALTER TABLE fleet_counters ADD PRIMARY KEY (shard, app_id, container_id, field)",
+                "CREATE INDEX fleet_counters_scope ON fleet_counters (app_id, container_id)",
+                "CREATE TABLE replicas (shard BIGINT PRIMARY KEY, seen_at BIGINT NOT NULL)",
+                PostgresQuery(unsafeSQL: PostgresGroupSQL.readFunction),
+                PostgresQuery(unsafeSQL: PostgresGroupSQL.writeFunction),
+            ]
+        ),
     ]
 
     /// Applies the missing migrations, one replica at a time (under a transaction-scoped advisory lock), and

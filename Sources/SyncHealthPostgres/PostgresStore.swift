@@ -1,16 +1,20 @@
 import Foundation
 public import Logging
+import Metrics
 import PostgresNIO
 public import ServiceLifecycle
 public import SyncHealthCore
 public import SyncHealthStore
+import Synchronization
 
 /// The store for several replicas over one PostgreSQL database, through postgres-nio.
 ///
-/// Writers serialize per device with transaction-scoped advisory locks (which also cover devices not stored
-/// yet) and row locks; alert timers are a due-time column claimed with `FOR UPDATE SKIP LOCKED`; fleet
-/// counters are rows updated in the same transaction as the devices; webhook messages are leased with
-/// `FOR UPDATE SKIP LOCKED`. The connection pool is a `Service`: run it (`service`) before using the store.
+/// A commit group is two round trips, each a call of a server-side function in autocommit: a read (devices with
+/// their versions, due timers claimed for a lease, seen ids, counts, fleet alerts) and a write that applies
+/// everything only if no device it planned on changed meanwhile. No lock outlives a call, and only writers of the
+/// same device meet on a row: fleet counters are deltas in a shard per replica, summed on read. Webhook messages
+/// are leased with `FOR UPDATE SKIP LOCKED`. The connection pool is a `Service`: run it (`service`) before using
+/// the store.
 public final class PostgresStore: SharedSyncStore {
     let client: PostgresClient
     let logger: Logger
@@ -18,6 +22,11 @@ public final class PostgresStore: SharedSyncStore {
     public let displayName: String
     /// How long a replica holds a webhook message it is sending before another may take it.
     public let deliveryLease: Duration
+    /// How long a due timer a group read stays hidden from the other replicas (the group writes it long before).
+    public let timerLease: Duration = .seconds(30)
+    /// This replica's shard of the fleet counters: random, so that no two replicas share one.
+    public let shard = Int64.random(in: 1...Int64.max)
+    let roundTripsPerGroup = Recorder(label: "synchealth_postgres_round_trips_per_group")
 
     /// Creates a store for `url` (`postgres://user:password@host:port/database?sslmode=disable|prefer|require`).
     ///
@@ -59,8 +68,36 @@ public final class PostgresStore: SharedSyncStore {
         try await migrate()
     }
 
-    public func transaction<T: Sendable>(_ body: @Sendable (any SharedTransaction) async throws -> T) async throws -> T {
-        try await withTransaction { connection in try await body(PostgresTransaction(connection: connection, logger: self.logger)) }
+    public func group<T: Sendable>(_ body: (any SharedGroup) async throws -> T) async throws -> T {
+        try await client.withConnection { connection in
+            let group = PostgresGroup(connection: connection, logger: logger, shard: shard, timerLease: timerLease)
+            defer {
+                let trips = group.roundTrips.load(ordering: .relaxed)
+                if trips > 0 { roundTripsPerGroup.record(trips) }
+            }
+            return try await body(group)
+        }
+    }
+
+    public func heartbeat(now: Timestamp, deadBefore: Timestamp) async throws {
+        try await client.query(
+            """
+            INSERT INTO replicas (shard, seen_at) VALUES (\(shard), \(now.microseconds))
+            ON CONFLICT (shard) DO UPDATE SET seen_at = excluded.seen_at
+            """,
+            logger: logger
+        )
+        // One statement: the dead replicas' rows move to shard 0 at once, or not at all.
+        try await client.query(
+            """
+            WITH dead AS (DELETE FROM replicas WHERE seen_at < \(deadBefore.microseconds) RETURNING shard),
+            moved AS (DELETE FROM fleet_counters WHERE shard IN (SELECT shard FROM dead) RETURNING app_id, container_id, field, n)
+            INSERT INTO fleet_counters (shard, app_id, container_id, field, n)
+            SELECT 0, app_id, container_id, field, sum(n) FROM moved GROUP BY app_id, container_id, field
+            ON CONFLICT (shard, app_id, container_id, field) DO UPDATE SET n = fleet_counters.n + excluded.n
+            """,
+            logger: logger
+        )
     }
 
     /// Runs `body` in a transaction on a pooled connection; retries lock conflicts; rethrows the cause of a
@@ -107,14 +144,18 @@ public final class PostgresStore: SharedSyncStore {
     }
 
     public func seenEventIds(_ requests: [(key: DeviceKey, eventIds: [String])]) async throws -> [Set<String>] {
-        try await client.withConnection { connection in
-            try await PostgresTransaction(connection: connection, logger: logger).seenEventIds(requests)
+        try await group { group in
+            try await group.read(GroupRead(keys: [], claims: requests, now: Timestamp(microseconds: Int64.min / 2), dueLimit: 0, containers: [])).seen
         }
     }
 
+    /// Writes whatever the devices' versions (a group's writes are guarded instead: `SharedGroup.write`).
     public func commit(_ changes: StoreChanges) async throws {
         if changes.isEmpty { return }
-        try await transaction { try await $0.write(changes) }
+        let write = GroupWrite(changes: changes, versions: [:], fleetAlertsRead: [:], counters: FleetCounters())
+        try await client.withConnection { connection in
+            try await PostgresGroup.write(write, guarded: false, shard: shard, on: connection, logger: logger)
+        }
     }
 
     public func alerts(_ query: AlertQuery) async throws -> AlertPage {
@@ -226,7 +267,8 @@ public final class PostgresStore: SharedSyncStore {
         var fields: [(name: String, value: Int)] = []
         for try await (field, n) in try await client.query(
             """
-            SELECT field, n FROM fleet_counters WHERE app_id = \(scope.appId ?? "") AND container_id = \(scope.containerId ?? "")
+            SELECT field, sum(n)::bigint FROM fleet_counters WHERE app_id = \(scope.appId ?? "") AND container_id = \(scope.containerId ?? "")
+            GROUP BY field
             """,
             logger: logger
         ).decode((String, Int).self) {
@@ -238,7 +280,11 @@ public final class PostgresStore: SharedSyncStore {
     public func allCounts() async throws -> [FleetScope: FleetCounts] {
         var fields: [FleetScope: [(name: String, value: Int)]] = [:]
         for try await (appId, containerId, field, n) in try await client.query(
-            "SELECT app_id, container_id, field, n FROM fleet_counters WHERE n <> 0",
+            """
+            SELECT app_id, container_id, field, n FROM
+                (SELECT app_id, container_id, field, sum(n)::bigint AS n FROM fleet_counters GROUP BY app_id, container_id, field) AS sums
+            WHERE n <> 0
+            """,
             logger: logger
         ).decode((String, String, String, Int).self) {
             fields[FleetScope(appId: appId.isEmpty ? nil : appId, containerId: containerId.isEmpty ? nil : containerId), default: []]

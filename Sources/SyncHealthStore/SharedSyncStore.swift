@@ -2,16 +2,21 @@ public import SyncHealthCore
 
 /// A store that several service processes (replicas) use at once, such as PostgreSQL.
 ///
-/// Nothing is cached across requests in this mode: every write reads the devices it changes inside one
-/// transaction, under row locks, and every read goes to the store. The store also keeps what a single
-/// process keeps in memory otherwise: the alert timers (a due time per device) and the fleet counters.
+/// Nothing about devices is cached across groups in this mode: a group reads the devices it changes, plans, and
+/// writes them back only if no other writer changed them in between (optimistic: no lock is held between the read
+/// and the write, so replicas never wait on each other for different devices). Every read goes to the store. The
+/// store also keeps what a single process keeps in memory otherwise: the alert timers (a due time per device) and
+/// the fleet counters, which each replica adds to in a shard of its own.
 public protocol SharedSyncStore: SyncStore {
     /// Waits for the database and brings its schema up to date. Called once before anything else.
     func prepare() async throws
 
-    /// Runs `body` in one transaction, committed when it returns. A transaction that loses a deadlock or a
-    /// serialization conflict is retried from the start, so `body` must not have effects outside it.
-    func transaction<T: Sendable>(_ body: @Sendable (any SharedTransaction) async throws -> T) async throws -> T
+    /// Runs one commit group's reads and writes, and counts the round trips they took.
+    func group<T: Sendable>(_ body: (any SharedGroup) async throws -> T) async throws -> T
+
+    /// Tells the others this replica is alive, and folds into a common shard the counters of replicas that have
+    /// not said so since `deadBefore`.
+    func heartbeat(now: Timestamp, deadBefore: Timestamp) async throws
 
     /// One device.
     func device(_ key: DeviceKey) async throws -> DeviceRecord?
@@ -57,27 +62,74 @@ public struct DeviceQuery: Sendable, Hashable {
     }
 }
 
-/// The operations of one shared-store transaction, in the order the engine uses them. Locks are held until
-/// the transaction ends; taking them in this order keeps replicas free of lock cycles.
-public protocol SharedTransaction: Sendable {
-    /// Locks the devices (present or not yet stored) against every other writer, and returns the stored ones.
-    func lockDevices(_ keys: [DeviceKey]) async throws -> [DeviceKey: StoredDevice]
+/// One commit group's access to a shared store: one read and one write, each a single round trip.
+public protocol SharedGroup: Sendable {
+    /// What a group plans on; due timers it returns are claimed (hidden from other replicas) for a lease.
+    func read(_ request: GroupRead) async throws -> GroupSnapshot
 
-    /// Claims up to `limit` devices whose timers are due at `now` and that no other transaction holds.
-    func claimDueDevices(now: Timestamp, limit: Int) async throws -> [StoredDevice]
+    /// Writes the group, all or nothing. Returns `false`, having written nothing, when a device or fleet alert
+    /// changed since `read` (another replica wrote it): read again and plan again.
+    func write(_ write: GroupWrite) async throws -> Bool
+}
 
-    /// For each (device, candidate ids) pair, the ids already recorded for that device.
-    func seenEventIds(_ requests: [(key: DeviceKey, eventIds: [String])]) async throws -> [Set<String>]
+/// What a group reads.
+public struct GroupRead: Sendable {
+    /// The devices of its requests (and of lines to settle).
+    public var keys: [DeviceKey]
+    /// Per request, its device and the event ids it claims.
+    public var claims: [(key: DeviceKey, eventIds: [String])]
+    /// The service clock.
+    public var now: Timestamp
+    /// At most this many due devices.
+    public var dueLimit: Int
+    /// Containers whose counts are wanted besides those of the devices read; `nil` for every container.
+    public var containers: [String]?
 
-    /// Adds deltas to the stored counters, then returns the counts of these containers (all apps), locked.
-    func addCounts(_ deltas: FleetCounters, returning containers: [String]) async throws -> [String: FleetCounts]
+    /// Creates a read.
+    public init(keys: [DeviceKey], claims: [(key: DeviceKey, eventIds: [String])], now: Timestamp, dueLimit: Int, containers: [String]?) {
+        self.keys = keys
+        self.claims = claims
+        self.now = now
+        self.dueLimit = dueLimit
+        self.containers = containers
+    }
+}
 
-    /// The firing fleet alerts of these containers.
-    func fleetAlerts(_ containers: [String]) async throws -> [String: Timestamp]
+/// What a group plans on.
+public struct GroupSnapshot: Sendable {
+    /// The stored devices among the keys read.
+    public var devices: [StoredDevice] = []
+    /// Devices whose timers came due, claimed for this group.
+    public var due: [StoredDevice] = []
+    /// Per claim, the ids its device sent before.
+    public var seen: [Set<String>] = []
+    /// The counts of the containers read (all apps), summed over every replica's shard.
+    public var counts: [String: FleetCounts] = [:]
+    /// Every firing fleet alert, by container.
+    public var fleetAlerts: [String: Timestamp] = [:]
 
-    /// Writes the changes. A device's stored contribution to the counters is taken as computed at
-    /// `changes.recordedAt`.
-    func write(_ changes: StoreChanges) async throws
+    /// Creates an empty snapshot.
+    public init() {}
+}
+
+/// What a group writes, with what it was planned on.
+public struct GroupWrite: Sendable {
+    /// The changes.
+    public var changes: StoreChanges
+    /// Each written device's version as read (0: not stored).
+    public var versions: [DeviceKey: Int64]
+    /// The fleet alerts as read, for the containers whose fleet alert the changes start or end.
+    public var fleetAlertsRead: [String: Timestamp]
+    /// Deltas to add to the counters.
+    public var counters: FleetCounters
+
+    /// Creates a write.
+    public init(changes: StoreChanges, versions: [DeviceKey: Int64], fleetAlertsRead: [String: Timestamp], counters: FleetCounters) {
+        self.changes = changes
+        self.versions = versions
+        self.fleetAlertsRead = fleetAlertsRead
+        self.counters = counters
+    }
 }
 
 /// A device as a shared store holds it.
@@ -86,10 +138,13 @@ public struct StoredDevice: Sendable {
     public var record: DeviceRecord
     /// The time its contribution to the stored counters was computed at.
     public var countedAt: Timestamp
+    /// Its version, one more each write: a write planned on another version is refused.
+    public var version: Int64
 
     /// Creates one.
-    public init(record: DeviceRecord, countedAt: Timestamp) {
+    public init(record: DeviceRecord, countedAt: Timestamp, version: Int64) {
         self.record = record
         self.countedAt = countedAt
+        self.version = version
     }
 }

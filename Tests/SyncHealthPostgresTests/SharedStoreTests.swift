@@ -11,7 +11,7 @@ import Testing
 /// What several replicas rely on: device locks, timer claims, counters and webhook leases.
 @Suite("Shared store (PostgreSQL): locks, timer claims, counters, leases", .enabled(if: PostgresTesting.baseURL != nil))
 struct SharedStoreTests {
-    @Test("a due timer is claimed by one transaction; the others skip it until it commits; a rollback leaves it due")
+    @Test("a due timer read by one group is hidden from the others for the timer lease, then due again (its replica died)")
     func timerClaims() async throws {
         try await withPostgresStore { store in
             let key = DeviceKey(appId: "app", deviceId: "d1")
@@ -21,74 +21,152 @@ struct SharedStoreTests {
             try await store.commit(changes)
             #expect(try await store.nextDeviceDeadline() == t0 + .seconds(10))
 
-            try await store.transaction { tx in
-                #expect(try await tx.claimDueDevices(now: t0 + .seconds(5), limit: 10).isEmpty, "not due yet")
-                let claimed = try await tx.claimDueDevices(now: t0 + .seconds(10), limit: 10)
-                #expect(claimed.map(\.record.key) == [key])
-                #expect(claimed.first?.countedAt == t0)
-                let other = try await store.transaction { try await $0.claimDueDevices(now: t0 + .seconds(10), limit: 10) }
-                #expect(other.isEmpty, "held by the first transaction")
+            func due(at now: Timestamp) async throws -> [StoredDevice] {
+                try await store.group { try await $0.read(GroupRead(keys: [], claims: [], now: now, dueLimit: 10, containers: [])).due }
             }
-            struct Rollback: Error {}
-            await #expect(throws: Rollback.self) {
-                try await store.transaction { tx in
-                    _ = try await tx.claimDueDevices(now: t0 + .seconds(10), limit: 10)
-                    throw Rollback()
-                }
-            }
-            let again = try await store.transaction { try await $0.claimDueDevices(now: t0 + .seconds(10), limit: 10) }
-            #expect(again.map(\.record.key) == [key], "a transaction that died leaves the timer to the next replica")
+            #expect(try await due(at: t0 + .seconds(5)).isEmpty, "not due yet")
+            let claimed = try await due(at: t0 + .seconds(10))
+            #expect(claimed.map(\.record.key) == [key])
+            #expect(claimed.first?.countedAt == t0)
+            #expect(claimed.first?.version == 1)
+            #expect(try await due(at: t0 + .seconds(11)).isEmpty, "claimed by the first group")
+            let lease = store.timerLease
+            #expect(try await due(at: t0 + .seconds(10) + lease).map(\.record.key) == [key], "the lease ran out: the next replica takes it")
         }
     }
 
-    @Test("device locks serialize writers, for stored and not yet stored devices alike")
-    func deviceLocks() async throws {
+    @Test("a write planned on a version another writer replaced is refused whole; concurrent writers of one device lose nothing")
+    func optimisticWrites() async throws {
         try await withPostgresStore { store in
             let key = DeviceKey(appId: "app", deviceId: "new")
-            // 20 concurrent read-modify-write transactions on one device that does not exist yet: each appends
-            // one pending change; with the lock none is lost.
+            func read() async throws -> StoredDevice? {
+                try await store.group { try await $0.read(GroupRead(keys: [key], claims: [], now: t0, dueLimit: 0, containers: [])).devices.first }
+            }
+            // A stale write: planned on "not stored" after another writer stored the device.
+            var first = StoreChanges(recordedAt: t0)
+            first.devices = [DeviceRecord(key: key, firstSeenAt: t0)]
+            let stored = try await store.group {
+                try await $0.write(GroupWrite(changes: first, versions: [:], fleetAlertsRead: [:], counters: FleetCounters()))
+            }
+            #expect(stored)
+            var stale = StoreChanges(recordedAt: t0)
+            var record = DeviceRecord(key: key, firstSeenAt: t0)
+            record.monitor.pendingChanges = 99
+            stale.devices = [record]
+            stale.outbox = [message("m-stale")]
+            stale.eventIds = [(key, "e-stale")]
+            var deltas = FleetCounters()
+            deltas.replace(nil, with: record.fleetContribution(now: t0, configuration: AlertConfiguration()))
+            let refused = try await store.group {
+                try await $0.write(GroupWrite(changes: stale, versions: [key: 0], fleetAlertsRead: [:], counters: deltas))
+            }
+            #expect(!refused)
+            #expect(try await read()?.record.monitor.pendingChanges == 0)
+            #expect(try await store.counts(.all) == FleetCounts(), "no counter of the refused write")
+            #expect(try await store.seenEventIds([(key, ["e-stale"])]) == [[]], "no event id of the refused write")
+            #expect(try await store.dueMessages(now: t0, limit: 10).isEmpty, "no message of the refused write")
+
+            // 20 concurrent read-modify-write loops on the device: each appends one pending change.
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for _ in 0..<20 {
                     group.addTask {
-                        try await store.transaction { tx in
-                            let found = try await tx.lockDevices([key])
-                            var record = found[key]?.record ?? DeviceRecord(key: key, firstSeenAt: t0)
-                            record.monitor.pendingChanges += 1
-                            var changes = StoreChanges(recordedAt: t0)
-                            changes.devices = [record]
-                            try await tx.write(changes)
+                        var written = false
+                        while !written {
+                            written = try await store.group { g in
+                                let found = try await g.read(GroupRead(keys: [key], claims: [], now: t0, dueLimit: 0, containers: [])).devices.first
+                                var record = found?.record ?? DeviceRecord(key: key, firstSeenAt: t0)
+                                record.monitor.pendingChanges += 1
+                                var changes = StoreChanges(recordedAt: t0)
+                                changes.devices = [record]
+                                let write = GroupWrite(
+                                    changes: changes,
+                                    versions: [key: found?.version ?? 0],
+                                    fleetAlertsRead: [:],
+                                    counters: FleetCounters()
+                                )
+                                return try await g.write(write)
+                            }
                         }
                     }
                 }
                 try await group.waitForAll()
             }
-            #expect(try await store.device(key)?.monitor.pendingChanges == 20)
+            #expect(try await read()?.record.monitor.pendingChanges == 20)
+            #expect(try await read()?.version == 21, "stored at 1, then one more a write")
         }
     }
 
-    @Test("counter deltas add up per scope and read back O(1); container counts come back from the same call")
-    func counters() async throws {
+    @Test("a fleet alert starts where none fires and ends only as read; a write that disagrees is refused")
+    func fleetAlertGuards() async throws {
         try await withPostgresStore { store in
+            func setFleet(_ container: String, startsAt: Timestamp?, read: [String: Timestamp]) async throws -> Bool {
+                var changes = StoreChanges(recordedAt: t0)
+                changes.fleetAlerts = [(container, startsAt)]
+                return try await store.group {
+                    try await $0.write(GroupWrite(changes: changes, versions: [:], fleetAlertsRead: read, counters: FleetCounters()))
+                }
+            }
+            let fired = try await setFleet("c", startsAt: t0, read: [:])
+            #expect(fired)
+            let firedAgain = try await setFleet("c", startsAt: t0 + .seconds(1), read: [:])
+            #expect(!firedAgain, "another replica fired it first")
+            let endedOther = try await setFleet("c", startsAt: nil, read: ["c": t0 + .seconds(1)])
+            #expect(!endedOther, "not the alert that was read")
+            #expect(try await store.loadState().fleetAlerts == ["c": t0])
+            let ended = try await setFleet("c", startsAt: nil, read: ["c": t0])
+            #expect(ended)
+            #expect(try await store.loadState().fleetAlerts.isEmpty)
+        }
+    }
+
+    @Test("counters: each replica adds to its own shard, reads sum every shard, a dead replica's shard is folded without changing a sum")
+    func counters() async throws {
+        try await withPostgresStores(2) { stores in
             let broken = FleetContribution(appId: "a", containerId: "c", summary: .error, notSyncing: false, errorClass: .userAction, silent: false)
             let fine = FleetContribution(appId: "a", containerId: "c", summary: .succeeded, notSyncing: false, errorClass: nil, silent: false)
+            func add(_ deltas: FleetCounters, on store: PostgresStore) async throws {
+                let write = GroupWrite(changes: StoreChanges(recordedAt: t0), versions: [:], fleetAlertsRead: [:], counters: deltas)
+                #expect(try await store.group { try await $0.write(write) })
+            }
             var first = FleetCounters()
             first.replace(nil, with: broken)
             first.replace(nil, with: fine)
-            let firstDeltas = first
-            _ = try await store.transaction { try await $0.addCounts(firstDeltas, returning: []) }
+            try await add(first, on: stores[0])
             var second = FleetCounters()
             second.replace(broken, with: fine)
-            let secondDeltas = second
-            let counts = try await store.transaction { try await $0.addCounts(secondDeltas, returning: ["c", "empty"]) }
+            try await add(second, on: stores[1])
             var reference = FleetCounters()
             reference.replace(nil, with: fine)
             reference.replace(nil, with: fine)
-            #expect(counts["c"] == reference[FleetScope(containerId: "c")])
-            #expect(counts["empty"] == FleetCounts())
-            #expect(try await store.counts(.all) == reference[.all])
-            #expect(try await store.counts(FleetScope(appId: "a")) == reference[FleetScope(appId: "a")])
-            #expect(try await store.counts(FleetScope(appId: "a", containerId: "c")).devices == 2)
-            #expect(try await store.counts(FleetScope(appId: "other")) == FleetCounts())
+            for store in stores {
+                #expect(try await store.counts(.all) == reference[.all])
+                #expect(try await store.counts(FleetScope(appId: "a")) == reference[FleetScope(appId: "a")])
+                #expect(try await store.counts(FleetScope(appId: "a", containerId: "c")).devices == 2)
+                #expect(try await store.counts(FleetScope(appId: "other")) == FleetCounts())
+                #expect(try await store.allCounts()[FleetScope(containerId: "c")] == reference[FleetScope(containerId: "c")])
+                let read = try await store.group {
+                    try await $0.read(GroupRead(keys: [], claims: [], now: t0, dueLimit: 0, containers: ["c", "empty"]))
+                }
+                #expect(read.counts["c"] == reference[FleetScope(containerId: "c")])
+                #expect(read.counts["empty"] == FleetCounts())
+            }
+            // Replica 1 beat long ago and is gone; replica 0 folds its shard.
+            try await stores[1].heartbeat(now: t0, deadBefore: t0 - .seconds(1))
+            try await stores[0].heartbeat(now: t0 + .seconds(3600), deadBefore: t0 + .seconds(1))
+            #expect(try await stores[0].counts(.all) == reference[.all])
+            #expect(try await stores[0].counts(FleetScope(containerId: "c")) == reference[FleetScope(containerId: "c")])
+            let shards = try await stores[0].withTransaction { connection in
+                var out: [Int64] = []
+                for try await shard in try await connection.query(
+                    "SELECT DISTINCT shard FROM fleet_counters ORDER BY shard",
+                    logger: Logger(label: "test")
+                )
+                .decode(Int64.self) {
+                    out.append(shard)
+                }
+                return out
+            }
+            #expect(shards == [0, stores[0].shard], "the dead replica's rows moved to shard 0")
         }
     }
 

@@ -8,14 +8,22 @@ public import SyncHealthStore
 
 /// Runs `body` with a `PostgresStore` on a fresh database, its connection pool running beside it.
 public func withPostgresStore<T>(deliveryLease: Duration = .seconds(60), _ body: (PostgresStore) async throws -> T) async throws -> T {
+    try await withPostgresStores(1, deliveryLease: deliveryLease) { stores in try await body(stores[0]) }
+}
+
+/// `count` stores on one fresh database, as replicas would open it, each with its connection pool running.
+public func withPostgresStores<T>(_ count: Int, deliveryLease: Duration = .seconds(60), _ body: ([PostgresStore]) async throws -> T) async throws -> T
+{
     let url = try await PostgresTesting.freshDatabase()
-    let store = try PostgresStore(url: url, deliveryLease: deliveryLease, logger: Logger(label: "test"))
+    let stores = try (0..<count).map { _ in try PostgresStore(url: url, deliveryLease: deliveryLease, logger: Logger(label: "test")) }
     return try await withThrowingTaskGroup(of: Void.self) { group in
-        let service = store.service
-        group.addTask { try await service.run() }
+        for store in stores {
+            let service = store.service
+            group.addTask { try await service.run() }
+        }
         defer { group.cancelAll() }
-        try await store.prepare()
-        return try await body(store)
+        for store in stores { try await store.prepare() }
+        return try await body(stores)
     }
 }
 

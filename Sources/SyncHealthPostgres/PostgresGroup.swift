@@ -1,0 +1,146 @@
+import Logging
+import PostgresNIO
+import SyncHealthCore
+import SyncHealthStore
+import Synchronization
+
+/// One commit group on one leased connection: a read and a write, each one call of a server-side function
+/// (`PostgresGroupSQL`), in autocommit, so that no lock outlives a call.
+final class PostgresGroup: SharedGroup {
+    let connection: PostgresConnection
+    let logger: Logger
+    /// This replica's counter shard.
+    let shard: Int64
+    /// How long a due timer read by a group stays hidden from other replicas.
+    let timerLease: Duration
+    /// Round trips so far.
+    let roundTrips: Atomic<Int>
+
+    init(connection: PostgresConnection, logger: Logger, shard: Int64, timerLease: Duration) {
+        self.connection = connection
+        self.logger = logger
+        self.shard = shard
+        self.timerLease = timerLease
+        self.roundTrips = Atomic(0)
+    }
+
+    func read(_ request: GroupRead) async throws -> GroupSnapshot {
+        var hashes: [Int64] = []
+        var ids: [String] = []
+        for claim in request.claims {
+            let hash = claim.key.stableHash
+            for id in claim.eventIds {
+                hashes.append(hash)
+                ids.append(id)
+            }
+        }
+        roundTrips.add(1, ordering: .relaxed)
+        let rows = try await connection.query(
+            """
+            SELECT kind, a, b, state, n1, n2 FROM synchealth_read_group(
+                \(request.keys.map(\.appId))::text[], \(request.keys.map(\.deviceId))::text[], \(hashes)::bigint[], \(ids)::text[],
+                \(request.now.microseconds), \(Int32(clamping: request.dueLimit))::integer, \(timerLease.microseconds), \(request.containers ?? [])::text[],
+                \(request.containers == nil))
+            """,
+            logger: logger
+        )
+        var snapshot = GroupSnapshot()
+        var seen: [Int64: Set<String>] = [:]
+        var fields: [String: [(name: String, value: Int)]] = [:]
+        for try await (kind, a, b, state, n1, n2) in rows.decode((String, String?, String?, ByteBuffer?, Int64, Int64).self) {
+            switch kind {
+            case "d", "u":
+                guard let appId = a, let deviceId = b, let state else { throw StoreError.undecodableRecord("group read row \(kind)") }
+                let key = DeviceKey(appId: appId, deviceId: deviceId)
+                let stored = StoredDevice(record: try PostgresStore.record(key, state), countedAt: Timestamp(microseconds: n1), version: n2)
+                if kind == "d" { snapshot.devices.append(stored) } else { snapshot.due.append(stored) }
+            case "s":
+                if let id = b { seen[n1, default: []].insert(id) }
+            case "c":
+                if let container = a, let field = b { fields[container, default: []].append((field, Int(n1))) }
+            case "f":
+                if let container = a { snapshot.fleetAlerts[container] = Timestamp(microseconds: n1) }
+            default:
+                throw StoreError.undecodableRecord("group read row \(kind)")
+            }
+        }
+        snapshot.seen = request.claims.map { claim in (seen[claim.key.stableHash] ?? []).intersection(claim.eventIds) }
+        for container in Set(fields.keys).union(request.containers ?? []) {
+            snapshot.counts[container] = FleetCounts(fields: fields[container] ?? [])
+        }
+        return snapshot
+    }
+
+    func write(_ write: GroupWrite) async throws -> Bool {
+        roundTrips.add(1, ordering: .relaxed)
+        do {
+            try await Self.write(write, guarded: true, shard: shard, on: connection, logger: logger)
+            return true
+        } catch let error as PSQLError where PostgresStore.isRetryable(error) {
+            logger.debug("A group's devices changed since its read; planning it again")
+            return false
+        }
+    }
+
+    /// One call of `synchealth_write_group`. Devices keep their first-seen order (their position in listings); two
+    /// writers that share devices in opposite orders deadlock, and the one PostgreSQL rolls back plans again.
+    static func write(_ write: GroupWrite, guarded: Bool, shard: Int64, on connection: PostgresConnection, logger: Logger) async throws {
+        let changes = write.changes
+        // One row per key (the last one wins): an upsert may not touch a row twice.
+        var position: [DeviceKey: Int] = [:]
+        var devices: [DeviceRecord] = []
+        for device in changes.devices {
+            if let i = position[device.key] {
+                devices[i] = device
+            } else {
+                position[device.key] = devices.count
+                devices.append(device)
+            }
+        }
+        let summaries = devices.map(\.monitor.summary)
+        var alertIndex: [String: Int] = [:]
+        var alerts: [AlertRecord] = []
+        for alert in changes.alerts {
+            if let i = alertIndex[alert.id] {
+                alerts[i] = alert
+            } else {
+                alertIndex[alert.id] = alerts.count
+                alerts.append(alert)
+            }
+        }
+        var counters: [(app: String, container: String, field: String, delta: Int64)] = []
+        for (scope, counts) in write.counters.nonZeroScopes {
+            for (name, value) in counts.nonZeroFields {
+                counters.append((scope.appId ?? "", scope.containerId ?? "", name, Int64(value)))
+            }
+        }
+        counters.sort { ($0.app, $0.container, $0.field) < ($1.app, $1.container, $1.field) }
+        let fleet = changes.fleetAlerts.sorted { $0.containerId < $1.containerId }
+        let outbox = changes.outbox
+        // The function's error, if it raises one, arrives with its result row: read it.
+        let rows = try await connection.query(
+            """
+            SELECT synchealth_write_group(
+                \(devices.map(\.key.appId))::text[], \(devices.map(\.key.deviceId))::text[], \(devices.map(\.key.stableHash))::bigint[],
+                \(devices.map { ByteBuffer(bytes: $0.binaryEncoded()) })::bytea[], \(devices.map { $0.info.containerId ?? "" })::text[],
+                \(summaries.map(\.rawValue))::text[], \(summaries.map(\.isBroken))::boolean[],
+                \(devices.map { changes.deadlines[$0.key]?.microseconds ?? -1 })::bigint[], \(devices.map { write.versions[$0.key] ?? 0 })::bigint[],
+                \(changes.recordedAt.microseconds), \(guarded),
+                \(changes.eventIds.map(\.key.stableHash))::bigint[], \(changes.eventIds.map(\.eventId))::text[],
+                \(alerts.map(\.id))::text[], \(alerts.map(\.kind.rawValue))::text[], \(alerts.map(\.state.rawValue))::text[],
+                \(alerts.map { $0.appId ?? "" })::text[], \(alerts.map { $0.deviceId ?? "" })::text[], \(alerts.map { $0.containerId ?? "" })::text[],
+                \(alerts.map(\.startsAt.microseconds))::bigint[], \(alerts.map { $0.endsAt?.microseconds ?? -1 })::bigint[],
+                \(alerts.map(\.summary))::text[], \(alerts.map(\.detail))::text[],
+                \(fleet.map(\.containerId))::text[], \(fleet.map { $0.startsAt?.microseconds ?? -1 })::bigint[],
+                \(fleet.map { write.fleetAlertsRead[$0.containerId]?.microseconds ?? -1 })::bigint[],
+                \(outbox.map(\.id))::text[], \(outbox.map(\.webhookId))::text[], \(outbox.map(\.orderingKey))::text[], \(outbox.map(\.payload))::text[],
+                \(outbox.map(\.createdAt.microseconds))::bigint[], \(outbox.map { Int32($0.attempts) })::integer[],
+                \(outbox.map(\.nextAttemptAt.microseconds))::bigint[], \(outbox.map(\.state.rawValue))::text[],
+                \(shard), \(counters.map(\.app))::text[], \(counters.map(\.container))::text[], \(counters.map(\.field))::text[],
+                \(counters.map(\.delta))::bigint[])
+            """,
+            logger: logger
+        )
+        for try await _ in rows.decode(Int32.self) {}
+    }
+}
