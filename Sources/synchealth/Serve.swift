@@ -145,7 +145,10 @@ struct Serve: AsyncParsableCommand {
             return handler
         }
         let registry = PrometheusCollectorRegistry()
-        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+        var factory = PrometheusMetricsFactory(registry: registry)
+        // Round trips are small whole numbers: buckets that tell 2 (a group without conflict) from 3 and more.
+        factory.valueHistogramBuckets["synchealth_postgres_round_trips_per_group"] = [1, 2, 3, 4, 6, 8, 16]
+        MetricsSystem.bootstrap(factory)
         let logger = Logger(label: "synchealth")
         do {
             let built = try SyncHealthApplication.build(configuration: configuration, logger: logger, registry: registry)

@@ -1,7 +1,7 @@
 import Foundation
 import Logging
 import NIOPosix
-import PostgresNIO
+public import PostgresNIO
 
 /// The throwaway PostgreSQL cluster that `scripts/test` starts (`scripts/postgres`), and fresh databases on it.
 public enum PostgresTesting {
@@ -64,5 +64,22 @@ public enum PostgresTesting {
             throw error
         }
         try await connection.close()
+    }
+
+    /// One connection to the database at `url`, for a test's own queries; the caller closes it.
+    public static func connection(to url: String) async throws -> PostgresConnection {
+        guard let parts = URLComponents(string: url), let host = parts.host else {
+            throw Unavailable(description: "not a database URL: \(url)")
+        }
+        return try await connect(parts, host: host)
+    }
+
+    /// The first column of each row of a fixed query, as text.
+    public static func strings(_ sql: String, on connection: PostgresConnection) async throws -> [String] {
+        var out: [String] = []
+        for try await value in try await connection.query(PostgresQuery(unsafeSQL: sql), logger: Logger(label: "test")).decode(String.self) {
+            out.append(value)
+        }
+        return out
     }
 }
