@@ -127,7 +127,13 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
 
     func nextWake(now: Timestamp) async -> Timestamp? {
         let poll = now + configuration.sharedPollInterval
-        let due = (try? await store.nextDeviceDeadline()) ?? nil
+        let due: Timestamp?
+        do {
+            due = try await store.nextDeviceDeadline()
+            passes.withLock { $0.timersIdleUntil = due ?? poll }
+        } catch {
+            due = nil
+        }
         let settle = policy.withLock { $0.nextSettleTime }
         return [poll, due, settle].compactMap { $0 }.min()
     }
@@ -143,7 +149,11 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
         }
         var listed = Set<DeviceKey>()
         let keys = (jobs.map(\.batch.key) + settling.compactMap(\.key.deviceKey)).filter { listed.insert($0).inserted }
-        let everyContainer = passes.withLock { $0.fleetPassDue(now: now, interval: configuration.sharedPollInterval) }
+        let (everyContainer, timersIdle) = passes.withLock { p in
+            (p.fleetPassDue(now: now, interval: configuration.sharedPollInterval), p.timersIdleUntil.map { now < $0 } ?? false)
+        }
+        // Nothing queued, nothing to settle or evaluate, no timer due: no round trip.
+        if keys.isEmpty && !everyContainer && timersIdle { return false }
 
         let started = ContinuousClock.now
         let plan: GroupPlan
@@ -157,6 +167,9 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
         let decided = policy.withLock { p in
             defer { p.keepChanges() }
             return p.hasChanges
+        }
+        if let soonest = plan.changes.deadlines.values.min() {
+            passes.withLock { p in p.timersIdleUntil = p.timersIdleUntil.map { min($0, soonest) } }
         }
         if jobs.isEmpty && plan.changes.isEmpty && !decided { return false }
         finish(jobs, plan: plan, started: started)
@@ -268,6 +281,9 @@ struct SharedPasses {
     /// Attempts of one group before its requests are answered with an error.
     static let maxAttempts = 8
 
+    /// No device's timer is due before this (as last read, and lowered by this replica's own writes); `nil`:
+    /// unknown. Another replica's earlier deadline is seen at the next poll.
+    var timersIdleUntil: Timestamp?
     var lastReload: Timestamp?
     var lastHeartbeat: Timestamp?
     var lastFleetPass: Timestamp?

@@ -12,7 +12,8 @@ function setup(thread)
 end
 
 function init(args)
-  math.randomseed(tid * 7919 + os.time())
+  -- Two wrk processes started in the same second (one per replica) must not pick the same devices in step.
+  math.randomseed(tid * 7919 + os.time() + (tonumber(prefix:match("%d+") or "0") or 0) * 1000003)
 end
 
 request = function()

@@ -6,7 +6,8 @@ local key = os.getenv("WRK_KEY") or "bench-ingest"
 -- Event ids start with WRK_PREFIX, so that two wrk processes (one per replica) never send the same id.
 local prefix = os.getenv("WRK_PREFIX") or ""
 function setup(thread) thread:set("tid", thread_id); thread_id = thread_id + 1 end
-function init(args) math.randomseed(tid * 104729 + os.time()) end
+-- Two wrk processes started in the same second (one per replica) must not pick the same devices in step.
+function init(args) math.randomseed(tid * 104729 + os.time() + (tonumber(prefix:match("%d+") or "0") or 0) * 1000003) end
 request = function()
   counter = counter + 1
   local device = math.random(devices)
