@@ -179,6 +179,72 @@ struct ReplicaScalingTests {
         #expect(b.stop() == 0)
     }
 
+    @Test("a container's devices break through both replicas at once: one fleetDegraded incident, fired and resolved once, delivered once each")
+    func fleetAlertOnceAcrossReplicas() async throws {
+        let url = try await PostgresTesting.freshDatabase()
+        let receiver = TestReceiver()
+        try await withReceiver(receiver) { port in
+            var environment = Self.environment
+            environment["SYNCHEALTH_DATABASE_URL"] = url
+            environment["SYNCHEALTH_ADMIN_KEYS"] = "admin"
+            environment["SYNCHEALTH_ERROR_AFTER"] = "1s"
+            environment["SYNCHEALTH_WEBHOOK_ALLOW_PRIVATE"] = "1"
+            let a = try LiveServer(environment: environment)
+            let b = try LiveServer(environment: environment)
+            for server in [a, b] { #expect(try await eventually { try await server.request("GET", "/readyz").status == 200 }) }
+            let hook = try await a.request(
+                "POST",
+                "/v1/webhooks",
+                key: "admin",
+                body: Data(#"{"url": "http://127.0.0.1:\#(port)/hook", "kinds": ["fleetDegraded"]}"#.utf8)
+            )
+            #expect(hook.status == 201)
+            let post: @Sendable (String, [String], LiveServer) async throws -> Void = { id, events, server in
+                let body =
+                    #"{"device": {"deviceId": "\#(id)", "appId": "com.fleet", "containerId": "iCloud.fleet"}, "events": [\#(events.joined(separator: ","))]}"#
+                let status = try await server.request("POST", "/v1/events", key: "ingest", body: Data(body.utf8)).status
+                #expect(status == 202)
+            }
+            // 24 healthy devices, half through each replica; then 6 break at once, 3 through each (25% > 10%).
+            let now: @Sendable () -> Timestamp = { Timestamp(seconds: Date().timeIntervalSince1970) }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for i in 0..<24 {
+                    group.addTask { try await post("f\(i)", recoveryEvents("f\(i)", at: now()), i % 2 == 0 ? a : b) }
+                }
+                try await group.waitForAll()
+            }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for i in 0..<6 {
+                    group.addTask { try await post("f\(i)", breakingEvents("f\(i)", at: now()), i % 2 == 0 ? a : b) }
+                }
+                try await group.waitForAll()
+            }
+            func fleetAlerts(_ server: LiveServer) async throws -> [[String: Any]] {
+                let page = try await server.request("GET", "/v1/alerts?kind=fleetDegraded&limit=50", key: "read")
+                return (try JSONSerialization.jsonObject(with: page.body) as? [String: Any])?["data"] as? [[String: Any]] ?? []
+            }
+            #expect(try await eventually { try await fleetAlerts(b).contains { $0["state"] as? String == "firing" } }, "the fleet alert never fired")
+            // The breaking devices recover, through the other replica this time.
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for i in 0..<6 {
+                    group.addTask { try await post("f\(i)", recoveryEvents("f\(i)-again", at: now()), i % 2 == 0 ? b : a) }
+                }
+                try await group.waitForAll()
+            }
+            #expect(try await eventually { try await fleetAlerts(a).allSatisfy { $0["state"] as? String == "resolved" } })
+            let alerts = try await fleetAlerts(a)
+            #expect(alerts.count == 1, "one incident: \(alerts.map { $0["id"] ?? "?" })")
+            let delivered = { receiver.all.map { ($0.alert["id"] as? String ?? "?") + " " + ($0.type ?? "?") } }
+            #expect(try await eventually { delivered().count >= 2 })
+            // A second fire or resolve would arrive within a poll interval or two.
+            try await Task.sleep(for: .milliseconds(600))
+            let id = alerts.first?["id"] as? String ?? "?"
+            #expect(delivered().sorted() == [id + " alert.firing", id + " alert.resolved"])
+            #expect(a.stop() == 0)
+            #expect(b.stop() == 0)
+        }
+    }
+
     @Test("the lock-wait watcher sees a wait when there is one (two sessions updating one row)")
     func watcherSeesAWait() async throws {
         let url = try await PostgresTesting.freshDatabase()
