@@ -221,6 +221,11 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
                 )
             )
             claimedDue += snapshot.due.map(\.record.key)
+            // Subscriptions another replica changed since the last group: their alerts go to them from this group on.
+            if let digest = snapshot.subscriptionsDigest, passes.withLock({ $0.subscriptionsDigest != digest }) {
+                webhooks.replaceSubscriptions(try await group.webhooks())
+                passes.withLock { $0.subscriptionsDigest = digest }
+            }
             var devices = DeviceTable()
             var versions: [DeviceKey: Int64] = [:]
             for stored in snapshot.devices + snapshot.due where devices.index[stored.record.key] == nil {
@@ -284,6 +289,8 @@ struct SharedPasses {
     /// No device's timer is due before this (as last read, and lowered by this replica's own writes); `nil`:
     /// unknown. Another replica's earlier deadline is seen at the next poll.
     var timersIdleUntil: Timestamp?
+    /// The subscriptions' digest when they were last loaded.
+    var subscriptionsDigest: String?
     var lastReload: Timestamp?
     var lastHeartbeat: Timestamp?
     var lastFleetPass: Timestamp?

@@ -112,7 +112,11 @@ public final class WebhookCenter: Service, Sendable {
     /// Loads the subscriptions. Called by the engine before it serves.
     func load() async throws {
         try await silences.load()
-        let all = try await store.webhooks()
+        replaceSubscriptions(try await store.webhooks())
+    }
+
+    /// Takes `all` as the subscriptions, read from the store by the caller.
+    func replaceSubscriptions(_ all: [WebhookSubscription]) {
         subscriptions.withLock { s in s = Dictionary(uniqueKeysWithValues: all.map { ($0.id, $0) }) }
         if !loaded.exchange(true, ordering: .acquiringAndReleasing) { loadedSignal.signal() }
     }

@@ -16,7 +16,17 @@ final class PostgresGroup: SharedGroup {
     /// Round trips so far.
     let roundTrips: Atomic<Int>
 
-    init(connection: PostgresConnection, logger: Logger, shard: Int64, timerLease: Duration) {
+    /// The store's read of the subscriptions.
+    let loadWebhooks: @Sendable () async throws -> [WebhookSubscription]
+
+    init(
+        connection: PostgresConnection,
+        logger: Logger,
+        shard: Int64,
+        timerLease: Duration,
+        loadWebhooks: @escaping @Sendable () async throws -> [WebhookSubscription]
+    ) {
+        self.loadWebhooks = loadWebhooks
         self.connection = connection
         self.logger = logger
         self.shard = shard
@@ -60,6 +70,8 @@ final class PostgresGroup: SharedGroup {
                 if let container = a, let field = b { fields[container, default: []].append((field, Int(n1))) }
             case "f":
                 if let container = a { snapshot.fleetAlerts[container] = Timestamp(microseconds: n1) }
+            case "w":
+                snapshot.subscriptionsDigest = a
             default:
                 throw StoreError.undecodableRecord("group read row \(kind)")
             }
@@ -69,6 +81,11 @@ final class PostgresGroup: SharedGroup {
             snapshot.counts[container] = FleetCounts(fields: fields[container] ?? [])
         }
         return snapshot
+    }
+
+    func webhooks() async throws -> [WebhookSubscription] {
+        roundTrips.add(1, ordering: .relaxed)
+        return try await loadWebhooks()
     }
 
     func write(_ write: GroupWrite) async throws -> Bool {

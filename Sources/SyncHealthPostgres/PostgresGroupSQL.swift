@@ -9,7 +9,8 @@ enum PostgresGroupSQL {
     ///
     /// Rows: `d` device and `u` due device (a app, b device, state, n1 counted_at, n2 version, a2 container),
     /// `s` seen id (n1 device hash, b id), `c` count (a container, b field, n1 sum), `f` fleet alert (a container,
-    /// n1 starts_at).
+    /// n1 starts_at), `w` a digest of the webhook subscriptions (a), so that a replica reloads them when another
+    /// one changed them.
     static let readFunction = """
         CREATE FUNCTION synchealth_read_group(
             apps text[], devs text[], hashes bigint[], ids text[], now_at bigint, due_limit integer, lease bigint,
@@ -20,29 +21,34 @@ enum PostgresGroupSQL {
             r record;
             touched text[] := containers;
         BEGIN
-            FOR r IN SELECT d.app_id, d.device_id, d.state, d.counted_at, d.version, d.container_id FROM devices d
-                WHERE (d.app_id, d.device_id) IN (SELECT * FROM unnest(apps, devs))
+            -- Each lookup is a subquery of its own (LIMIT keeps it one), so that it is an index probe whatever the
+            -- table's statistics: a plan cached while the table was small would otherwise scan it whole.
+            FOR r IN SELECT d.* FROM unnest(apps, devs) AS k(a, dv)
+                CROSS JOIN LATERAL (SELECT x.app_id, x.device_id, x.state, x.counted_at, x.version, x.container_id FROM devices x
+                                    WHERE x.app_id = k.a AND x.device_id = k.dv LIMIT 1) d
             LOOP
                 kind := 'd'; a := r.app_id; b := r.device_id; state := r.state; n1 := r.counted_at; n2 := r.version;
                 touched := touched || r.container_id;
                 RETURN NEXT;
             END LOOP;
-            FOR r IN UPDATE devices d SET due_at = now_at + lease
-                FROM (SELECT app_id, device_id FROM devices WHERE due_at <= now_at ORDER BY due_at LIMIT due_limit
-                      FOR UPDATE SKIP LOCKED) due
-                WHERE d.app_id = due.app_id AND d.device_id = due.device_id
-                RETURNING d.app_id, d.device_id, d.state, d.counted_at, d.version, d.container_id
+            -- Row by row, by tuple id (held while the row is locked): a probe whatever the statistics.
+            FOR r IN SELECT x.ctid AS tid, x.app_id, x.device_id, x.state, x.counted_at, x.version, x.container_id FROM devices x
+                WHERE x.due_at <= now_at ORDER BY x.due_at LIMIT due_limit FOR UPDATE SKIP LOCKED
             LOOP
+                UPDATE devices SET due_at = now_at + lease WHERE ctid = r.tid;
                 kind := 'u'; a := r.app_id; b := r.device_id; state := r.state; n1 := r.counted_at; n2 := r.version;
                 touched := touched || r.container_id;
                 RETURN NEXT;
             END LOOP;
-            RETURN QUERY SELECT 's'::text, NULL::text, e.event_id, NULL::bytea, e.device_hash, 0::bigint FROM seen_events e
-                WHERE (e.device_hash, e.event_id) IN (SELECT * FROM unnest(hashes, ids));
+            RETURN QUERY SELECT 's'::text, NULL::text, e.event_id, NULL::bytea, e.device_hash, 0::bigint FROM unnest(hashes, ids) AS k(h, i)
+                CROSS JOIN LATERAL (SELECT x.event_id, x.device_hash FROM seen_events x WHERE x.device_hash = k.h AND x.event_id = k.i LIMIT 1) e;
             RETURN QUERY SELECT 'c'::text, fc.container_id, fc.field, NULL::bytea, sum(fc.n)::bigint, 0::bigint FROM fleet_counters fc
                 WHERE fc.app_id = '' AND fc.container_id <> '' AND (all_containers OR fc.container_id = ANY(touched))
                 GROUP BY fc.container_id, fc.field;
             RETURN QUERY SELECT 'f'::text, fa.container_id, NULL::text, NULL::bytea, fa.starts_at, 0::bigint FROM fleet_alerts fa;
+            RETURN QUERY SELECT 'w'::text, md5(coalesce(string_agg(w.id || ' ' || w.url || ' ' || w.kinds || ' ' || w.secret || ' ' ||
+                    coalesce(w.disabled_reason, '') || ' ' || w.options, ' ' ORDER BY w.id), '')), NULL::text, NULL::bytea, 0::bigint, 0::bigint
+                FROM webhooks w;
         END
         $$
         """

@@ -70,7 +70,9 @@ public final class PostgresStore: SharedSyncStore {
 
     public func group<T: Sendable>(_ body: (any SharedGroup) async throws -> T) async throws -> T {
         try await client.withConnection { connection in
-            let group = PostgresGroup(connection: connection, logger: logger, shard: shard, timerLease: timerLease)
+            let group = PostgresGroup(connection: connection, logger: logger, shard: shard, timerLease: timerLease) {
+                try await self.webhooks()
+            }
             defer {
                 let trips = group.roundTrips.load(ordering: .relaxed)
                 if trips > 0 { roundTripsPerGroup.record(trips) }

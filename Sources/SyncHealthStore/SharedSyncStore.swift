@@ -62,7 +62,8 @@ public struct DeviceQuery: Sendable, Hashable {
     }
 }
 
-/// One commit group's access to a shared store: one read and one write, each a single round trip.
+/// One commit group's access to a shared store: one read and one write, each a single round trip (and a read of
+/// the subscriptions when they changed).
 public protocol SharedGroup: Sendable {
     /// What a group plans on; due timers it returns are claimed (hidden from other replicas) for a lease.
     func read(_ request: GroupRead) async throws -> GroupSnapshot
@@ -70,6 +71,9 @@ public protocol SharedGroup: Sendable {
     /// Writes the group, all or nothing. Returns `false`, having written nothing, when a device or fleet alert
     /// changed since `read` (another replica wrote it): read again and plan again.
     func write(_ write: GroupWrite) async throws -> Bool
+
+    /// The webhook subscriptions, when `GroupSnapshot.subscriptionsDigest` says they changed: a third round trip.
+    func webhooks() async throws -> [WebhookSubscription]
 }
 
 /// What a group reads.
@@ -107,6 +111,8 @@ public struct GroupSnapshot: Sendable {
     public var counts: [String: FleetCounts] = [:]
     /// Every firing fleet alert, by container.
     public var fleetAlerts: [String: Timestamp] = [:]
+    /// A digest of the webhook subscriptions as stored: when it changes, another replica changed them.
+    public var subscriptionsDigest: String?
 
     /// Creates an empty snapshot.
     public init() {}
