@@ -103,28 +103,10 @@ final class PostgresGroup: SharedGroup {
     /// writers that share devices in opposite orders deadlock, and the one PostgreSQL rolls back plans again.
     static func write(_ write: GroupWrite, guarded: Bool, shard: Int64, on connection: PostgresConnection, logger: Logger) async throws {
         let changes = write.changes
-        // One row per key (the last one wins): an upsert may not touch a row twice.
-        var position: [DeviceKey: Int] = [:]
-        var devices: [DeviceRecord] = []
-        for device in changes.devices {
-            if let i = position[device.key] {
-                devices[i] = device
-            } else {
-                position[device.key] = devices.count
-                devices.append(device)
-            }
-        }
+        // One row per key: an upsert may not touch a row twice.
+        let devices = Self.lastPerKey(changes.devices, key: \.key)
         let summaries = devices.map(\.monitor.summary)
-        var alertIndex: [String: Int] = [:]
-        var alerts: [AlertRecord] = []
-        for alert in changes.alerts {
-            if let i = alertIndex[alert.id] {
-                alerts[i] = alert
-            } else {
-                alertIndex[alert.id] = alerts.count
-                alerts.append(alert)
-            }
-        }
+        let alerts = Self.lastPerKey(changes.alerts, key: \.id)
         var counters: [(app: String, container: String, field: String, delta: Int64)] = []
         for (scope, counts) in write.counters.nonZeroScopes {
             for (name, value) in counts.nonZeroFields {
@@ -159,5 +141,20 @@ final class PostgresGroup: SharedGroup {
             logger: logger
         )
         for try await _ in rows.decode(Int32.self) {}
+    }
+
+    /// One item per key, at the place its key first came, holding the last item with that key.
+    static func lastPerKey<Item, Key: Hashable>(_ items: [Item], key: (Item) -> Key) -> [Item] {
+        var position: [Key: Int] = [:]
+        var out: [Item] = []
+        for item in items {
+            if let i = position[key(item)] {
+                out[i] = item
+            } else {
+                position[key(item)] = out.count
+                out.append(item)
+            }
+        }
+        return out
     }
 }
