@@ -124,8 +124,9 @@ struct NotificationPolicyServiceTests {
             try await Self.fireAndRecoverThrice(client, service)
             #expect(try await eventually { payloads(transport).count == 6 })
             // The next write of an alert fails once, after the group has decided: a serialization failure (40001)
-            // is retried by the store within the request, any other error fails the request. A sequence counts
-            // the attempts, since it is the one thing a rolled-back transaction does not take back.
+            // is a refused write, and the group reads and plans again within the request; any other error fails
+            // the request. A sequence counts the attempts, since it is the one thing a rolled-back write does not
+            // take back.
             try await PostgresTesting.execute(
                 [
                     "CREATE SEQUENCE refusals",
