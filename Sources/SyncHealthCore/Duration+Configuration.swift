@@ -27,3 +27,18 @@ extension String {
         return String(s)
     }
 }
+
+extension Duration {
+    /// The duration as a configuration writes it, in the largest unit that keeps it whole (`90s`, `15m`, `24h`,
+    /// `250ms`), so that `Duration(configuration:)` reads it back as it was.
+    public var configurationText: String {
+        let (seconds, attoseconds) = components
+        let microseconds = seconds * 1_000_000 + attoseconds / 1_000_000_000_000
+        if microseconds == 0 { return "0" }
+        for (suffix, unit) in [("h", Int64(3_600_000_000)), ("m", 60_000_000), ("s", 1_000_000), ("ms", 1_000)]
+        where microseconds % unit == 0 {
+            return "\(microseconds / unit)\(suffix)"
+        }
+        return "\(Double(microseconds) / 1_000_000)"
+    }
+}

@@ -1,8 +1,9 @@
+public import Logging
 import SyncHealthCore
 public import SyncHealthEngine
 public import SyncHealthStore
 
-/// Everything `synchealth serve` can be told, from the environment or flags.
+/// Everything `synchealth serve` can be told, from the environment or flags (`ServiceSetting.all` declares how).
 public struct ServiceConfiguration: Sendable {
     /// Listen host.
     public var host = "127.0.0.1"
@@ -35,6 +36,8 @@ public struct ServiceConfiguration: Sendable {
     public var requestTimeout: Duration = .seconds(30)
     /// Seconds an idle connection stays open.
     public var idleTimeout: Duration = .seconds(60)
+    /// The least level logged.
+    public var logLevel: Logger.Level = .info
 
     /// The defaults of the contract.
     public init() {}

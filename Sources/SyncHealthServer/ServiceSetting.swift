@@ -1,0 +1,252 @@
+import Foundation
+import Logging
+import SyncHealthCore
+import SyncHealthEngine
+import SyncHealthStore
+
+/// One setting of `synchealth serve`: its flag, environment variable, help, how its value is shown, and how
+/// its text is read and checked. The default is the value `ServiceConfiguration()` holds, shown by `show`, so it
+/// is written once.
+public struct ServiceSetting: Sendable {
+    /// The flag without its dashes (`port` is `--port`).
+    public let flag: String
+    /// What the setting does, one line, for `--help` and `docs/configuration.md`.
+    public let help: String
+    /// The default when the value shows as nothing (keys that are generated on first start, say).
+    let emptyDefault: String
+    /// The setting's value in a configuration, as one writes it.
+    let show: @Sendable (ServiceConfiguration) -> String
+    /// Reads and checks the text of the setting into a configuration; throws the reason it is refused.
+    let apply: @Sendable (inout ServiceConfiguration, String) throws(ServiceSettingError) -> Void
+
+    /// The environment variable: `SYNCHEALTH_` and the flag in capitals (`SYNCHEALTH_DATA_DIR`).
+    public var variable: String {
+        "SYNCHEALTH_" + String(flag.map { $0 == "-" ? "_" : Character($0.uppercased()) })
+    }
+
+    /// The setting's value in `configuration`, as one would write it (empty where it has none).
+    public func shown(in configuration: ServiceConfiguration) -> String {
+        show(configuration)
+    }
+
+    /// The default, as `--help` and the docs show it.
+    public var defaultText: String {
+        let shown = show(ServiceConfiguration())
+        return shown.isEmpty ? emptyDefault : shown
+    }
+}
+
+/// A setting's text that cannot be used, with the reason (it names the variable and the value).
+public struct ServiceSettingError: Error, Equatable, CustomStringConvertible {
+    /// The reason, as the service prints it before it exits.
+    public let description: String
+
+    /// An error with this reason.
+    public init(description: String) {
+        self.description = description
+    }
+}
+
+extension ServiceSetting {
+    /// Every setting of `synchealth serve`, in the order `--help` and the docs list them.
+    public static let all: [ServiceSetting] = [
+        text("host", "Listen address.", \.host),
+        ServiceSetting(
+            flag: "port",
+            help: "Listen port; 0 picks a free one.",
+            emptyDefault: "",
+            show: { "\($0.port)" },
+            apply: { c, text throws(ServiceSettingError) in
+                guard let port = Int(text), (0...65535).contains(port) else { throw .init(description: "is not a port (0 to 65535)") }
+                c.port = port
+            }
+        ),
+        text("data-dir", "Where the embedded store and generated keys live.", \.dataDirectory),
+        keys(
+            "ingest-keys",
+            "Comma-separated keys that devices use to post events; KEY@appId binds a key to an app.",
+            \.ingestKeys,
+            emptyDefault: "generated on first start"
+        ),
+        keys("read-keys", "Comma-separated keys that may read status, summaries and alerts.", \.readKeys, emptyDefault: "none"),
+        keys("admin-keys", "Comma-separated keys that may also manage webhooks and silences.", \.adminKeys, emptyDefault: "generated on first start"),
+        duration("not-syncing-after", "Delay of the notSyncing alert.", \.engine.alerts.notSyncingAfter),
+        duration("error-after", "Delay of syncError for errors that are not developer or dataLoss.", \.engine.alerts.errorAfter),
+        duration("stalled-after", "Delay of syncStalled.", \.engine.alerts.stalledAfter),
+        duration("export-at-risk-after", "Delay of exportAtRisk.", \.engine.alerts.exportAtRiskAfter),
+        duration("silent-after", "When a device counts as silent.", \.engine.alerts.silentAfter),
+        ServiceSetting(
+            flag: "webhook-allow-private",
+            help: "1 lets webhooks target loopback and private addresses.",
+            emptyDefault: "",
+            show: { $0.webhooks.allowPrivate ? "1" : "0" },
+            apply: { c, text throws(ServiceSettingError) in
+                switch text.lowercased() {
+                case "0", "false", "off": c.webhooks.allowPrivate = false
+                case "1", "true", "on": c.webhooks.allowPrivate = true
+                default: throw .init(description: "must be 1 or 0")
+                }
+            }
+        ),
+        ServiceSetting(
+            flag: "public-url",
+            help: "The dashboard's address as ops open it, for links in Slack messages.",
+            emptyDefault: "none",
+            show: { $0.engine.publicURL ?? "" },
+            apply: { c, text throws(ServiceSettingError) in
+                guard let url = URL(string: text), ["http", "https"].contains(url.scheme ?? ""), url.host != nil else {
+                    throw .init(description: "must be an http or https URL, e.g. https://synchealth.example.com")
+                }
+                c.engine.publicURL = text
+            }
+        ),
+        ServiceSetting(
+            flag: "webhook-retry-schedule",
+            help: "Delays before each webhook attempt.",
+            emptyDefault: "",
+            show: { $0.webhooks.retrySchedule.map(\.configurationText).joined(separator: ",") },
+            apply: { c, text throws(ServiceSettingError) in
+                let parts = text.split(separator: ",").map { Duration(configuration: String($0)) }
+                guard !parts.isEmpty, parts.allSatisfy({ $0 != nil }) else {
+                    throw .init(description: "must be comma-separated durations, e.g. 0,5s,5m,30m")
+                }
+                c.webhooks.retrySchedule = parts.compactMap { $0 }
+            }
+        ),
+        rateLimit("device-rate-limit", "Requests per second per device on POST /v1/events, as RATE/BURST, or off.", \.rateLimits.perDevice),
+        rateLimit("key-rate-limit", "Requests per second per API key, as RATE/BURST, or off.", \.rateLimits.perKey),
+        ServiceSetting(
+            flag: "max-connections",
+            help: "Most open connections; more wait in the listen backlog.",
+            emptyDefault: "",
+            show: { "\($0.maxConnections)" },
+            apply: { c, text throws(ServiceSettingError) in
+                guard let n = Int(text), n >= 1 else { throw .init(description: "must be a positive integer") }
+                c.maxConnections = n
+            }
+        ),
+        duration(
+            "request-timeout",
+            "A request must arrive in full within this time of the connection opening or the previous response, else 408.",
+            \.requestTimeout,
+            atLeast: .milliseconds(1)
+        ),
+        duration("idle-timeout", "How long an idle or stalled connection stays open.", \.idleTimeout, atLeast: .milliseconds(1)),
+        ServiceSetting(
+            flag: "database-url",
+            help: "postgres://… selects PostgreSQL, for several replicas on one database, instead of the embedded SQLite store.",
+            emptyDefault: "unset: SQLite",
+            show: { $0.databaseURL ?? "" },
+            apply: { c, text throws(ServiceSettingError) in
+                guard text.hasPrefix("postgres://") || text.hasPrefix("postgresql://") else {
+                    throw .init(description: "must be a postgres:// URL, e.g. postgres://user:password@host:5432/database")
+                }
+                c.databaseURL = text
+            }
+        ),
+        duration(
+            "webhook-lease",
+            "With PostgreSQL: how long a replica holds a webhook message it sends before another replica may (longer than one send).",
+            \.webhookLease,
+            atLeast: .seconds(20)
+        ),
+        ServiceSetting(
+            flag: "sqlite-synchronous",
+            help: "SQLite durability: full (survives power loss) or normal (survives process crashes).",
+            emptyDefault: "",
+            show: { $0.sqliteSynchronous.rawValue.lowercased() },
+            apply: { c, text throws(ServiceSettingError) in
+                guard let mode = SQLiteStore.Synchronous(rawValue: text.uppercased()) else { throw .init(description: "must be full or normal") }
+                c.sqliteSynchronous = mode
+            }
+        ),
+        ServiceSetting(
+            flag: "log-level",
+            help: "trace, debug, info, notice, warning, error or critical.",
+            emptyDefault: "",
+            show: { $0.logLevel.rawValue },
+            apply: { c, text throws(ServiceSettingError) in
+                guard let level = Logger.Level(rawValue: text.lowercased()) else { throw .init(description: "is not a log level") }
+                c.logLevel = level
+            }
+        ),
+    ]
+
+    static func text(_ flag: String, _ help: String, _ path: any WritableKeyPath<ServiceConfiguration, String> & Sendable) -> ServiceSetting {
+        ServiceSetting(
+            flag: flag,
+            help: help,
+            emptyDefault: "",
+            show: { $0[keyPath: path] },
+            apply: { c, text throws(ServiceSettingError) in
+                c[keyPath: path] = text
+            }
+        )
+    }
+
+    static func keys(
+        _ flag: String,
+        _ help: String,
+        _ path: any WritableKeyPath<ServiceConfiguration, [String]> & Sendable,
+        emptyDefault: String
+    ) -> ServiceSetting {
+        ServiceSetting(
+            flag: flag,
+            help: help,
+            emptyDefault: emptyDefault,
+            show: { $0[keyPath: path].joined(separator: ",") },
+            apply: { c, text throws(ServiceSettingError) in
+                c[keyPath: path] = text.split(separator: ",").map { String($0).trimmingWhitespace() }.filter { !$0.isEmpty }
+            }
+        )
+    }
+
+    static func duration(
+        _ flag: String,
+        _ help: String,
+        _ path: any WritableKeyPath<ServiceConfiguration, Duration> & Sendable,
+        atLeast minimum: Duration = .zero
+    ) -> ServiceSetting {
+        ServiceSetting(
+            flag: flag,
+            help: help,
+            emptyDefault: "",
+            show: { $0[keyPath: path].configurationText },
+            apply: { c, text throws(ServiceSettingError) in
+                guard let d = Duration(configuration: text) else {
+                    throw .init(description: "is not a duration (use 90s, 15m, 2h or a number of seconds)")
+                }
+                guard d >= minimum else { throw .init(description: "must be a duration of at least \(minimum.configurationText)") }
+                c[keyPath: path] = d
+            }
+        )
+    }
+
+    static func rateLimit(
+        _ flag: String,
+        _ help: String,
+        _ path: any WritableKeyPath<ServiceConfiguration, RateLimit?> & Sendable
+    ) -> ServiceSetting {
+        ServiceSetting(
+            flag: flag,
+            help: help,
+            emptyDefault: "",
+            show: { c in c[keyPath: path].map { "\(Self.number($0.perSecond))/\(Self.number($0.burst))" } ?? "off" },
+            apply: { c, text throws(ServiceSettingError) in
+                if text.lowercased() == "off" || text == "0" {
+                    c[keyPath: path] = nil
+                    return
+                }
+                let parts = text.split(separator: "/").map { Double(String($0).trimmingWhitespace()) }
+                guard parts.count == 2, let rate = parts[0], let burst = parts[1], rate > 0, rate.isFinite, burst >= 1, burst.isFinite else {
+                    throw .init(description: "must be RATE/BURST requests per second, e.g. 20/100, or off")
+                }
+                c[keyPath: path] = RateLimit(perSecond: rate, burst: burst)
+            }
+        )
+    }
+
+    static func number(_ value: Double) -> String {
+        value == value.rounded() && abs(value) < 1e15 ? "\(Int(value))" : "\(value)"
+    }
+}
