@@ -22,9 +22,7 @@ struct EngineTimerTests {
         let service = TestService()
         try await service.test { client in
             try await client.post(batch(notSyncingEvents))
-            service.clock.advance(by: .seconds(60) - .microseconds(1))
-            // Give the engine's timer every chance to (wrongly) fire.
-            try await Task.sleep(for: .milliseconds(100))
+            try await advance(service.clock, by: .seconds(60) - .microseconds(1))
             #expect(try await firing(client, kind: .notSyncing).isEmpty)
             service.clock.advance(by: .microseconds(1))
             #expect(try await eventually { try await !firing(client, kind: .notSyncing).isEmpty })
@@ -95,8 +93,7 @@ struct EngineTimerTests {
         let second = TestService(store: .local(try SQLiteStore(directory: dir, synchronous: .normal)), clock: clock)
         try await second.test { client in
             #expect(try json(try await client.get("/v1/devices/dev-1"))["syncStateSummary"] as? String == "notSyncing")
-            clock.advance(by: .seconds(30) - .microseconds(1))
-            try await Task.sleep(for: .milliseconds(100))
+            try await advance(clock, by: .seconds(30) - .microseconds(1))
             #expect(try await firing(client, kind: .notSyncing).isEmpty)
             clock.advance(by: .microseconds(1))
             #expect(try await eventually { try await !firing(client, kind: .notSyncing).isEmpty })

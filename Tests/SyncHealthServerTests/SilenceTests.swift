@@ -134,9 +134,8 @@ struct SilenceTests {
             _ = try await createSilence(client, #"{"matchers": {"deviceId": "brief"}, "endsAt": "\#((testStart + .seconds(600)).rfc3339)"}"#)
             try await breakDevice(client, "brief")
             try await recover(client, "brief")
-            clock.advance(by: .seconds(601))
-            // The release runs at the silence's end; give it the time it would take.
-            try await Task.sleep(for: .milliseconds(300))
+            // The release runs at the silence's end.
+            try await advance(clock, by: .seconds(601))
             #expect(transport.sent.withLock { $0.count } == 0)
             // A device that breaks now, after the silence, is delivered as usual.
             try await breakDevice(client, "brief-2")

@@ -150,3 +150,17 @@ extension TestClientProtocol {
         try await execute(uri: uri, method: .get, headers: headers(key))
     }
 }
+
+/// Moves `clock` by `duration` and returns once what the move made due has run. The engine's loops sleep on the
+/// clock between passes, so once as many tasks sleep on it as before the move (three checks in a row), every
+/// woken loop has done its pass: a check after this sees a timer's effect, or that it had none.
+func advance(_ clock: ManualClock, by duration: Duration) async throws {
+    let asleep = clock.sleeperCount
+    clock.advance(by: duration)
+    var steady = 0
+    for _ in 0..<2_000 where steady < 3 {
+        steady = clock.sleeperCount >= asleep ? steady + 1 : 0
+        try await Task.sleep(for: .milliseconds(2))
+    }
+    #expect(steady == 3, "the loops the clock woke sleep again")
+}

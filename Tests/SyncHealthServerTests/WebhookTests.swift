@@ -220,8 +220,10 @@ struct WebhookTests {
             webhooks: webhookConfiguration,
             realTime: true
         )
+        let hook = Mutex("")
         try await first.test { client in
-            _ = try await createWebhook(client, url: "http://127.0.0.1:\(port)/hook")
+            let created = try await createWebhook(client, url: "http://127.0.0.1:\(port)/hook")
+            hook.withLock { $0 = created["id"] as? String ?? "" }
             // Three devices break and recover: six messages, two per device, in fire-then-resolve order.
             for d in 0..<3 {
                 try await client.post(
@@ -231,8 +233,8 @@ struct WebhookTests {
                     batch(device: "d\(d)", [event("s", "2026-11-22T10:00:05Z", #""kind": "activity", "phase": "export", "state": "started""#)])
                 )
             }
-            // Let some attempts fail.
-            try await Task.sleep(for: .milliseconds(300))
+            // Some attempts fail before the restart.
+            #expect(try await eventually { try await deliveryLog(client, hook.withLock { $0 }).count >= 6 })
         }
         // Restarted while the receiver is still down; then the receiver comes back on the same port.
         let receiver = TestReceiver()
@@ -243,7 +245,11 @@ struct WebhookTests {
             realTime: true
         )
         try await second.test { client in
-            try await Task.sleep(for: .milliseconds(200))
+            let before = try await deliveryLog(client, hook.withLock { $0 }).count
+            #expect(
+                try await eventually { try await deliveryLog(client, hook.withLock { $0 }).count > before },
+                "attempts fail after the restart too"
+            )
             try await withReceiver(receiver, port: port) { _ in
                 #expect(try await eventually { receiver.count >= 6 })
                 try await Task.sleep(for: .milliseconds(300))
