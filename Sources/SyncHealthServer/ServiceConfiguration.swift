@@ -27,6 +27,8 @@ public struct ServiceConfiguration: Sendable {
     public var webhookLease: Duration = .seconds(60)
     /// SQLite's durability setting.
     public var sqliteSynchronous: SQLiteStore.Synchronous = .full
+    /// How a commit to SQLite becomes durable: in the commit journal, or straight in the tables.
+    public var sqliteCommit: SQLiteStore.CommitPath = .journal
     /// Token buckets per device and per key.
     public var rateLimits = RateLimits()
     /// Most open connections; more wait in the listen backlog until one closes.

@@ -161,6 +161,16 @@ extension ServiceSetting {
             }
         ),
         ServiceSetting(
+            flag: "sqlite-commit",
+            help: "journal (append each group to a journal, fold into the tables later) or tables (one transaction in the tables a group).",
+            emptyDefault: "",
+            show: { $0.sqliteCommit.rawValue },
+            apply: { c, text throws(ServiceSettingError) in
+                guard let path = SQLiteStore.CommitPath(rawValue: text.lowercased()) else { throw .init(description: "must be journal or tables") }
+                c.sqliteCommit = path
+            }
+        ),
+        ServiceSetting(
             flag: "log-level",
             help: "trace, debug, info, notice, warning, error or critical.",
             emptyDefault: "",

@@ -74,7 +74,11 @@ public enum SyncHealthApplication {
             let store = try PostgresStore(url: url, deliveryLease: configuration.webhookLease, logger: logger)
             return (.shared(store), store.service)
         }
-        let store = try SQLiteStore(directory: configuration.dataDirectory, synchronous: configuration.sqliteSynchronous)
+        let store = try SQLiteStore(
+            directory: configuration.dataDirectory,
+            synchronous: configuration.sqliteSynchronous,
+            commitPath: configuration.sqliteCommit
+        )
         return (.local(store), store.maintenance(logger: logger))
     }
 

@@ -24,6 +24,15 @@ public final class SQLiteStore: SyncStore {
         case full = "FULL"
     }
 
+    /// How a commit becomes durable.
+    public enum CommitPath: String, Sendable, CaseIterable {
+        /// The group is appended to the commit journal, one `fdatasync` of one sequential write; folds write many
+        /// groups into the tables at once, later (docs/architecture.md says what this pays for).
+        case journal
+        /// The group is one SQLite transaction in the tables (WAL), durable at its commit.
+        case tables
+    }
+
     /// The most page cache, in KiB, each connection keeps (SQLite's default is 2 MiB).
     ///
     /// Every event costs B-tree descents into `devices` and `event_id_buckets`: the commit's dedupe read and the fold's
@@ -39,18 +48,22 @@ public final class SQLiteStore: SyncStore {
     let checkpointer: SQLiteCheckpointer
     let journal: CommitJournal
     let backlog = Mutex(JournalBacklog())
+    /// How commits become durable.
+    public let commitPath: CommitPath
     private let lockDescriptor: Int32
 
     /// Opens (creating if needed) the store in `directory`.
     ///
     /// - Throws: `StoreError` with a message for the operator when the directory is locked by another server,
     ///   the database is corrupt, or it was written by a newer schema.
-    public convenience init(directory: String, synchronous: Synchronous = .full) throws {
-        try self.init(directory: directory, synchronous: synchronous, journalIO: .system)
+    public convenience init(directory: String, synchronous: Synchronous = .full, commitPath: CommitPath = .journal) throws {
+        try self.init(directory: directory, synchronous: synchronous, commitPath: commitPath, journalIO: .system)
     }
 
     /// Opens the store with the journal making its system calls through `journalIO` (tests make them fail).
-    init(directory: String, synchronous: Synchronous, journalIO: JournalIO) throws {
+    /// Whatever the commit path, a journal left by an earlier run is written into the tables first.
+    init(directory: String, synchronous: Synchronous, commitPath: CommitPath = .journal, journalIO: JournalIO) throws {
+        self.commitPath = commitPath
         do {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         } catch {
@@ -194,12 +207,17 @@ public final class SQLiteStore: SyncStore {
 
     public func commit(_ changes: StoreChanges) async throws {
         if changes.isEmpty { return }
-        try await append(JournalEntry(changes, ids: changes.eventIds.map { (hash: $0.key.stableHash, id: Array($0.eventId.utf8)) }))
+        let entry = JournalEntry(changes, ids: changes.eventIds.map { (hash: $0.key.stableHash, id: Array($0.eventId.utf8)) })
+        switch commitPath {
+        case .journal: try await append(entry)
+        case .tables: try await pool.write { db in try JournalEntry.write([entry], db) }
+        }
     }
 
     /// Judges the claimed ids against the backlog and the tables, plans, and appends the group to the journal,
-    /// all in one trip to the journal's queue. The engine commits one group at a time, and appends happen only
-    /// on that queue, so nothing records an id between the judgement and the append.
+    /// all in one trip to the journal's queue (or, on the `tables` path, in one transaction). The engine commits one
+    /// group at a time, and appends happen only on that queue, so nothing records an id between the judgement and
+    /// the append.
     public func commit<Result: Sendable>(
         claiming claims: [(key: DeviceKey, eventIds: [String])],
         at recordedAt: Timestamp,
@@ -207,35 +225,54 @@ public final class SQLiteStore: SyncStore {
     )
         async throws -> Result
     {
+        let encoded = claims.map { (hash: $0.key.stableHash, ids: $0.eventIds.map { Array($0.utf8) }) }
+        if commitPath == .tables {
+            // One transaction reads the recorded ids and writes the group: nothing records an id in between.
+            return try await pool.write { db in
+                let recorded = try Self.recordedBefore(encoded, recent: encoded.map { Array(repeating: false, count: $0.ids.count) }, db)
+                let (entry, result) = try Self.judge(claims, encoded, recorded, at: recordedAt, plan: plan)
+                if !entry.isEmpty { try JournalEntry.write([entry], db) }
+                return result
+            }
+        }
         try await foldIfOversized()
         return try await journal.perform { appender in
-            let encoded = claims.map { (hash: $0.key.stableHash, ids: $0.eventIds.map { Array($0.utf8) }) }
             let recent = self.inBacklog(encoded)
             // A synchronous read: it runs here, on the journal's thread, not on another one.
             let recorded = try self.pool.read { db in try Self.recordedBefore(encoded, recent: recent, db) }
-            // An id recorded before this group is seen; one this group records is a repeat within it, which the
-            // caller judges.
-            var seen: [Set<String>] = []
-            seen.reserveCapacity(claims.count)
-            var ids: [(hash: Int64, id: [UInt8])] = []
-            var recordedNow: [Int64: Set<[UInt8]>] = [:]
-            for ((claim, encodedClaim), recorded) in zip(zip(claims, encoded), recorded) {
-                var before = Set<String>()
-                for ((id, bytes), recorded) in zip(zip(claim.eventIds, encodedClaim.ids), recorded) {
-                    if recorded {
-                        before.insert(id)
-                    } else if recordedNow[encodedClaim.hash, default: []].insert(bytes).inserted {
-                        ids.append((encodedClaim.hash, bytes))
-                    }
-                }
-                seen.append(before)
-            }
-            var (changes, result) = try plan(seen)
-            changes.recordedAt = recordedAt
-            let entry = JournalEntry(changes, ids: ids)
+            let (entry, result) = try Self.judge(claims, encoded, recorded, at: recordedAt, plan: plan)
             if !entry.isEmpty { try self.append(entry, with: appender) }
             return result
         }
+    }
+
+    /// The group for the claims, given which ids were `recorded` before it: an id recorded before is seen; one
+    /// this group records is a repeat within it, which `plan` judges.
+    private static func judge<Result>(
+        _ claims: [(key: DeviceKey, eventIds: [String])],
+        _ encoded: [(hash: Int64, ids: [[UInt8]])],
+        _ recorded: [[Bool]],
+        at recordedAt: Timestamp,
+        plan: (_ seen: [Set<String>]) throws -> (changes: StoreChanges, result: Result)
+    ) throws -> (entry: JournalEntry, result: Result) {
+        var seen: [Set<String>] = []
+        seen.reserveCapacity(claims.count)
+        var ids: [(hash: Int64, id: [UInt8])] = []
+        var recordedNow: [Int64: Set<[UInt8]>] = [:]
+        for ((claim, encodedClaim), recorded) in zip(zip(claims, encoded), recorded) {
+            var before = Set<String>()
+            for ((id, bytes), recorded) in zip(zip(claim.eventIds, encodedClaim.ids), recorded) {
+                if recorded {
+                    before.insert(id)
+                } else if recordedNow[encodedClaim.hash, default: []].insert(bytes).inserted {
+                    ids.append((encodedClaim.hash, bytes))
+                }
+            }
+            seen.append(before)
+        }
+        var (changes, result) = try plan(seen)
+        changes.recordedAt = recordedAt
+        return (JournalEntry(changes, ids: ids), result)
     }
 
     public func alerts(_ query: AlertQuery) async throws -> AlertPage {

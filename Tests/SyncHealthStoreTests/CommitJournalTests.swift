@@ -61,6 +61,20 @@ struct CommitJournalTests {
         try await reopened.close()
     }
 
+    @Test("a store reopened to commit in the tables first writes what the journal held, and its own groups are in the tables at once")
+    func reopenedOnTheTablesPath() async throws {
+        let (dir, store) = try await Self.storeWithGroupsABC()
+        let copy = try Self.crashCopy(of: dir)
+        try await store.close()
+
+        let reopened = try SQLiteStore(directory: copy, commitPath: .tables)
+        try await reopened.commit(Self.group("d", at: 3))
+        #expect(try await reopened.pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM devices") } == 4)
+        #expect(try CommitJournalTests.segments(copy).isEmpty, "no journal segment is written on the tables path")
+        try await Self.check(reopened, has: ["a", "b", "c", "d"])
+        try await reopened.close()
+    }
+
     @Test(
         "a record torn at the journal's end is dropped, with garbage after it; the records before it are kept",
         arguments: [3, 40]

@@ -14,9 +14,13 @@ import Testing
 enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
     case memory
     case sqlite
+    /// SQLite with each group committed straight into the tables, no journal.
+    case sqliteTables
     case postgres
 
-    static var allCases: [StoreKind] { PostgresTesting.baseURL == nil ? [.memory, .sqlite] : [.memory, .sqlite, .postgres] }
+    static var allCases: [StoreKind] {
+        PostgresTesting.baseURL == nil ? [.memory, .sqlite, .sqliteTables] : [.memory, .sqlite, .sqliteTables, .postgres]
+    }
 
     var testDescription: String { rawValue }
 
@@ -28,8 +32,12 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
             let result = try await body(store)
             try await store.close()
             return result
-        case .sqlite:
-            let store = try SQLiteStore(directory: temporaryDirectory(), synchronous: .normal)
+        case .sqlite, .sqliteTables:
+            let store = try SQLiteStore(
+                directory: temporaryDirectory(),
+                synchronous: .normal,
+                commitPath: self == .sqlite ? .journal : .tables
+            )
             let result = try await body(store)
             try await store.close()
             return result
