@@ -158,6 +158,13 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The bare Hummingbird route `scripts/bench` measures the service's request path against.
+        .executableTarget(
+            name: "bare-route",
+            dependencies: [.product(name: "Hummingbird", package: "hummingbird"), .product(name: "Logging", package: "swift-log")],
+            path: "Benchmarks/BareRoute",
+            swiftSettings: swiftSettings
+        ),
         // Helpers shared by the test targets.
         .target(
             name: "SyncHealthTestSupport",
