@@ -150,36 +150,17 @@ extension ServiceSetting {
             \.webhookLease,
             atLeast: .seconds(20)
         ),
-        ServiceSetting(
-            flag: "sqlite-synchronous",
-            help: "SQLite durability: full (survives power loss) or normal (survives process crashes).",
-            emptyDefault: "",
-            show: { $0.sqliteSynchronous.rawValue.lowercased() },
-            apply: { c, text throws(ServiceSettingError) in
-                guard let mode = SQLiteStore.Synchronous(rawValue: text.uppercased()) else { throw .init(description: "must be full or normal") }
-                c.sqliteSynchronous = mode
-            }
+        choice(
+            "sqlite-synchronous",
+            "SQLite durability: full (survives power loss) or normal (survives process crashes).",
+            \.sqliteSynchronous
         ),
-        ServiceSetting(
-            flag: "sqlite-commit",
-            help: "journal (append each group to a journal, fold into the tables later) or tables (one transaction in the tables a group).",
-            emptyDefault: "",
-            show: { $0.sqliteCommit.rawValue },
-            apply: { c, text throws(ServiceSettingError) in
-                guard let path = SQLiteStore.CommitPath(rawValue: text.lowercased()) else { throw .init(description: "must be journal or tables") }
-                c.sqliteCommit = path
-            }
+        choice(
+            "sqlite-commit",
+            "journal (append each group to a journal, fold into the tables later) or tables (one transaction in the tables a group).",
+            \.sqliteCommit
         ),
-        ServiceSetting(
-            flag: "log-level",
-            help: "trace, debug, info, notice, warning, error or critical.",
-            emptyDefault: "",
-            show: { $0.logLevel.rawValue },
-            apply: { c, text throws(ServiceSettingError) in
-                guard let level = Logger.Level(rawValue: text.lowercased()) else { throw .init(description: "is not a log level") }
-                c.logLevel = level
-            }
-        ),
+        choice("log-level", "The least level logged.", \.logLevel),
     ]
 
     static func text(_ flag: String, _ help: String, _ path: any WritableKeyPath<ServiceConfiguration, String> & Sendable) -> ServiceSetting {
@@ -190,6 +171,28 @@ extension ServiceSetting {
             show: { $0[keyPath: path] },
             apply: { c, text throws(ServiceSettingError) in
                 c[keyPath: path] = text
+            }
+        )
+    }
+
+    /// A setting that is one of a type's cases, written as its raw value in any case.
+    static func choice<Value: CaseIterable & RawRepresentable<String>>(
+        _ flag: String,
+        _ help: String,
+        _ path: any WritableKeyPath<ServiceConfiguration, Value> & Sendable
+    ) -> ServiceSetting {
+        let words = Value.allCases.map { $0.rawValue.lowercased() }
+        let list = words.dropLast().joined(separator: ", ") + (words.count > 1 ? " or " : "") + (words.last ?? "")
+        return ServiceSetting(
+            flag: flag,
+            help: help + " One of: \(words.joined(separator: ", ")).",
+            emptyDefault: "",
+            show: { $0[keyPath: path].rawValue.lowercased() },
+            apply: { c, text throws(ServiceSettingError) in
+                guard let value = Value.allCases.first(where: { $0.rawValue.lowercased() == text.lowercased() }) else {
+                    throw .init(description: "must be \(list)")
+                }
+                c[keyPath: path] = value
             }
         )
     }

@@ -64,8 +64,9 @@ import Testing
         ("--public-url", "ftp://x", "--public-url=ftp://x must be an http or https URL, e.g. https://synchealth.example.com"),
         ("--webhook-retry-schedule", "1s,,x", "--webhook-retry-schedule=1s,,x must be comma-separated durations, e.g. 0,5s,5m,30m"),
         ("--webhook-allow-private", "maybe", "--webhook-allow-private=maybe must be 1 or 0"),
-        ("--sqlite-synchronous", "off", "--sqlite-synchronous=off must be full or normal"),
-        ("--log-level", "loud", "--log-level=loud is not a log level"),
+        ("--sqlite-synchronous", "off", "--sqlite-synchronous=off must be normal or full"),
+        ("--log-level", "loud", "--log-level=loud must be trace, debug, info, notice, warning, error or critical"),
+        ("--sqlite-commit", "wal", "--sqlite-commit=wal must be journal or tables"),
         ("--database-url", "mysql://x", "--database-url=mysql://x must be a postgres:// URL, e.g. postgres://user:password@host:5432/database"),
     ])
     func aValueThatCannotBeUsedIsRefusedWithItsNameAndReason(flag: String, value: String, message: String) {
