@@ -49,6 +49,7 @@ let package = Package(
             name: "SyncHealthStore",
             dependencies: [
                 "SyncHealthCore",
+                "CWriteback",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 // The SQLite C API, for binding the hot per-event insert without GRDB's argument boxing.
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
@@ -81,6 +82,8 @@ let package = Package(
         ),
         // glibc's malloc_trim, for giving freed heap pages back (the server's HeapTrimmer).
         .target(name: "CHeap"),
+        // Linux's sync_file_range, for starting the writeback of the SQLite files while a fold writes them.
+        .target(name: "CWriteback"),
         // Outbound webhooks: signing, the transport protocol, the libcurl transport.
         .target(
             name: "SyncHealthWebhooks",
@@ -223,7 +226,8 @@ let package = Package(
 )
 
 // The same upcoming features on the test targets and their support target.
-for index in package.targets.indices where package.targets[index].swiftSettings == nil && !["CCurl", "CHeap"].contains(package.targets[index].name) {
+let cTargets: Set = ["CCurl", "CHeap", "CWriteback"]
+for index in package.targets.indices where package.targets[index].swiftSettings == nil && !cTargets.contains(package.targets[index].name) {
     package.targets[index].swiftSettings = swiftSettings
 }
 

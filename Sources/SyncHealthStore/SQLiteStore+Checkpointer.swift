@@ -17,15 +17,25 @@ final class SQLiteCheckpointer: Sendable {
 
     /// One passive checkpoint. Busy means another checkpoint (SQLite's own, in a commit) holds the lock: it does
     /// the work.
+    /// After `close()` it does nothing.
     func checkpoint() async {
-        _ = try? await connection.writeWithoutTransaction { db in try db.checkpoint(.passive) }
+        _ = try? await connection.writeWithoutTransaction(Self.passive)
     }
 
     /// `checkpoint()`, run on the calling thread.
     func checkpointBlocking() {
-        _ = try? connection.writeWithoutTransaction { db in try db.checkpoint(.passive) }
+        _ = try? connection.writeWithoutTransaction(Self.passive)
     }
 
+    /// A passive checkpoint on an open connection. The store closes the checkpointer while `SQLiteMaintenance`
+    /// may still be running; SQLite's checkpoint call crashes on a closed (nil) connection, and the check here
+    /// runs on the connection's queue, after any close that came first.
+    private static func passive(_ db: Database) throws {
+        guard db.sqliteConnection != nil else { return }
+        _ = try db.checkpoint(.passive)
+    }
+
+    /// Closes the connection once a running checkpoint ends. Closing twice is harmless.
     func close() {
         try? connection.close()
     }

@@ -243,6 +243,7 @@ public struct SQLiteMaintenance: Service {
                 return try body()
             }
         }
+        let pacer = WritebackPacer(files: store.writebackFiles)
         var checkpointed = 0
         var failing = 0
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
@@ -250,9 +251,9 @@ public struct SQLiteMaintenance: Service {
             if store.foldIsDue() {
                 do {
                     if niceness > 0, store.backlog.withLock({ $0.bytes }) < Self.pressureBytes {
-                        _ = try await onThread { try store.foldBlocking() }
+                        _ = try await pacer.during { try await onThread { try store.foldBlocking() } }
                     } else {
-                        try await store.fold()
+                        _ = try await pacer.during { try await store.fold() }
                     }
                     if failing > 0 {
                         logger.notice("Folding the journal into the tables works again", metadata: ["fold.failures": "\(failing)"])
@@ -271,13 +272,14 @@ public struct SQLiteMaintenance: Service {
             if folds != checkpointed {
                 checkpointed = folds
                 if niceness > 0 {
-                    try? await onThread { store.checkpointer.checkpointBlocking() }
+                    try? await pacer.during { try await onThread { store.checkpointer.checkpointBlocking() } }
                 } else {
-                    await store.checkpointer.checkpoint()
+                    await pacer.during { await store.checkpointer.checkpoint() }
                 }
             }
         }
         store.checkpointer.close()
+        await pacer.shutdown()
         try? await thread.shutdownGracefully()
     }
 }

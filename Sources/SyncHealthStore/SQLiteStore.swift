@@ -46,6 +46,8 @@ public final class SQLiteStore: SyncStore {
     let pool: DatabasePool
     /// The second connection that checkpoints for `maintenance`.
     let checkpointer: SQLiteCheckpointer
+    /// The database file and WAL, open for `maintenance` to start their writeback while it folds.
+    let writebackFiles: WritebackFiles
     let journal: CommitJournal
     let backlog = Mutex(JournalBacklog())
     /// How commits become durable.
@@ -94,6 +96,7 @@ public final class SQLiteStore: SyncStore {
             try migrator.migrate(pool)
             checkpointer = try SQLiteCheckpointer(path: path)
             journal = try Self.recoverJournal(directory: directory, pool: pool, durable: synchronous == .full, io: journalIO)
+            writebackFiles = WritebackFiles(paths: [path, path + "-wal"])
         } catch let error as StoreError {
             closeDescriptor(lockDescriptor)
             throw error
@@ -371,6 +374,9 @@ public final class SQLiteStore: SyncStore {
             }
         }
         try pool.close()
+        checkpointer.close()
+        // Only now that no connection has them open (see `WritebackFiles`).
+        writebackFiles.close()
         if let checkpointError { throw checkpointError }
     }
 }
