@@ -28,7 +28,7 @@ extension EventBatch {
     static func decode(_ root: JSONValue) throws(BatchValidationError) -> EventBatch {
         guard case .object = root else { throw BatchValidationError("", root == .null ? "expected an object, found null" : "expected an object") }
         // Type errors in the envelope are reported one at a time, in field order.
-        var device: [String: String] = [:]
+        var device = [String: String](minimumCapacity: 6)
         var hasDevice = false
         if let value = root["device"], value != .null {
             guard case .object = value else { throw BatchValidationError("/device", "expected an object") }

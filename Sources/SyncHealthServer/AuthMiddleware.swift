@@ -1,3 +1,4 @@
+import Crypto
 import Hummingbird
 import SyncHealthEngine
 
@@ -7,7 +8,7 @@ struct AuthMiddleware: RouterMiddleware {
     typealias Context = AppRequestContext
     let keys: KeyRing
     /// Per-key token buckets; a key over its rate gets 429.
-    let keyLimiter: RateLimiter<String>
+    let keyLimiter: RateLimiter<SHA256Digest>
     let clock: any ServiceClock
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
@@ -19,7 +20,7 @@ struct AuthMiddleware: RouterMiddleware {
             context.allowedApps = grant?.apps
             if context.scope != nil, keyLimiter.limit != nil {
                 // Buckets are keyed by the key's digest, never by the key itself.
-                let decision = keyLimiter.take(KeyRing.hex(digest.prefix(16)), now: clock.now)
+                let decision = keyLimiter.take(digest, now: clock.now)
                 if !decision.allowed {
                     throw APIError.rateLimited(retryAfterSeconds: decision.retryAfterSeconds, limit: Int(keyLimiter.limit?.burst ?? 0))
                 }

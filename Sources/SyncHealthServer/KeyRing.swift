@@ -32,7 +32,7 @@ public struct KeyGrant: Sendable, Equatable {
 
 /// The configured API keys, checked in constant time.
 public struct KeyRing: Sendable {
-    private let entries: [(digest: [UInt8], grant: KeyGrant)]
+    private let entries: [(digest: SHA256Digest, grant: KeyGrant)]
 
     /// Creates a key ring. Empty keys are ignored.
     ///
@@ -49,7 +49,7 @@ public struct KeyRing: Sendable {
             if !unbound.contains(key) && bound[key] == nil { order.append(key) }
             if let app { bound[key, default: []].insert(app) } else { unbound.insert(key) }
         }
-        var entries: [([UInt8], KeyGrant)] = order.map { key in
+        var entries: [(SHA256Digest, KeyGrant)] = order.map { key in
             (Self.digest(key), KeyGrant(scope: .ingest, apps: unbound.contains(key) ? nil : bound[key]))
         }
         for (keys, scope) in [(read, KeyScope.read), (admin, .admin)] {
@@ -74,32 +74,24 @@ public struct KeyRing: Sendable {
     }
 
     /// What the key whose SHA-256 digest is `candidate` grants, in constant time (see `scope(of:)`).
-    func grant(ofDigest candidate: [UInt8]) -> KeyGrant? {
+    func grant(ofDigest candidate: SHA256Digest) -> KeyGrant? {
         var found: KeyGrant?
-        for entry in entries {
-            var diff: UInt8 = 0
-            for i in 0..<min(candidate.count, entry.digest.count) { diff |= candidate[i] ^ entry.digest[i] }
-            if diff == 0 && candidate.count == entry.digest.count { found = entry.grant }
+        candidate.withUnsafeBytes { candidate in
+            for entry in entries {
+                let diff = entry.digest.withUnsafeBytes { configured in
+                    zip(candidate, configured).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) }
+                }
+                if diff == 0 { found = entry.grant }
+            }
         }
         return found
     }
 
-    static func digest(_ key: some StringProtocol) -> [UInt8] {
-        var key = String(key)
-        return key.withUTF8 { Array(SHA256.hash(data: $0)) }
-    }
-
-    /// Lowercase hexadecimal of `bytes`.
-    static func hex(_ bytes: some Collection<UInt8>) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        return String(unsafeUninitializedCapacity: bytes.count * 2) { buffer in
-            var i = 0
-            for byte in bytes {
-                buffer[i] = digits[Int(byte >> 4)]
-                buffer[i + 1] = digits[Int(byte & 0x0f)]
-                i += 2
-            }
-            return i
-        }
+    /// The key's SHA-256 digest: a value, so a request's check allocates nothing.
+    static func digest(_ key: some StringProtocol) -> SHA256Digest {
+        var hasher = SHA256()
+        let hashed = key.utf8.withContiguousStorageIfAvailable { hasher.update(bufferPointer: UnsafeRawBufferPointer($0)) }
+        if hashed == nil { hasher.update(data: Array(key.utf8)) }
+        return hasher.finalize()
     }
 }
