@@ -116,12 +116,24 @@ public final class SQLiteStore: SyncStore {
         let lockPath = (directory as NSString).appendingPathComponent("synchealth.lock")
         let fd = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw StoreError.unavailable(path: directory, reason: "cannot open \(lockPath)") }
-        if flock(fd, LOCK_EX | LOCK_NB) != 0 {
-            closeDescriptor(fd)
-            throw StoreError.locked(path: directory)
+        // Close-on-exec still leaves a window: a child forked by another thread holds the open file from its fork to
+        // its exec. A store closed and reopened in that window (a restart in-process, a test) would be refused
+        // for a lock nobody wants, so a held lock is tried again for a while before it counts as another server's.
+        var attempts = 0
+        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            attempts += 1
+            guard attempts < lockAttempts else {
+                closeDescriptor(fd)
+                throw StoreError.locked(path: directory)
+            }
+            usleep(lockRetryMicroseconds)
         }
         return fd
     }
+
+    /// How often, and how far apart, `lockDirectory` tries a held lock: half a second in all.
+    static let lockAttempts = 25
+    static let lockRetryMicroseconds: UInt32 = 20_000
 
     /// Refuses a file that exists but does not start with SQLite's header, before SQLite gets to touch it.
     static func checkHeader(_ path: String) throws {

@@ -239,6 +239,24 @@ struct SQLiteStoreTests {
         try await again.close()
     }
 
+    @Test("a lock let go within the retry window (a forked child's copy until its exec) is taken, not refused")
+    func lockReleasedSoonIsTaken() async throws {
+        let dir = temporaryDirectory()
+        try await SQLiteStore(directory: dir).close()
+        // Another open file of the lock, as a child between fork and exec holds it.
+        let other = open(dir + "/synchealth.lock", O_RDWR)
+        try #require(other >= 0 && flock(other, LOCK_EX | LOCK_NB) == 0)
+        let started = ContinuousClock.now
+        // A thread of its own: the store's open blocks its caller's thread while it waits.
+        Thread.detachNewThread {
+            usleep(150_000)
+            close(other)
+        }
+        let store = try SQLiteStore(directory: dir)
+        #expect(ContinuousClock.now - started >= .milliseconds(100), "it waited for the lock")
+        try await store.close()
+    }
+
     @Test("close releases the data directory even when its final checkpoint fails")
     func closeReleasesLockOnFailure() async throws {
         let dir = temporaryDirectory()
