@@ -4,7 +4,7 @@ public import Logging
 ///
 /// `StreamLogHandler` formats its metadata into a string each time the metadata changes. Hummingbird gives every
 /// request a logger with its own `hb.request.id`, so at the usual `warning` level each request paid for a string
-/// that was never written (about 1% of a single-event request's CPU). Here, setting metadata only stores it; a
+/// that was never written. Here, setting metadata only stores it; a
 /// written message hands it to the stream handler with the message's own metadata, which wins on a shared key,
 /// as in `StreamLogHandler`.
 public struct DeferredMetadataLogHandler: LogHandler {
