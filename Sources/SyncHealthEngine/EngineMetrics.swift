@@ -11,6 +11,8 @@ struct EngineMetrics: Sendable {
     let commitFailures = Counter(label: "synchealth_store_commit_failures_total")
     /// Shared store: group writes refused because another replica wrote one of their devices first.
     let writeConflicts = Counter(label: "synchealth_store_write_conflicts_total")
+    /// Shared store: groups committed in one round trip, planned on what the replica knew (no read).
+    let writesFirst = Counter(label: "synchealth_store_groups_written_first_total")
     let commitDuration = Timer(label: "synchealth_store_commit_duration_seconds")
     let groupSize = Recorder(label: "synchealth_commit_group_requests", aggregate: true)
     let queueShed = Counter(label: "synchealth_ingest_shed_total")

@@ -6,9 +6,10 @@ import Synchronization
 
 /// The monitor over a store that several replicas share (PostgreSQL).
 ///
-/// Nothing about devices is cached: each group reads its devices from the store, plans on them with the same
-/// `GroupPlan` as `LocalMonitor`, and writes the result only if none of them changed meanwhile (else it reads and
-/// plans again). Timers are the store's due-time column, claimed for a lease, so a replica serves the timers of one
+/// A group plans with the same `GroupPlan` as `LocalMonitor` and writes the result only if none of what it planned
+/// on changed meanwhile (else it reads and plans again). It plans on a read of its devices, or, when the replica
+/// knows them (`SharedCache`: as it last read or wrote them), on what it knows, and then the guarded write is the
+/// group's only round trip. Timers are the store's due-time column, claimed for a lease, so a replica serves the timers of one
 /// that died. Reads go to the store, so every replica answers alike as soon as a write commits; subscriptions and
 /// fleet rules follow other replicas' writes within `sharedPollInterval`. Only the notification policy (flapping,
 /// fleet hold-back counts) is per replica: a group decides on it in place, keeps its changes after the commit, and
@@ -24,6 +25,7 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
     let queue: IngestQueue
     let policy: Mutex<NotificationPolicy>
     let passes = Mutex(SharedPasses())
+    let cache: Mutex<SharedCache>
 
     /// Creates a monitor over `store`. Call `run()` (as a service) to prepare the store and serve.
     public init(
@@ -41,6 +43,7 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
         self.metrics = EngineMetrics()
         self.queue = IngestQueue(capacity: configuration.maxQueuedRequests, metrics: metrics)
         self.policy = Mutex(NotificationPolicy(configuration: configuration.notifications))
+        self.cache = Mutex(SharedCache(capacity: configuration.sharedCacheDevices))
     }
 
     public func run() async throws { try await runPipeline() }
@@ -158,7 +161,16 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
         let started = ContinuousClock.now
         let plan: GroupPlan
         do {
-            plan = try await store.group { group in try await self.plan(jobs, keys: keys, everyContainer: everyContainer, now: now, in: group) }
+            plan = try await store.group { group in
+                try await self.plan(
+                    jobs,
+                    keys: keys,
+                    mayWriteFirst: !everyContainer && timersIdle,
+                    everyContainer: everyContainer,
+                    now: now,
+                    in: group
+                )
+            }
         } catch {
             policy.withLock { $0.discardChanges() }
             fail(jobs, error: error)
@@ -191,11 +203,13 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
         }
     }
 
-    /// A group in one read and one write; planned again on what changed when another replica wrote one of its
-    /// devices (or a fleet alert) in between.
+    /// A group in one read and one write, or in the write alone when `mayWriteFirst` and the cache knows enough;
+    /// read and planned again when the write is refused (another replica wrote one of its devices, a fleet alert or
+    /// one of its event ids first).
     private func plan(
         _ jobs: [IngestJob],
         keys: [DeviceKey],
+        mayWriteFirst: Bool,
         everyContainer: Bool,
         now: Timestamp,
         in group: any SharedGroup
@@ -204,27 +218,42 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
         let containers = Array(Set(jobs.compactMap(\.batch.info.containerId)))
         // Timers claimed by an earlier attempt stay this group's: they are hidden from every read for a lease.
         var claimedDue: [DeviceKey] = []
+        var writeFirst = mayWriteFirst
         for _ in 0..<SharedPasses.maxAttempts {
             // An attempt starts from the decisions before the first.
             policy.withLock { p in
                 p.discardChanges()
                 p.beginChanges()
             }
-            let listed = Set(keys)
-            let snapshot = try await group.read(
-                GroupRead(
-                    keys: keys + claimedDue.filter { !listed.contains($0) },
-                    claims: claims,
-                    now: now,
-                    dueLimit: configuration.maxTimersPerGroup,
-                    containers: everyContainer ? nil : containers
+            let snapshot: GroupSnapshot
+            if writeFirst, let known = cache.withLock({ $0.snapshot(keys: keys, claims: claims) }) {
+                snapshot = known
+            } else {
+                writeFirst = false
+                let listed = Set(keys)
+                let readKeys = keys + claimedDue.filter { !listed.contains($0) }
+                let missing = cache.withLock { c in readKeys.filter { c.devices[$0] == nil } }
+                snapshot = try await group.read(
+                    GroupRead(
+                        keys: readKeys,
+                        claims: claims,
+                        now: now,
+                        dueLimit: configuration.maxTimersPerGroup,
+                        containers: everyContainer ? nil : containers
+                    )
                 )
-            )
-            claimedDue += snapshot.due.map(\.record.key)
-            // Subscriptions another replica changed since the last group: their alerts go to them from this group on.
-            if let digest = snapshot.subscriptionsDigest, passes.withLock({ $0.subscriptionsDigest != digest }) {
-                webhooks.replaceSubscriptions(try await group.webhooks())
-                passes.withLock { $0.subscriptionsDigest = digest }
+                cache.withLock { $0.learn(snapshot, keys: readKeys, missing: missing) }
+                claimedDue += snapshot.due.map(\.record.key)
+                if snapshot.due.count < configuration.maxTimersPerGroup {
+                    // Every due timer is claimed: the next read for timers is a poll interval away, or at this
+                    // replica's own next deadline (lowered as it writes them).
+                    passes.withLock { $0.timersIdleUntil = now + configuration.sharedPollInterval }
+                }
+                // Subscriptions another replica changed since the last group: their alerts go to them from this group on.
+                if let digest = snapshot.subscriptionsDigest, passes.withLock({ $0.subscriptionsDigest != digest }) {
+                    webhooks.replaceSubscriptions(try await group.webhooks())
+                    passes.withLock { $0.subscriptionsDigest = digest }
+                }
             }
             var devices = DeviceTable()
             var versions: [DeviceKey: Int64] = [:]
@@ -252,6 +281,11 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
                 )
             }
             plan.changes.eventIds = StoreChanges.newIds(claims, seen: snapshot.seen)
+            // A fleet rule to evaluate on counts this replica does not know: read them.
+            if writeFirst && !cache.withLock({ $0.knowsCounts(of: plan.containers) }) {
+                writeFirst = false
+                continue
+            }
             if everyContainer {
                 plan.containers = Array(Set(plan.containers).union(snapshot.counts.keys).union(snapshot.fleetAlerts.keys)).sorted()
             }
@@ -271,8 +305,17 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
             }
             if plan.changes.isEmpty { return plan }
             let write = GroupWrite(changes: plan.changes, versions: versions, fleetAlertsRead: snapshot.fleetAlerts, counters: plan.counters)
-            if try await group.write(write) { return plan }
+            let written = try await group.write(write)
+            cache.withLock { c in
+                if writeFirst { c.wroteFirst(refused: !written) }
+                if written { c.wrote(write) }
+            }
+            if written {
+                if writeFirst { metrics.writesFirst.increment() }
+                return plan
+            }
             metrics.writeConflicts.increment()
+            writeFirst = false
         }
         throw StoreError.unavailable(path: "shared store", reason: "a group lost \(SharedPasses.maxAttempts) write conflicts in a row")
     }

@@ -126,4 +126,77 @@ enum PostgresGroupSQL {
         END
         $$
         """
+
+    /// Migration v6: `writeFunction`, and a guarded write is also refused when one of its event ids is recorded
+    /// already, so that a group may plan without reading them (every id as new) and a duplicate sent to two
+    /// replicas at once is applied once.
+    static let writeFunctionV6 = """
+        CREATE OR REPLACE FUNCTION synchealth_write_group(
+            d_app text[], d_dev text[], d_hash bigint[], d_state bytea[], d_container text[], d_summary text[],
+            d_broken boolean[], d_due bigint[], d_version bigint[], counted bigint, guarded boolean,
+            e_hash bigint[], e_id text[],
+            a_id text[], a_kind text[], a_state text[], a_app text[], a_dev text[], a_container text[],
+            a_starts bigint[], a_ends bigint[], a_summary text[], a_detail text[],
+            f_container text[], f_starts bigint[], f_expected bigint[],
+            o_id text[], o_webhook text[], o_key text[], o_payload text[], o_created bigint[], o_attempts integer[],
+            o_next bigint[], o_state text[],
+            c_shard bigint, c_app text[], c_container text[], c_field text[], c_delta bigint[])
+        RETURNS integer
+        LANGUAGE plpgsql AS $$
+        DECLARE
+            n integer;
+        BEGIN
+            INSERT INTO devices AS cur (app_id, device_id, key_hash, state, container_id, summary, broken, due_at, counted_at, version)
+            SELECT t.a, t.d, t.h, t.s, NULLIF(t.c, ''), t.su, t.b, NULLIF(t.du, -1), counted, t.v + 1
+            FROM unnest(d_app, d_dev, d_hash, d_state, d_container, d_summary, d_broken, d_due, d_version) AS t(a, d, h, s, c, su, b, du, v)
+            ON CONFLICT (app_id, device_id) DO UPDATE SET state = excluded.state, container_id = excluded.container_id,
+                summary = excluded.summary, broken = excluded.broken, due_at = excluded.due_at,
+                counted_at = excluded.counted_at, version = cur.version + 1
+            WHERE NOT guarded OR cur.version = excluded.version - 1;
+            GET DIAGNOSTICS n = ROW_COUNT;
+            IF n <> coalesce(cardinality(d_app), 0) THEN
+                RAISE EXCEPTION 'synchealth: a device changed since it was read' USING ERRCODE = '40001';
+            END IF;
+
+            FOR i IN 1..coalesce(cardinality(f_container), 0) LOOP
+                IF f_starts[i] < 0 THEN
+                    DELETE FROM fleet_alerts WHERE container_id = f_container[i] AND (NOT guarded OR starts_at = f_expected[i]);
+                ELSIF guarded THEN
+                    INSERT INTO fleet_alerts (container_id, starts_at) VALUES (f_container[i], f_starts[i]) ON CONFLICT DO NOTHING;
+                ELSE
+                    INSERT INTO fleet_alerts (container_id, starts_at) VALUES (f_container[i], f_starts[i])
+                    ON CONFLICT (container_id) DO UPDATE SET starts_at = excluded.starts_at;
+                END IF;
+                GET DIAGNOSTICS n = ROW_COUNT;
+                IF guarded AND n <> 1 THEN
+                    RAISE EXCEPTION 'synchealth: a fleet alert changed since it was read' USING ERRCODE = '40001';
+                END IF;
+            END LOOP;
+
+            INSERT INTO seen_events (device_hash, event_id, recorded_at)
+            SELECT t.h, t.e, counted FROM unnest(e_hash, e_id) AS t(h, e)
+            ON CONFLICT DO NOTHING;
+            GET DIAGNOSTICS n = ROW_COUNT;
+            IF guarded AND n <> coalesce(cardinality(e_id), 0) THEN
+                RAISE EXCEPTION 'synchealth: an event id was recorded since it was read' USING ERRCODE = '40001';
+            END IF;
+
+            INSERT INTO alerts (id, kind, state, app_id, device_id, container_id, starts_at, ends_at, summary, detail)
+            SELECT t.i, t.k, t.s, NULLIF(t.ap, ''), NULLIF(t.dv, ''), NULLIF(t.c, ''), t.st, NULLIF(t.en, -1), t.su, t.de
+            FROM unnest(a_id, a_kind, a_state, a_app, a_dev, a_container, a_starts, a_ends, a_summary, a_detail)
+                AS t(i, k, s, ap, dv, c, st, en, su, de)
+            ON CONFLICT (id) DO UPDATE SET state = excluded.state, ends_at = excluded.ends_at,
+                summary = excluded.summary, detail = excluded.detail;
+
+            INSERT INTO outbox (id, webhook_id, ordering_key, payload, created_at, attempts, next_attempt_at, state)
+            SELECT * FROM unnest(o_id, o_webhook, o_key, o_payload, o_created, o_attempts, o_next, o_state)
+            ON CONFLICT (id) DO NOTHING;
+
+            INSERT INTO fleet_counters (shard, app_id, container_id, field, n)
+            SELECT c_shard, t.a, t.c, t.f, t.n FROM unnest(c_app, c_container, c_field, c_delta) AS t(a, c, f, n)
+            ON CONFLICT (shard, app_id, container_id, field) DO UPDATE SET n = fleet_counters.n + excluded.n;
+            RETURN 0;
+        END
+        $$
+        """
 }

@@ -154,6 +154,12 @@ extension PostgresStore {
                 PostgresQuery(unsafeSQL: PostgresGroupSQL.writeFunction),
             ]
         ),
+        (
+            "v6: a guarded write is refused when one of its event ids is recorded already",
+            [
+                PostgresQuery(unsafeSQL: PostgresGroupSQL.writeFunctionV6)
+            ]
+        ),
     ]
 
     /// Applies the missing migrations, one replica at a time (under a transaction-scoped advisory lock), and

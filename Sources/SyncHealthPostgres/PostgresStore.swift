@@ -27,6 +27,9 @@ public final class PostgresStore: SharedSyncStore {
     /// This replica's shard of the fleet counters: random, so that no two replicas share one.
     public let shard = Int64.random(in: 1...Int64.max)
     let roundTripsPerGroup = Recorder(label: "synchealth_postgres_round_trips_per_group")
+    private let groupRoundTripsSoFar = Atomic<Int>(0)
+    /// The round trips of every commit group so far (`synchealth_postgres_round_trips_per_group` has them per group).
+    public var groupRoundTrips: Int { groupRoundTripsSoFar.load(ordering: .relaxed) }
 
     /// Creates a store for `url` (`postgres://user:password@host:port/database?sslmode=disable|prefer|require`).
     ///
@@ -75,7 +78,10 @@ public final class PostgresStore: SharedSyncStore {
             }
             defer {
                 let trips = group.roundTrips.load(ordering: .relaxed)
-                if trips > 0 { roundTripsPerGroup.record(trips) }
+                if trips > 0 {
+                    roundTripsPerGroup.record(trips)
+                    groupRoundTripsSoFar.add(trips, ordering: .relaxed)
+                }
             }
             return try await body(group)
         }
