@@ -41,6 +41,10 @@ extension FleetCounts {
 }
 
 extension FleetCounters {
+    /// Every scope a `replace` touched, zero or not: started from empty counters, the deltas by scope. Cheaper
+    /// than `nonZeroScopes` where zero deltas may be added.
+    public var touchedScopes: [FleetScope: FleetCounts] { counts }
+
     /// Every scope with a non-zero field. Started from empty counters, `replace` calls leave exactly the
     /// deltas to add to stored counters.
     public var nonZeroScopes: [(scope: FleetScope, counts: FleetCounts)] {

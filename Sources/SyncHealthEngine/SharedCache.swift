@@ -84,8 +84,8 @@ struct SharedCache {
                 version: (write.versions[record.key] ?? 0) + 1
             )
         }
-        for (scope, deltas) in write.counters.nonZeroScopes where scope.appId == nil {
-            guard let container = scope.containerId, counts[container] != nil else { continue }
+        for (scope, deltas) in write.counters.touchedScopes where scope.appId == nil {
+            guard let container = scope.containerId else { continue }
             counts[container]?.add(deltas)
         }
         for (container, startsAt) in write.changes.fleetAlerts { fleetAlerts?[container] = startsAt }

@@ -99,48 +99,13 @@ final class PostgresGroup: SharedGroup {
         }
     }
 
-    /// One call of `synchealth_write_group`. Devices keep their first-seen order (their position in listings); two
-    /// writers that share devices in opposite orders deadlock, and the one PostgreSQL rolls back plans again.
+    /// One call of `synchealth_write_group`, prepared once per connection. Devices keep their first-seen order
+    /// (their position in listings); two writers that share devices in opposite orders deadlock, and the one
+    /// PostgreSQL rolls back plans again.
     static func write(_ write: GroupWrite, guarded: Bool, shard: Int64, on connection: PostgresConnection, logger: Logger) async throws {
-        let changes = write.changes
-        // One row per key: an upsert may not touch a row twice.
-        let devices = Self.lastPerKey(changes.devices, key: \.key)
-        let summaries = devices.map(\.monitor.summary)
-        let alerts = Self.lastPerKey(changes.alerts, key: \.id)
-        var counters: [(app: String, container: String, field: String, delta: Int64)] = []
-        for (scope, counts) in write.counters.nonZeroScopes {
-            for (name, value) in counts.nonZeroFields {
-                counters.append((scope.appId ?? "", scope.containerId ?? "", name, Int64(value)))
-            }
-        }
-        counters.sort { ($0.app, $0.container, $0.field) < ($1.app, $1.container, $1.field) }
-        let fleet = changes.fleetAlerts.sorted { $0.containerId < $1.containerId }
-        let outbox = changes.outbox
         // The function's error, if it raises one, arrives with its result row: read it.
-        let rows = try await connection.query(
-            """
-            SELECT synchealth_write_group(
-                \(devices.map(\.key.appId))::text[], \(devices.map(\.key.deviceId))::text[], \(devices.map(\.key.stableHash))::bigint[],
-                \(devices.map { ByteBuffer(bytes: $0.binaryEncoded()) })::bytea[], \(devices.map { $0.info.containerId ?? "" })::text[],
-                \(summaries.map(\.rawValue))::text[], \(summaries.map(\.isBroken))::boolean[],
-                \(devices.map { changes.deadlines[$0.key]?.microseconds ?? -1 })::bigint[], \(devices.map { write.versions[$0.key] ?? 0 })::bigint[],
-                \(changes.recordedAt.microseconds), \(guarded),
-                \(changes.eventIds.map(\.key.stableHash))::bigint[], \(changes.eventIds.map(\.eventId))::text[],
-                \(alerts.map(\.id))::text[], \(alerts.map(\.kind.rawValue))::text[], \(alerts.map(\.state.rawValue))::text[],
-                \(alerts.map { $0.appId ?? "" })::text[], \(alerts.map { $0.deviceId ?? "" })::text[], \(alerts.map { $0.containerId ?? "" })::text[],
-                \(alerts.map(\.startsAt.microseconds))::bigint[], \(alerts.map { $0.endsAt?.microseconds ?? -1 })::bigint[],
-                \(alerts.map(\.summary))::text[], \(alerts.map(\.detail))::text[],
-                \(fleet.map(\.containerId))::text[], \(fleet.map { $0.startsAt?.microseconds ?? -1 })::bigint[],
-                \(fleet.map { write.fleetAlertsRead[$0.containerId]?.microseconds ?? -1 })::bigint[],
-                \(outbox.map(\.id))::text[], \(outbox.map(\.webhookId))::text[], \(outbox.map(\.orderingKey))::text[], \(outbox.map(\.payload))::text[],
-                \(outbox.map(\.createdAt.microseconds))::bigint[], \(outbox.map { Int32($0.attempts) })::integer[],
-                \(outbox.map(\.nextAttemptAt.microseconds))::bigint[], \(outbox.map(\.state.rawValue))::text[],
-                \(shard), \(counters.map(\.app))::text[], \(counters.map(\.container))::text[], \(counters.map(\.field))::text[],
-                \(counters.map(\.delta))::bigint[])
-            """,
-            logger: logger
-        )
-        for try await _ in rows.decode(Int32.self) {}
+        let rows = try await connection.execute(WriteGroupStatement(write: write, guarded: guarded, shard: shard), logger: logger)
+        for try await _ in rows {}
     }
 
     /// One item per key, at the place its key first came, holding the last item with that key.
@@ -156,5 +121,92 @@ final class PostgresGroup: SharedGroup {
             }
         }
         return out
+    }
+}
+
+/// The arguments of `synchealth_write_group` (`PostgresGroupSQL.writeFunction`), in its order.
+struct WriteGroupStatement: PostgresPreparedStatement {
+    static let name = "synchealth_write_group_v6"
+    static let sql = """
+        SELECT synchealth_write_group($1::text[], $2::text[], $3::bigint[], $4::bytea[], $5::text[], $6::text[], $7::boolean[],
+            $8::bigint[], $9::bigint[], $10::bigint, $11::boolean, $12::bigint[], $13::text[],
+            $14::text[], $15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::bigint[], $21::bigint[],
+            $22::text[], $23::text[], $24::text[], $25::bigint[], $26::bigint[],
+            $27::text[], $28::text[], $29::text[], $30::text[], $31::bigint[], $32::integer[], $33::bigint[], $34::text[],
+            $35::bigint, $36::text[], $37::text[], $38::text[], $39::bigint[])
+        """
+    typealias Row = Int32
+
+    let write: GroupWrite
+    let guarded: Bool
+    let shard: Int64
+
+    func makeBindings() throws -> PostgresBindings {
+        let changes = write.changes
+        // One row per key: an upsert may not touch a row twice.
+        let devices = PostgresGroup.lastPerKey(changes.devices, key: \.key)
+        let summaries = devices.map(\.monitor.summary)
+        let alerts = PostgresGroup.lastPerKey(changes.alerts, key: \.id)
+        var counters: [(app: String, container: String, field: String, delta: Int64)] = []
+        for (scope, counts) in write.counters.nonZeroScopes {
+            for (name, value) in counts.nonZeroFields {
+                counters.append((scope.appId ?? "", scope.containerId ?? "", name, Int64(value)))
+            }
+        }
+        counters.sort { ($0.app, $0.container, $0.field) < ($1.app, $1.container, $1.field) }
+        let fleet = changes.fleetAlerts.sorted { $0.containerId < $1.containerId }
+        let outbox = changes.outbox
+
+        var b = PostgresBindings(capacity: 39)
+        // Devices. Strings stand for NULL as '' and numbers as -1: postgres-nio binds no NULL inside an array.
+        b.append(devices.map(\.key.appId))
+        b.append(devices.map(\.key.deviceId))
+        b.append(devices.map(\.key.stableHash))
+        b.append(devices.map { ByteBuffer(bytes: $0.binaryEncoded()) })
+        b.append(devices.map { $0.info.containerId ?? "" })
+        b.append(summaries.map(\.rawValue))
+        b.append(summaries.map(\.isBroken))
+        b.append(devices.map { changes.deadlines[$0.key]?.microseconds ?? -1 })
+        b.append(devices.map { write.versions[$0.key] ?? 0 })
+        b.append(changes.recordedAt.microseconds)
+        b.append(guarded)
+        // Event ids.
+        b.append(changes.eventIds.map(\.key.stableHash))
+        b.append(changes.eventIds.map(\.eventId))
+        // Alerts.
+        b.append(alerts.map(\.id))
+        b.append(alerts.map(\.kind.rawValue))
+        b.append(alerts.map(\.state.rawValue))
+        b.append(alerts.map { $0.appId ?? "" })
+        b.append(alerts.map { $0.deviceId ?? "" })
+        b.append(alerts.map { $0.containerId ?? "" })
+        b.append(alerts.map(\.startsAt.microseconds))
+        b.append(alerts.map { $0.endsAt?.microseconds ?? -1 })
+        b.append(alerts.map(\.summary))
+        b.append(alerts.map(\.detail))
+        // Fleet alerts.
+        b.append(fleet.map(\.containerId))
+        b.append(fleet.map { $0.startsAt?.microseconds ?? -1 })
+        b.append(fleet.map { write.fleetAlertsRead[$0.containerId]?.microseconds ?? -1 })
+        // Webhook messages.
+        b.append(outbox.map(\.id))
+        b.append(outbox.map(\.webhookId))
+        b.append(outbox.map(\.orderingKey))
+        b.append(outbox.map(\.payload))
+        b.append(outbox.map(\.createdAt.microseconds))
+        b.append(outbox.map { Int32($0.attempts) })
+        b.append(outbox.map(\.nextAttemptAt.microseconds))
+        b.append(outbox.map(\.state.rawValue))
+        // Counter deltas, in this replica's shard.
+        b.append(shard)
+        b.append(counters.map(\.app))
+        b.append(counters.map(\.container))
+        b.append(counters.map(\.field))
+        b.append(counters.map(\.delta))
+        return b
+    }
+
+    func decodeRow(_ row: PostgresRow) throws -> Int32 {
+        try row.decode(Int32.self)
     }
 }

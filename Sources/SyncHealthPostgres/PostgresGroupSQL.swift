@@ -129,7 +129,7 @@ enum PostgresGroupSQL {
 
     /// Migration v6: `writeFunction`, and a guarded write is also refused when one of its event ids is recorded
     /// already, so that a group may plan without reading them (every id as new) and a duplicate sent to two
-    /// replicas at once is applied once.
+    /// replicas at once is applied once. Alerts and webhook messages are written only when there are some.
     static let writeFunctionV6 = """
         CREATE OR REPLACE FUNCTION synchealth_write_group(
             d_app text[], d_dev text[], d_hash bigint[], d_state bytea[], d_container text[], d_summary text[],
@@ -181,16 +181,21 @@ enum PostgresGroupSQL {
                 RAISE EXCEPTION 'synchealth: an event id was recorded since it was read' USING ERRCODE = '40001';
             END IF;
 
-            INSERT INTO alerts (id, kind, state, app_id, device_id, container_id, starts_at, ends_at, summary, detail)
-            SELECT t.i, t.k, t.s, NULLIF(t.ap, ''), NULLIF(t.dv, ''), NULLIF(t.c, ''), t.st, NULLIF(t.en, -1), t.su, t.de
-            FROM unnest(a_id, a_kind, a_state, a_app, a_dev, a_container, a_starts, a_ends, a_summary, a_detail)
-                AS t(i, k, s, ap, dv, c, st, en, su, de)
-            ON CONFLICT (id) DO UPDATE SET state = excluded.state, ends_at = excluded.ends_at,
-                summary = excluded.summary, detail = excluded.detail;
+            -- Most groups have no transition: a statement not run costs nothing.
+            IF cardinality(a_id) > 0 THEN
+                INSERT INTO alerts (id, kind, state, app_id, device_id, container_id, starts_at, ends_at, summary, detail)
+                SELECT t.i, t.k, t.s, NULLIF(t.ap, ''), NULLIF(t.dv, ''), NULLIF(t.c, ''), t.st, NULLIF(t.en, -1), t.su, t.de
+                FROM unnest(a_id, a_kind, a_state, a_app, a_dev, a_container, a_starts, a_ends, a_summary, a_detail)
+                    AS t(i, k, s, ap, dv, c, st, en, su, de)
+                ON CONFLICT (id) DO UPDATE SET state = excluded.state, ends_at = excluded.ends_at,
+                    summary = excluded.summary, detail = excluded.detail;
+            END IF;
 
-            INSERT INTO outbox (id, webhook_id, ordering_key, payload, created_at, attempts, next_attempt_at, state)
-            SELECT * FROM unnest(o_id, o_webhook, o_key, o_payload, o_created, o_attempts, o_next, o_state)
-            ON CONFLICT (id) DO NOTHING;
+            IF cardinality(o_id) > 0 THEN
+                INSERT INTO outbox (id, webhook_id, ordering_key, payload, created_at, attempts, next_attempt_at, state)
+                SELECT * FROM unnest(o_id, o_webhook, o_key, o_payload, o_created, o_attempts, o_next, o_state)
+                ON CONFLICT (id) DO NOTHING;
+            END IF;
 
             INSERT INTO fleet_counters (shard, app_id, container_id, field, n)
             SELECT c_shard, t.a, t.c, t.f, t.n FROM unnest(c_app, c_container, c_field, c_delta) AS t(a, c, f, n)

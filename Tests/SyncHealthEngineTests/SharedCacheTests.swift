@@ -87,6 +87,15 @@ struct SharedCacheTests {
         #expect(snapshot?.counts[Self.container]?.devices == 2)
         #expect(snapshot?.counts[Self.container]?.broken == 1)
         #expect(snapshot?.fleetAlerts == [Self.container: testStart])
+        // A device that only changes its summary: no device more, one broken fewer.
+        var healed = FleetCounters()
+        healed.replace(
+            FleetContribution(appId: "a", containerId: Self.container, summary: .error, notSyncing: false, errorClass: nil, silent: false),
+            with: FleetContribution(appId: "a", containerId: Self.container, summary: .succeeded, notSyncing: false, errorClass: nil, silent: false)
+        )
+        cache.wrote(GroupWrite(changes: StoreChanges(recordedAt: testStart), versions: [:], fleetAlertsRead: [:], counters: healed))
+        let counts = cache.snapshot(keys: [], claims: [])?.counts[Self.container]
+        #expect(counts?.devices == 2 && counts?.broken == 0)
         changes.fleetAlerts = [(Self.container, nil)]
         changes.devices = []
         cache.wrote(GroupWrite(changes: changes, versions: [:], fleetAlertsRead: [:], counters: FleetCounters()))
