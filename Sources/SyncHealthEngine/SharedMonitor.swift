@@ -304,7 +304,13 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
                 )
             }
             if plan.changes.isEmpty { return plan }
-            let write = GroupWrite(changes: plan.changes, versions: versions, fleetAlertsRead: snapshot.fleetAlerts, counters: plan.counters)
+            let write = GroupWrite(
+                changes: plan.changes,
+                versions: versions,
+                fleetAlertsRead: snapshot.fleetAlerts,
+                counters: plan.counters,
+                claimedTimers: Set(claimedDue)
+            )
             let written = try await group.write(write)
             cache.withLock { c in
                 if writeFirst { c.wroteFirst(refused: !written) }

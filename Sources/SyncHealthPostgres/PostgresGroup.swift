@@ -129,11 +129,11 @@ struct WriteGroupStatement: PostgresPreparedStatement {
     static let name = "synchealth_write_group_v6"
     static let sql = """
         SELECT synchealth_write_group($1::text[], $2::text[], $3::bigint[], $4::bytea[], $5::text[], $6::text[], $7::boolean[],
-            $8::bigint[], $9::bigint[], $10::bigint, $11::boolean, $12::bigint[], $13::text[],
-            $14::text[], $15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::bigint[], $21::bigint[],
-            $22::text[], $23::text[], $24::text[], $25::bigint[], $26::bigint[],
-            $27::text[], $28::text[], $29::text[], $30::text[], $31::bigint[], $32::integer[], $33::bigint[], $34::text[],
-            $35::bigint, $36::text[], $37::text[], $38::text[], $39::bigint[])
+            $8::bigint[], $9::boolean[], $10::bigint[], $11::bigint, $12::boolean, $13::bigint[], $14::text[],
+            $15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::text[], $21::bigint[], $22::bigint[],
+            $23::text[], $24::text[], $25::text[], $26::bigint[], $27::bigint[],
+            $28::text[], $29::text[], $30::text[], $31::text[], $32::bigint[], $33::integer[], $34::bigint[], $35::text[],
+            $36::bigint, $37::text[], $38::text[], $39::text[], $40::bigint[])
         """
     typealias Row = Int32
 
@@ -157,7 +157,7 @@ struct WriteGroupStatement: PostgresPreparedStatement {
         let fleet = changes.fleetAlerts.sorted { $0.containerId < $1.containerId }
         let outbox = changes.outbox
 
-        var b = PostgresBindings(capacity: 39)
+        var b = PostgresBindings(capacity: 40)
         // Devices. Strings stand for NULL as '' and numbers as -1: postgres-nio binds no NULL inside an array.
         b.append(devices.map(\.key.appId))
         b.append(devices.map(\.key.deviceId))
@@ -167,6 +167,8 @@ struct WriteGroupStatement: PostgresPreparedStatement {
         b.append(summaries.map(\.rawValue))
         b.append(summaries.map(\.isBroken))
         b.append(devices.map { changes.deadlines[$0.key]?.microseconds ?? -1 })
+        // The deadline as planned, or only if earlier than the stored one.
+        b.append(devices.map { !guarded || write.claimedTimers.contains($0.key) })
         b.append(devices.map { write.versions[$0.key] ?? 0 })
         b.append(changes.recordedAt.microseconds)
         b.append(guarded)

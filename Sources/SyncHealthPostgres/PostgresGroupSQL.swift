@@ -127,13 +127,27 @@ enum PostgresGroupSQL {
         $$
         """
 
-    /// Migration v6: `writeFunction`, and a guarded write is also refused when one of its event ids is recorded
-    /// already, so that a group may plan without reading them (every id as new) and a duplicate sent to two
-    /// replicas at once is applied once. Alerts and webhook messages are written only when there are some.
+    /// Migration v6: `writeFunction`, with three changes.
+    /// - A guarded write is also refused when one of its event ids is recorded already, so that a group may plan
+    ///   without reading them (every id as new) and a duplicate sent to two replicas at once is applied once.
+    /// - A device's deadline (`due_at`) is written as planned only for the devices whose timers the group claimed
+    ///   (`d_exact`); any other keeps its stored deadline unless the planned one is earlier. Its timers may then
+    ///   wake early, which evaluates them (a pure function of state and time) and writes the exact deadline. In
+    ///   exchange most writes leave every indexed column as it was, and PostgreSQL updates the row in place (a
+    ///   HOT update, room for which `devices`' fillfactor keeps).
+    /// - Alerts and webhook messages are written only when there are some.
+    static let dropWriteFunctionV5 = """
+        DROP FUNCTION synchealth_write_group(text[], text[], bigint[], bytea[], text[], text[], boolean[], bigint[], bigint[],
+            bigint, boolean, bigint[], text[], text[], text[], text[], text[], text[], text[], bigint[], bigint[], text[], text[],
+            text[], bigint[], bigint[], text[], text[], text[], text[], bigint[], integer[], bigint[], text[], bigint, text[],
+            text[], text[], bigint[])
+        """
+
+    /// Migration v6's `synchealth_write_group` (see `dropWriteFunctionV5`).
     static let writeFunctionV6 = """
-        CREATE OR REPLACE FUNCTION synchealth_write_group(
+        CREATE FUNCTION synchealth_write_group(
             d_app text[], d_dev text[], d_hash bigint[], d_state bytea[], d_container text[], d_summary text[],
-            d_broken boolean[], d_due bigint[], d_version bigint[], counted bigint, guarded boolean,
+            d_broken boolean[], d_due bigint[], d_exact boolean[], d_version bigint[], counted bigint, guarded boolean,
             e_hash bigint[], e_id text[],
             a_id text[], a_kind text[], a_state text[], a_app text[], a_dev text[], a_container text[],
             a_starts bigint[], a_ends bigint[], a_summary text[], a_detail text[],
@@ -145,16 +159,31 @@ enum PostgresGroupSQL {
         LANGUAGE plpgsql AS $$
         DECLARE
             n integer;
+            m integer := 0;
         BEGIN
+            IF true = ANY(d_exact) THEN
+                INSERT INTO devices AS cur (app_id, device_id, key_hash, state, container_id, summary, broken, due_at, counted_at, version)
+                SELECT t.a, t.d, t.h, t.s, NULLIF(t.c, ''), t.su, t.b, NULLIF(t.du, -1), counted, t.v + 1
+                FROM unnest(d_app, d_dev, d_hash, d_state, d_container, d_summary, d_broken, d_due, d_exact, d_version)
+                    AS t(a, d, h, s, c, su, b, du, x, v)
+                WHERE t.x
+                ON CONFLICT (app_id, device_id) DO UPDATE SET state = excluded.state, container_id = excluded.container_id,
+                    summary = excluded.summary, broken = excluded.broken, due_at = excluded.due_at,
+                    counted_at = excluded.counted_at, version = cur.version + 1
+                WHERE NOT guarded OR cur.version = excluded.version - 1;
+                GET DIAGNOSTICS m = ROW_COUNT;
+            END IF;
             INSERT INTO devices AS cur (app_id, device_id, key_hash, state, container_id, summary, broken, due_at, counted_at, version)
             SELECT t.a, t.d, t.h, t.s, NULLIF(t.c, ''), t.su, t.b, NULLIF(t.du, -1), counted, t.v + 1
-            FROM unnest(d_app, d_dev, d_hash, d_state, d_container, d_summary, d_broken, d_due, d_version) AS t(a, d, h, s, c, su, b, du, v)
+            FROM unnest(d_app, d_dev, d_hash, d_state, d_container, d_summary, d_broken, d_due, d_exact, d_version)
+                AS t(a, d, h, s, c, su, b, du, x, v)
+            WHERE NOT t.x
             ON CONFLICT (app_id, device_id) DO UPDATE SET state = excluded.state, container_id = excluded.container_id,
-                summary = excluded.summary, broken = excluded.broken, due_at = excluded.due_at,
+                summary = excluded.summary, broken = excluded.broken, due_at = LEAST(cur.due_at, excluded.due_at),
                 counted_at = excluded.counted_at, version = cur.version + 1
             WHERE NOT guarded OR cur.version = excluded.version - 1;
             GET DIAGNOSTICS n = ROW_COUNT;
-            IF n <> coalesce(cardinality(d_app), 0) THEN
+            IF n + m <> coalesce(cardinality(d_app), 0) THEN
                 RAISE EXCEPTION 'synchealth: a device changed since it was read' USING ERRCODE = '40001';
             END IF;
 

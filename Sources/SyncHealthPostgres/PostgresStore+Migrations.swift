@@ -155,9 +155,11 @@ extension PostgresStore {
             ]
         ),
         (
-            "v6: a guarded write is refused when one of its event ids is recorded already",
+            "v6: write first (event ids guarded), deadlines that only move earlier, room for in-place updates",
             [
-                PostgresQuery(unsafeSQL: PostgresGroupSQL.writeFunctionV6)
+                PostgresQuery(unsafeSQL: PostgresGroupSQL.dropWriteFunctionV5),
+                PostgresQuery(unsafeSQL: PostgresGroupSQL.writeFunctionV6),
+                "ALTER TABLE devices SET (fillfactor = 70)",
             ]
         ),
     ]

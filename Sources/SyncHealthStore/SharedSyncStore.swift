@@ -128,13 +128,23 @@ public struct GroupWrite: Sendable {
     public var fleetAlertsRead: [String: Timestamp]
     /// Deltas to add to the counters.
     public var counters: FleetCounters
+    /// The devices whose timers the group claimed: their deadlines are written as planned. Any other device's
+    /// stored deadline only moves earlier (its timers may wake early, which is harmless).
+    public var claimedTimers: Set<DeviceKey>
 
     /// Creates a write.
-    public init(changes: StoreChanges, versions: [DeviceKey: Int64], fleetAlertsRead: [String: Timestamp], counters: FleetCounters) {
+    public init(
+        changes: StoreChanges,
+        versions: [DeviceKey: Int64],
+        fleetAlertsRead: [String: Timestamp],
+        counters: FleetCounters,
+        claimedTimers: Set<DeviceKey> = []
+    ) {
         self.changes = changes
         self.versions = versions
         self.fleetAlertsRead = fleetAlertsRead
         self.counters = counters
+        self.claimedTimers = claimedTimers
     }
 }
 

@@ -35,6 +35,59 @@ struct SharedStoreTests {
         }
     }
 
+    @Test("a device's stored deadline moves only earlier, except where the group claimed its timers; such writes update the row in place")
+    func deadlinesMoveEarlier() async throws {
+        try await withPostgresStore { store in
+            let key = DeviceKey(appId: "app", deviceId: "timed")
+            var version: Int64 = 0
+            func write(deadline: Timestamp?, claimed: Bool) async throws {
+                var changes = StoreChanges(recordedAt: t0)
+                changes.devices = [DeviceRecord(key: key, firstSeenAt: t0)]
+                if let deadline { changes.deadlines[key] = deadline }
+                let write = GroupWrite(
+                    changes: changes,
+                    versions: [key: version],
+                    fleetAlertsRead: [:],
+                    counters: FleetCounters(),
+                    claimedTimers: claimed ? [key] : []
+                )
+                #expect(try await store.group { try await $0.write(write) })
+                version += 1
+            }
+            try await write(deadline: t0 + .seconds(100), claimed: false)
+            #expect(try await store.nextDeviceDeadline() == t0 + .seconds(100), "a new device's deadline is written")
+            try await write(deadline: t0 + .seconds(200), claimed: false)
+            #expect(try await store.nextDeviceDeadline() == t0 + .seconds(100), "a later one is not")
+            try await write(deadline: nil, claimed: false)
+            #expect(try await store.nextDeviceDeadline() == t0 + .seconds(100), "nor none")
+            try await write(deadline: t0 + .seconds(50), claimed: false)
+            #expect(try await store.nextDeviceDeadline() == t0 + .seconds(50), "an earlier one is")
+            try await write(deadline: t0 + .seconds(300), claimed: true)
+            #expect(try await store.nextDeviceDeadline() == t0 + .seconds(300), "a claimed timer's deadline is written as planned")
+            try await write(deadline: nil, claimed: true)
+            #expect(try await store.nextDeviceDeadline() == nil)
+
+            // Writes that keep the deadline leave the indexed columns alone: PostgreSQL updates in place. (Other
+            // backends report their counts within a second or so of going idle.)
+            for _ in 0..<20 { try await write(deadline: t0 + .seconds(900), claimed: false) }
+            var hot: (all: Int64, inPlace: Int64) = (0, 0)
+            for _ in 0..<50 where hot.all < 25 {
+                try await Task.sleep(for: .milliseconds(100))
+                hot = try await store.withTransaction { connection in
+                    var updates: (all: Int64, inPlace: Int64) = (0, 0)
+                    for try await row in try await connection.query(
+                        "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'devices'",
+                        logger: Logger(label: "test")
+                    ).decode((Int64, Int64).self) {
+                        updates = row
+                    }
+                    return updates
+                }
+            }
+            #expect(hot.all == 25 && hot.inPlace >= 19, "in-place updates: \(hot.inPlace) of \(hot.all)")
+        }
+    }
+
     @Test("a write planned on a version another writer replaced is refused whole; concurrent writers of one device lose nothing")
     func optimisticWrites() async throws {
         try await withPostgresStore { store in
