@@ -57,8 +57,11 @@ struct SharedCache {
         containers.allSatisfy { counts[$0] != nil }
     }
 
-    /// Takes in a read of `keys`, of which `missing` were not here before it.
+    /// Takes in a read of `keys`, of which `missing` were not here before it. Each read also lets the refused
+    /// share fade, so that a replica that went back to reading tries writing first again after a while (a
+    /// refusal a few dozen groups is the price of finding out that the conflicts are over).
     mutating func learn(_ snapshot: GroupSnapshot, keys: [DeviceKey], missing: [DeviceKey]) {
+        refusedShare *= 1 - Self.sampleWeight / 4
         var stored = Set<DeviceKey>()
         for device in snapshot.devices + snapshot.due {
             devices[device.record.key] = device
