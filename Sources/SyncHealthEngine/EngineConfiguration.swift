@@ -26,7 +26,8 @@ public struct EngineConfiguration: Sendable {
     /// or left by one that died).
     public var sharedPollInterval: Duration = .milliseconds(250)
 
-    /// With a shared store: most devices a replica remembers between groups (`SharedCache`), about 1.5 KB each.
+    /// With a shared store: most devices a replica remembers between groups (`SharedCache`), about 1.5 KB each;
+    /// 0 reads every group first.
     public var sharedCacheDevices = 1_000_000
 
     /// Most devices a device listing looks at per hold of the cache lock (each hold ~1 ms at most).

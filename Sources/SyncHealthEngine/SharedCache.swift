@@ -21,7 +21,8 @@ struct SharedCache {
     /// Of the groups that wrote first, the share whose write was refused (a moving average). High when replicas
     /// take turns with the same devices.
     private(set) var refusedShare = 0.0
-    /// Most devices kept; beyond it, some are forgotten (and read again when they return).
+    /// Most devices kept; beyond it, some are forgotten (and read again when they return). With 0, every group
+    /// reads first.
     let capacity: Int
 
     /// Above either share, groups read first.
@@ -30,14 +31,14 @@ struct SharedCache {
     static let sampleWeight = 0.1
 
     init(capacity: Int) {
-        self.capacity = max(1, capacity)
+        self.capacity = max(0, capacity)
     }
 
     /// What a group of `claims` (and the further `keys`) plans on without reading, or `nil` when it should read:
     /// some of its devices are missing here and missing devices are usually stored, writes first are often
     /// refused, or the fleet alerts were never read. Missing devices count as new; every event id as new.
     func snapshot(keys: [DeviceKey], claims: [(key: DeviceKey, eventIds: [String])]) -> GroupSnapshot? {
-        guard let fleetAlerts, refusedShare < Self.trustLimit else { return nil }
+        guard capacity > 0, let fleetAlerts, refusedShare < Self.trustLimit else { return nil }
         var snapshot = GroupSnapshot()
         for key in keys {
             if let stored = devices[key] {
@@ -103,6 +104,10 @@ struct SharedCache {
     /// Forgets a tenth of the devices when there are more than `capacity`.
     private mutating func trim() {
         guard devices.count > capacity else { return }
+        if capacity == 0 {
+            devices = [:]
+            return
+        }
         let keep = capacity - capacity / 10
         devices = Dictionary(uniqueKeysWithValues: devices.prefix(keep).map { ($0.key, $0.value) })
     }

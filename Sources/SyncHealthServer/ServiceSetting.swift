@@ -150,6 +150,17 @@ extension ServiceSetting {
             \.webhookLease,
             atLeast: .seconds(20)
         ),
+        ServiceSetting(
+            flag: "replica-cache-devices",
+            help:
+                "With PostgreSQL: most devices a replica remembers (about 1.5 KB each) so that their groups are one round trip; 0 reads every group first.",
+            emptyDefault: "",
+            show: { "\($0.engine.sharedCacheDevices)" },
+            apply: { c, text throws(ServiceSettingError) in
+                guard let n = Int(text), n >= 0 else { throw .init(description: "must be a number of devices, 0 or more") }
+                c.engine.sharedCacheDevices = n
+            }
+        ),
         choice(
             "sqlite-synchronous",
             "SQLite durability: full (survives power loss) or normal (survives process crashes).",

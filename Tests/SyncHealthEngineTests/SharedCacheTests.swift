@@ -122,11 +122,16 @@ struct SharedCacheTests {
         #expect((5...40).contains(reads), "\(reads) reads before writing first again")
     }
 
-    @Test("beyond its capacity the cache forgets a tenth of its devices, and reads them again")
+    @Test("beyond its capacity the cache forgets a tenth of its devices, and reads them again; with none, every group reads")
     func capacity() {
         var cache = SharedCache(capacity: 50)
         let keys = (0..<51).map { Self.key("d\($0)") }
         cache.learn(Self.read((0..<51).map { Self.stored("d\($0)", version: 1) }), keys: keys, missing: [])
         #expect(cache.devices.count == 45)
+
+        var none = SharedCache(capacity: 0)
+        none.learn(Self.read([Self.stored("d0", version: 1)]), keys: [keys[0]], missing: [])
+        #expect(none.devices.isEmpty)
+        #expect(none.snapshot(keys: [], claims: []) == nil)
     }
 }

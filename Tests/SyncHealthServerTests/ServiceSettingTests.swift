@@ -61,6 +61,7 @@ import Testing
         ("--device-rate-limit", "0/0", "--device-rate-limit=0/0 must be RATE/BURST requests per second, e.g. 20/100, or off"),
         ("--key-rate-limit", "5", "--key-rate-limit=5 must be RATE/BURST requests per second, e.g. 20/100, or off"),
         ("--max-connections", "0", "--max-connections=0 must be a positive integer"),
+        ("--replica-cache-devices", "-1", "--replica-cache-devices=-1 must be a number of devices, 0 or more"),
         ("--public-url", "ftp://x", "--public-url=ftp://x must be an http or https URL, e.g. https://synchealth.example.com"),
         ("--webhook-retry-schedule", "1s,,x", "--webhook-retry-schedule=1s,,x must be comma-separated durations, e.g. 0,5s,5m,30m"),
         ("--webhook-allow-private", "maybe", "--webhook-allow-private=maybe must be 1 or 0"),

@@ -68,6 +68,22 @@ struct WriteFirstTests {
         }
     }
 
+    @Test("with no devices remembered (replica-cache-devices 0), every group reads first")
+    func noCache() async throws {
+        var configuration = Self.configuration
+        configuration.sharedCacheDevices = 0
+        let store = try PostgresStore(url: try await PostgresTesting.freshDatabase(), logger: testLogger())
+        let service = TestService(store: .shared(store), configuration: configuration)
+        try await service.test { client in
+            try await client.post(batch(device: "warm", healthyEvents))
+            for i in 0..<5 {
+                let trips = store.groupRoundTrips
+                #expect(try await post(client, [event("e\(i)", #""kind": "network", "available": true"#)]) == (1, 0))
+                #expect(store.groupRoundTrips - trips == 2)
+            }
+        }
+    }
+
     @Test("after a restart, devices the store has but the replica never met are read before they are written")
     func restartReadsFirst() async throws {
         let url = try await PostgresTesting.freshDatabase()
