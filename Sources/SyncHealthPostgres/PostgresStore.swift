@@ -9,9 +9,10 @@ import Synchronization
 
 /// The store for several replicas over one PostgreSQL database, through postgres-nio.
 ///
-/// A commit group is two round trips, each a call of a server-side function in autocommit: a read (devices with
-/// their versions, due timers claimed for a lease, seen ids, counts, fleet alerts) and a write that applies
-/// everything only if no device it planned on changed meanwhile. No lock outlives a call, and only writers of the
+/// A commit group is at most two round trips, each a call of a server-side function in autocommit: a read (devices
+/// with their versions, due timers claimed for a lease, seen ids, counts, fleet alerts), skipped when the replica
+/// knows them, and a write that applies everything only if no device, fleet alert or event id it planned on
+/// changed meanwhile. No lock outlives a call, and only writers of the
 /// same device meet on a row: fleet counters are deltas in a shard per replica, summed on read. Webhook messages
 /// are leased with `FOR UPDATE SKIP LOCKED`. The connection pool is a `Service`: run it (`service`) before using
 /// the store.

@@ -2,9 +2,9 @@ public import SyncHealthCore
 
 /// A store that several service processes (replicas) use at once, such as PostgreSQL.
 ///
-/// Nothing about devices is cached across groups in this mode: a group reads the devices it changes, plans, and
-/// writes them back only if no other writer changed them in between (optimistic: no lock is held between the read
-/// and the write, so replicas never wait on each other for different devices). Every read goes to the store. The
+/// A group plans on the devices as read (or as its replica last read or wrote them) and writes them back only if
+/// no other writer changed them in between (optimistic: no lock is held between the read and the write, so
+/// replicas never wait on each other for different devices). Every read goes to the store. The
 /// store also keeps what a single process keeps in memory otherwise: the alert timers (a due time per device) and
 /// the fleet counters, which each replica adds to in a shard of its own.
 public protocol SharedSyncStore: SyncStore {
