@@ -278,7 +278,9 @@ struct WebhookTests {
         webhookConfiguration.jitter = 0
         webhookConfiguration.retrySchedule = [.zero, .seconds(30), .seconds(30)]
         let clock = ManualClock(testStart)
-        let service = TestService(clock: clock, transport: CurlTransport(totalTimeout: .seconds(1)), webhooks: webhookConfiguration)
+        // The receiver runs in the test process: under the whole suite's load an answer can take most of a second,
+        // so the timeout leaves room, and the receiver that must time out sleeps well past it.
+        let service = TestService(clock: clock, transport: CurlTransport(totalTimeout: .seconds(2)), webhooks: webhookConfiguration)
         try await withReceiver(receiver) { port in
             try await service.test { client in
                 let hook = try #require(try await createWebhook(client, url: "http://127.0.0.1:\(port)/hook")["id"] as? String)
@@ -311,7 +313,7 @@ struct WebhookTests {
                 let failedId = try #require(attempt["messageId"] as? String)
 
                 // A failed message can be sent again.
-                receiver.answer.withLock { $0 = .sleep(.seconds(3)) }
+                receiver.answer.withLock { $0 = .sleep(.seconds(5)) }
                 let resend = try await client.execute(
                     uri: "/v1/webhooks/\(hook)/deliveries/\(failedId)/resend",
                     method: .post,
