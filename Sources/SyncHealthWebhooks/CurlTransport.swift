@@ -1,8 +1,9 @@
 import CCurl
 public import NIOPosix
 
-/// Sends webhooks with libcurl. Each blocking `curl_easy_perform` runs on NIO's blocking-I/O thread pool,
-/// never on the Swift concurrency pool or an event loop.
+/// Sends webhooks with libcurl. Each blocking `curl_easy_perform` runs on a thread pool of its own (`sendingPool`),
+/// never on the Swift concurrency pool or an event loop, nor on NIO's shared blocking pool (as many threads as
+/// cores), where two receivers that do not answer would hold every thread for the whole timeout.
 ///
 /// Redirects are not followed (a 3xx is an answer like any other), only http and https are allowed, the
 /// connect timeout is 5 s and the total timeout 15 s.
@@ -14,12 +15,20 @@ public struct CurlTransport: WebhookTransport {
     let threadPool: NIOThreadPool
 
     /// Creates the transport.
-    public init(connectTimeout: Duration = .seconds(5), totalTimeout: Duration = .seconds(15), threadPool: NIOThreadPool = .singleton) {
+    public init(connectTimeout: Duration = .seconds(5), totalTimeout: Duration = .seconds(15), threadPool: NIOThreadPool = Self.sendingPool) {
         _ = Self.globalInit
         self.connectTimeout = connectTimeout
         self.totalTimeout = totalTimeout
         self.threadPool = threadPool
     }
+
+    /// The process's threads for sending: as many as the webhook sender sends at once (`WebhookConfiguration`'s
+    /// default concurrency), started once and kept for the process's life, like NIO's own singleton pool.
+    public static let sendingPool: NIOThreadPool = {
+        let pool = NIOThreadPool(numberOfThreads: 8)
+        pool.start()
+        return pool
+    }()
 
     /// `curl_global_init`, once per process.
     static let globalInit: CURLcode = ccurl_global_init()

@@ -167,6 +167,32 @@ struct WebhookTests {
         }
     }
 
+    @Test("receivers that hang do not hold up another's delivery: sends have threads of their own, as many as go at once")
+    func hangingReceivers() async throws {
+        let slow = TestReceiver()
+        slow.answer.withLock { $0 = .sleep(.seconds(5)) }
+        let fast = TestReceiver()
+        var webhookConfiguration = WebhookConfiguration()
+        webhookConfiguration.allowPrivate = true
+        let service = TestService(transport: CurlTransport(), webhooks: webhookConfiguration)
+        try await withReceiver(slow) { slowPort in
+            try await withReceiver(fast) { fastPort in
+                try await service.test { client in
+                    // On NIO's shared pool (a thread a core) the fast delivery waited behind the hanging ones.
+                    for _ in 0..<5 { _ = try await createWebhook(client, url: "http://127.0.0.1:\(slowPort)/hook") }
+                    _ = try await createWebhook(client, url: "http://127.0.0.1:\(fastPort)/hook")
+                    let started = ContinuousClock.now
+                    try await client.post(
+                        batch([event("n", #""kind": "network", "available": true"#), event("f", "2026-11-22T10:00:01Z", urgentError)])
+                    )
+                    #expect(try await eventually { fast.count == 1 })
+                    #expect(ContinuousClock.now - started < .seconds(3), "the fast receiver waited \(ContinuousClock.now - started)")
+                    #expect(slow.count == 5)
+                }
+            }
+        }
+    }
+
     @Test("end to end with libcurl: a device breaks, one signed alert.firing arrives; it recovers, one alert.resolved")
     func endToEnd() async throws {
         let receiver = TestReceiver()
