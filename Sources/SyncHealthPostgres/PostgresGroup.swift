@@ -124,7 +124,7 @@ final class PostgresGroup: SharedGroup {
     }
 }
 
-/// The arguments of `synchealth_write_group` (`PostgresGroupSQL.writeFunction`), in its order.
+/// The arguments of `synchealth_write_group` (`PostgresGroupSQL.writeFunctionV6`), in its order.
 struct WriteGroupStatement: PostgresPreparedStatement {
     static let name = "synchealth_write_group_v6"
     static let sql = """

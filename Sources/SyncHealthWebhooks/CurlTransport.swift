@@ -22,10 +22,13 @@ public struct CurlTransport: WebhookTransport {
         self.threadPool = threadPool
     }
 
-    /// The process's threads for sending: as many as the webhook sender sends at once (`WebhookConfiguration`'s
-    /// default concurrency), started once and kept for the process's life, like NIO's own singleton pool.
+    /// Threads in `sendingPool`: as many as the webhook sender sends at once by default.
+    public static let sendingThreads = 8
+
+    /// The process's threads for sending, started once and kept for the process's life, like NIO's own singleton
+    /// pool.
     public static let sendingPool: NIOThreadPool = {
-        let pool = NIOThreadPool(numberOfThreads: 8)
+        let pool = NIOThreadPool(numberOfThreads: sendingThreads)
         pool.start()
         return pool
     }()
