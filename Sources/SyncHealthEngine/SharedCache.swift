@@ -104,10 +104,6 @@ struct SharedCache {
     /// Forgets a tenth of the devices when there are more than `capacity`.
     private mutating func trim() {
         guard devices.count > capacity else { return }
-        if capacity == 0 {
-            devices = [:]
-            return
-        }
         let keep = capacity - capacity / 10
         devices = Dictionary(uniqueKeysWithValues: devices.prefix(keep).map { ($0.key, $0.value) })
     }
