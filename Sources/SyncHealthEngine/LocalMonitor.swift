@@ -11,12 +11,13 @@ import Synchronization
 /// commits and is rebuilt from the store at start. One serialized pipeline applies batches and timers in group
 /// commits: record the event ids (learning which were seen before), plan the new states on copies, write them and
 /// commit; only then install them in the cache and answer the requests. A failed commit changes nothing, and its
-/// requests get `EngineError.storeUnavailable`.
+/// requests get `EngineError.storeUnavailable`. Under load the groups run in a series where the store commits,
+/// one after another, without a trip back to this task between them (`LocalSyncStore`).
 public final class LocalMonitor: MonitorEngine, GroupPipeline {
     public let configuration: EngineConfiguration
     public let clock: any ServiceClock
     public let webhooks: WebhookCenter
-    let store: any SyncStore
+    let store: any LocalSyncStore
     let logger: Logger
     let metrics: EngineMetrics
     let queue: IngestQueue
@@ -25,7 +26,7 @@ public final class LocalMonitor: MonitorEngine, GroupPipeline {
 
     /// Creates a monitor over `store`. Call `run()` (as a service) to load the state and serve.
     public init(
-        store: any SyncStore,
+        store: any LocalSyncStore,
         clock: any ServiceClock,
         configuration: EngineConfiguration = EngineConfiguration(),
         webhooks: WebhookCenter,
@@ -155,18 +156,61 @@ public final class LocalMonitor: MonitorEngine, GroupPipeline {
         cache.withLock { c in [c.deadlines.min?.at, c.policy.nextSettleTime].compactMap { $0 }.min() }
     }
 
+    /// Commits groups in a series on the store's commit thread while requests or timers wait (see
+    /// `LocalSyncStore`), for at most `seriesLimit`, so that pruning and shutdown get their turn between series.
     func step(now: Timestamp) async -> Bool {
+        do {
+            return try await store.commitSeries { committer in self.series(committer, startingAt: now) }
+        } catch {
+            // The series could not start (a fold it needed failed): what waits fails, as its commit would have.
+            let jobs = queue.take(limit: configuration.maxGroupRequests)
+            let due = cache.withLock { c in
+                let due = c.popDue(now: now, limit: configuration.maxTimersPerGroup)
+                for i in due { c.setDeadline(now + .seconds(1), for: i) }
+                return due
+            }
+            if !jobs.isEmpty { fail(jobs, error: error) }
+            return !jobs.isEmpty || !due.isEmpty
+        }
+    }
+
+    /// How long one series may run before the loop looks at pruning and shutdown.
+    static let seriesLimit = Duration.milliseconds(20)
+
+    /// The groups of one series; returns whether there was anything to do.
+    private func series(_ committer: any GroupCommitter, startingAt start: Timestamp) -> Bool {
+        let until = ContinuousClock.now + Self.seriesLimit
+        var now = start
+        var worked = false
+        while true {
+            switch commitGroup(committer, now: now) {
+            case .idle: return worked
+            case .failed: return true
+            case .committed: worked = true
+            }
+            if committer.wantsBreak || ContinuousClock.now >= until { return true }
+            now = clock.now
+        }
+    }
+
+    private enum GroupOutcome {
+        case idle, committed, failed
+    }
+
+    /// One group: the queued requests and due timers, planned on the cache, committed, then installed and
+    /// answered.
+    private func commitGroup(_ committer: any GroupCommitter, now: Timestamp) -> GroupOutcome {
         let jobs = queue.take(limit: configuration.maxGroupRequests)
         let (due, settling) = cache.withLock { c in
             (c.popDue(now: now, limit: configuration.maxTimersPerGroup), c.policy.nextSettleTime.map { $0 <= now } ?? false)
         }
-        if jobs.isEmpty && due.isEmpty && !settling { return false }
+        if jobs.isEmpty && due.isEmpty && !settling { return .idle }
 
         let started = ContinuousClock.now
         let plan: GroupPlan
         do {
-            // Dedupe, plan and write in one store transaction; the plan is computed on copies of the cache.
-            plan = try await store.commit(claiming: jobs.map(\.claim), at: now) { seen in self.plan(jobs, seen: seen, due: due, now: now) }
+            // Dedupe, plan and write in one step of the series; the plan is computed on copies of the cache.
+            plan = try committer.commit(claiming: jobs.map(\.claim), at: now) { seen in self.plan(jobs, seen: seen, due: due, now: now) }
         } catch {
             cache.withLock { c in
                 c.policy.discardChanges()
@@ -174,7 +218,7 @@ public final class LocalMonitor: MonitorEngine, GroupPipeline {
                 for i in due { c.setDeadline(now + .seconds(1), for: i) }
             }
             fail(jobs, error: error)
-            return true
+            return .failed
         }
         let deviceCount = cache.withLock { c in
             c.install(plan)
@@ -183,7 +227,7 @@ public final class LocalMonitor: MonitorEngine, GroupPipeline {
         metrics.devices.record(deviceCount)
         if !plan.transitions.isEmpty { updateFiringGauges() }
         finish(jobs, plan: plan, started: started)
-        return true
+        return .committed
     }
 
     /// Plans a group on the cache; only the notification policy is changed in place (kept by `install`, taken

@@ -55,7 +55,7 @@ extension MonitorEngine {
 /// The store an engine runs over, which decides its pipeline.
 public enum MonitorStore: Sendable {
     /// A store one process owns: `LocalMonitor`.
-    case local(any SyncStore)
+    case local(any LocalSyncStore)
     /// A store several replicas share: `SharedMonitor`.
     case shared(any SharedSyncStore)
 

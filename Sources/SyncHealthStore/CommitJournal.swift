@@ -105,9 +105,10 @@ final class CommitJournal: @unchecked Sendable {
 
     /// Runs `body` on the journal's queue, after everything enqueued before it and before anything enqueued after.
     ///
-    /// A commit reads, plans and appends in one `perform`: one trip to the queue's thread and back per group.
-    /// Each trip waits for a thread to be woken and scheduled, and on two busy cores that wait was a third of a
-    /// group's time. `body` may block on SQLite: it runs off Swift's concurrency pool.
+    /// A series of commits reads, plans and appends in one `perform` (`SQLiteStore.commitSeries`): one trip to the
+    /// queue's thread and back for as many groups as wait. Each trip waits for a thread to be woken and scheduled,
+    /// and on two busy cores that wait was a third of a group's time. `body` may block on SQLite: it runs off
+    /// Swift's concurrency pool.
     func perform<T: Sendable>(_ body: @escaping @Sendable (Appender) throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
             queue.async {

@@ -2,7 +2,7 @@ public import SyncHealthCore
 import Synchronization
 
 /// A store that keeps everything in memory, for tests. Not durable.
-public final class InMemoryStore: SyncStore {
+public final class InMemoryStore: LocalSyncStore {
     struct State {
         var devices: [DeviceKey: DeviceRecord] = [:]
         var order: [DeviceKey] = []
@@ -39,6 +39,10 @@ public final class InMemoryStore: SyncStore {
     }
 
     public func seenEventIds(_ requests: [(key: DeviceKey, eventIds: [String])]) async throws -> [Set<String>] {
+        seen(requests)
+    }
+
+    func seen(_ requests: [(key: DeviceKey, eventIds: [String])]) -> [Set<String>] {
         state.withLock { s in
             requests.map { request in
                 let seen = s.seen[request.key] ?? [:]
@@ -48,6 +52,15 @@ public final class InMemoryStore: SyncStore {
     }
 
     public func commit(_ changes: StoreChanges) async throws {
+        try write(changes)
+    }
+
+    /// Runs `body` on the calling task: a commit here is a lock held for a moment.
+    public func commitSeries<T: Sendable>(_ body: @escaping @Sendable (any GroupCommitter) throws -> T) async throws -> T {
+        try body(InMemoryCommitter(store: self))
+    }
+
+    func write(_ changes: StoreChanges) throws {
         if let error = injectedCommitFailure.withLock({ e -> (any Error & Sendable)? in
             defer { e = nil }
             return e
@@ -203,4 +216,24 @@ extension AlertQuery {
         (state == nil || alert.state == state) && (kind == nil || alert.kind == kind)
             && (appId == nil || alert.appId == appId) && (deviceId == nil || alert.deviceId == deviceId)
     }
+}
+
+/// Commits the groups of a series in memory: the ids seen, the plan, the write (`InMemoryStore.commitSeries`).
+struct InMemoryCommitter: GroupCommitter {
+    let store: InMemoryStore
+
+    func commit<Result>(
+        claiming claims: [(key: DeviceKey, eventIds: [String])],
+        at recordedAt: Timestamp,
+        plan: (_ seen: [Set<String>]) throws -> (changes: StoreChanges, result: Result)
+    ) throws -> Result {
+        let seen = store.seen(claims)
+        var (changes, result) = try plan(seen)
+        changes.eventIds = StoreChanges.newIds(claims, seen: seen)
+        changes.recordedAt = recordedAt
+        try store.write(changes)
+        return result
+    }
+
+    var wantsBreak: Bool { false }
 }

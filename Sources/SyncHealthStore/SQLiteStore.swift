@@ -15,7 +15,7 @@ import Darwin
 /// folds of many groups at once (`fold()`, run by `maintenance`, and before any read that needs the tables).
 /// Dedupe looks in the tables and in the groups not yet folded. Opening the store folds whatever the journal
 /// still holds. The data directory is locked for the life of the store, so that two servers never share it.
-public final class SQLiteStore: SyncStore {
+public final class SQLiteStore: LocalSyncStore {
     /// How hard SQLite works to make a commit durable.
     public enum Synchronous: String, Sendable, CaseIterable {
         /// Survives a crash of the process; a power loss may roll back the last commits.
@@ -208,12 +208,12 @@ public final class SQLiteStore: SyncStore {
     ///
     /// Read the backlog before the tables: a fold commits its groups to the tables before it takes them out of
     /// the backlog, so an id that is gone from the backlog here is in the tables a read that starts after sees.
-    private func inBacklog(_ claims: [(hash: Int64, ids: [[UInt8]])]) -> [[Bool]] {
+    func inBacklog(_ claims: [(hash: Int64, ids: [[UInt8]])]) -> [[Bool]] {
         backlog.withLock { b in claims.map { claim in claim.ids.map { b.contains(claim.hash, $0) } } }
     }
 
     /// For each claimed id, whether it was recorded: in the backlog (`recent`, from `inBacklog`) or in the tables.
-    private static func recordedBefore(_ claims: [(hash: Int64, ids: [[UInt8]])], recent: [[Bool]], _ db: Database) throws -> [[Bool]] {
+    static func recordedBefore(_ claims: [(hash: Int64, ids: [[UInt8]])], recent: [[Bool]], _ db: Database) throws -> [[Bool]] {
         let group = try EventIdBuckets.Group(claims, db)
         return zip(claims, recent).map { claim, recent in
             zip(claim.ids, recent).map { id, recent in recent || group.recordedBefore(claim.hash, id) }
@@ -229,41 +229,9 @@ public final class SQLiteStore: SyncStore {
         }
     }
 
-    /// Judges the claimed ids against the backlog and the tables, plans, and appends the group to the journal,
-    /// all in one trip to the journal's queue (or, on the `tables` path, in one transaction). The engine commits one
-    /// group at a time, and appends happen only on that queue, so nothing records an id between the judgement and
-    /// the append.
-    public func commit<Result: Sendable>(
-        claiming claims: [(key: DeviceKey, eventIds: [String])],
-        at recordedAt: Timestamp,
-        plan: @escaping @Sendable (_ seen: [Set<String>]) throws -> (changes: StoreChanges, result: Result)
-    )
-        async throws -> Result
-    {
-        let encoded = claims.map { (hash: $0.key.stableHash, ids: $0.eventIds.map { Array($0.utf8) }) }
-        if commitPath == .tables {
-            // One transaction reads the recorded ids and writes the group: nothing records an id in between.
-            return try await pool.write { db in
-                let recorded = try Self.recordedBefore(encoded, recent: encoded.map { Array(repeating: false, count: $0.ids.count) }, db)
-                let (entry, result) = try Self.judge(claims, encoded, recorded, at: recordedAt, plan: plan)
-                if !entry.isEmpty { try JournalEntry.write([entry], db) }
-                return result
-            }
-        }
-        try await foldIfOversized()
-        return try await journal.perform { appender in
-            let recent = self.inBacklog(encoded)
-            // A synchronous read: it runs here, on the journal's thread, not on another one.
-            let recorded = try self.pool.read { db in try Self.recordedBefore(encoded, recent: recent, db) }
-            let (entry, result) = try Self.judge(claims, encoded, recorded, at: recordedAt, plan: plan)
-            if !entry.isEmpty { try self.append(entry, with: appender) }
-            return result
-        }
-    }
-
     /// The group for the claims, given which ids were `recorded` before it: an id recorded before is seen; one
     /// this group records is a repeat within it, which `plan` judges.
-    private static func judge<Result>(
+    static func judge<Result>(
         _ claims: [(key: DeviceKey, eventIds: [String])],
         _ encoded: [(hash: Int64, ids: [[UInt8]])],
         _ recorded: [[Bool]],
