@@ -30,7 +30,7 @@ struct JournalCommitter: GroupCommitter {
         at recordedAt: Timestamp,
         plan: (_ seen: [Set<String>]) throws -> (changes: StoreChanges, result: Result)
     ) throws -> Result {
-        let encoded = claims.map { (hash: $0.key.stableHash, ids: $0.eventIds.map { Array($0.utf8) }) }
+        let encoded = SQLiteStore.encoded(claims)
         let recent = store.inBacklog(encoded)
         // A synchronous read: it runs here, on the journal's thread, not on another one.
         let recorded = try store.pool.read { db in try SQLiteStore.recordedBefore(encoded, recent: recent, db) }
@@ -52,7 +52,7 @@ struct TablesCommitter: GroupCommitter {
         at recordedAt: Timestamp,
         plan: (_ seen: [Set<String>]) throws -> (changes: StoreChanges, result: Result)
     ) throws -> Result {
-        let encoded = claims.map { (hash: $0.key.stableHash, ids: $0.eventIds.map { Array($0.utf8) }) }
+        let encoded = SQLiteStore.encoded(claims)
         // One transaction reads the recorded ids and writes the group: nothing records an id in between.
         try db.beginTransaction(.immediate)
         do {

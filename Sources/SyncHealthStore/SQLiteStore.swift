@@ -198,10 +198,15 @@ public final class SQLiteStore: LocalSyncStore {
     }
 
     public func seenEventIds(_ requests: [(key: DeviceKey, eventIds: [String])]) async throws -> [Set<String>] {
-        let claims = requests.map { (hash: $0.key.stableHash, ids: $0.eventIds.map { Array($0.utf8) }) }
+        let claims = Self.encoded(requests)
         let recent = inBacklog(claims)
         let recorded = try await pool.read { db in try Self.recordedBefore(claims, recent: recent, db) }
         return zip(requests, recorded).map { request, recorded in Set(zip(request.eventIds, recorded).filter(\.1).map(\.0)) }
+    }
+
+    /// Claims as the journal and the buckets key them: each device by its stable hash, each id as its UTF-8 bytes.
+    static func encoded(_ claims: [(key: DeviceKey, eventIds: [String])]) -> [(hash: Int64, ids: [[UInt8]])] {
+        claims.map { (hash: $0.key.stableHash, ids: $0.eventIds.map { Array($0.utf8) }) }
     }
 
     /// For each claimed id, whether the backlog holds it.
