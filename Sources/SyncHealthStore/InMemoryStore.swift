@@ -227,10 +227,7 @@ struct InMemoryCommitter: GroupCommitter {
         at recordedAt: Timestamp,
         plan: (_ seen: [Set<String>]) throws -> (changes: StoreChanges, result: Result)
     ) throws -> Result {
-        let seen = store.seen(claims)
-        var (changes, result) = try plan(seen)
-        changes.eventIds = StoreChanges.newIds(claims, seen: seen)
-        changes.recordedAt = recordedAt
+        let (changes, result) = try StoreChanges.planned(claims, seen: store.seen(claims), at: recordedAt, plan: plan)
         try store.write(changes)
         return result
     }

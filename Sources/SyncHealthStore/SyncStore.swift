@@ -51,9 +51,7 @@ extension SyncStore {
         async throws -> Result
     {
         let seen = try await seenEventIds(claims)
-        var (changes, result) = try plan(seen)
-        changes.eventIds = StoreChanges.newIds(claims, seen: seen)
-        changes.recordedAt = recordedAt
+        let (changes, result) = try StoreChanges.planned(claims, seen: seen, at: recordedAt, plan: plan)
         try await commit(changes)
         return result
     }
@@ -107,6 +105,20 @@ public struct StoreChanges: Sendable {
             }
         }
         return ids
+    }
+
+    /// What `plan` returns for claims of which `seen` were recorded before, with the claims' new ids to record at
+    /// `recordedAt`: for stores that record the ids after planning.
+    static func planned<Result>(
+        _ claims: [(key: DeviceKey, eventIds: [String])],
+        seen: [Set<String>],
+        at recordedAt: Timestamp,
+        plan: (_ seen: [Set<String>]) throws -> (changes: StoreChanges, result: Result)
+    ) throws -> (changes: StoreChanges, result: Result) {
+        var (changes, result) = try plan(seen)
+        changes.eventIds = newIds(claims, seen: seen)
+        changes.recordedAt = recordedAt
+        return (changes, result)
     }
 
     /// Whether there is nothing to write.
