@@ -178,15 +178,23 @@ extension SQLiteStore {
     /// `backlog.withLock(body)`; `politely`, on the journal's queue and waiting for it there, so that a thread of
     /// low priority never holds the lock that every commit takes twice (a preempted low-priority holder stalls every
     /// commit behind it).
-    /// `empty` is only the starting value of the result's box.
-    private func withBacklog<T: Sendable>(politely: Bool, empty: T, _ body: @escaping @Sendable (inout JournalBacklog) -> T) -> T {
+    ///
+    /// The result is taken out of the box it crosses threads in, and `empty` left there: the queue lets go of its
+    /// block, and with it the box, whenever it gets to it, and whoever lets go last frees what the box holds. A
+    /// fold's `Forgotten` freed there held up every commit for 20-40 ms (docs/benchmarks-log.md, "What a fold
+    /// forgets was freed on the journal's queue").
+    func withBacklog<T: Sendable>(politely: Bool, empty: T, _ body: @escaping @Sendable (inout JournalBacklog) -> T) -> T {
         guard politely else { return backlog.withLock { body(&$0) } }
         let result = Mutex(empty)
         journal.onQueueBlocking {
             let value = self.backlog.withLock { body(&$0) }
             result.withLock { $0 = value }
         }
-        return result.withLock { $0 }
+        return result.withLock { box in
+            var value = empty
+            swap(&box, &value)
+            return value
+        }
     }
 
     /// The service that folds the journal into the tables in the background and checkpoints after each fold,

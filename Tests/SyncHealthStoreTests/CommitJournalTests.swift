@@ -273,6 +273,19 @@ struct CommitJournalTests {
         try await store.close()
     }
 
+    @Test("what the fold takes back from the journal's queue is freed on the fold's thread, never on the queue's")
+    func handedBackValuesAreFreedByTheTaker() async throws {
+        let (_, store) = try await Self.storeWithGroupsABC()
+        let freedOnQueue = FreedOnQueue()
+        for _ in 0..<2_000 {
+            let value = store.withBacklog(politely: true, empty: nil as QueueSentinel?) { _ in QueueSentinel(freedOnQueue) }
+            withExtendedLifetime(value) {}
+        }
+        store.journal.onQueueBlocking {}
+        #expect(freedOnQueue.count.load(ordering: .relaxed) == 0)
+        try await store.close()
+    }
+
     @Test("the maintenance service folds on a thread of its own, whose nice value it raises by its niceness")
     func maintenanceFoldsOnALowerPriorityThread() async throws {
         let store = try SQLiteStore(directory: temporaryDirectory(), synchronous: .normal)
@@ -452,5 +465,22 @@ final class FaultyDisk: Sendable {
                 return -1
             }
         )
+    }
+}
+
+/// Counts the `QueueSentinel`s freed on the thread that made them (the journal queue's).
+final class FreedOnQueue: Sendable {
+    let count = Atomic<Int>(0)
+}
+
+/// Made on the journal's queue; notes when it is freed there.
+final class QueueSentinel: Sendable {
+    let madeOn = pthread_self()
+    let freed: FreedOnQueue
+
+    init(_ freed: FreedOnQueue) { self.freed = freed }
+
+    deinit {
+        if pthread_equal(pthread_self(), madeOn) != 0 { freed.count.add(1, ordering: .relaxed) }
     }
 }
