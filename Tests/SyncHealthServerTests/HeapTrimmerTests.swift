@@ -52,19 +52,37 @@ struct HeapTrimmerTests {
     }
     #endif
 
-    @Test("the trimmer trims once per interval, and graceful shutdown stops it during its sleep")
-    func trimsPerIntervalAndStops() async throws {
+    @Test("the trimmer trims when its policy says so, and graceful shutdown stops it during its sleep")
+    func trimsWhenQuietAndStops() async throws {
         let calls = Mutex(0)
         let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
-        let often = HeapTrimmer(interval: .milliseconds(20), logger: logger) {
-            calls.withLock { $0 += 1 }
-            return false
-        }
+        // Quiet, and 32 MiB more resident at every reading: each reading after the first asks for a trim.
+        let readings = Mutex(0)
+        let often = HeapTrimmer(
+            interval: .milliseconds(20),
+            logger: logger,
+            read: {
+                let count = readings.withLock { count in
+                    count += 1
+                    return count
+                }
+                return HeapTrimPolicy.Reading(at: .now, cpu: .zero, resident: count << 25)
+            },
+            trim: {
+                calls.withLock { $0 += 1 }
+                return false
+            }
+        )
         // Asleep for an hour: the group ends only if graceful shutdown wakes it.
-        let rarely = HeapTrimmer(interval: .seconds(3600), logger: logger) {
-            Issue.record("trimmed before its interval")
-            return false
-        }
+        let rarely = HeapTrimmer(
+            interval: .seconds(3600),
+            logger: logger,
+            read: { HeapTrimPolicy.Reading(at: .now, cpu: .zero, resident: 1 << 40) },
+            trim: {
+                Issue.record("trimmed before its interval")
+                return false
+            }
+        )
         let group = ServiceGroup(configuration: .init(services: [often, rarely], logger: logger))
         let stopped = try await withThrowingTaskGroup(of: Bool.self) { tasks in
             tasks.addTask {
@@ -86,5 +104,52 @@ struct HeapTrimmerTests {
         let after = calls.withLock { $0 }
         try await Task.sleep(for: .milliseconds(100))
         #expect(calls.withLock { $0 } == after, "no trim after the trimmer stopped")
+    }
+
+    @Test("a process busy on every core is not trimmed, however much its resident set grows")
+    func busyIsNotTrimmed() async throws {
+        let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
+        let start = ContinuousClock.now
+        let readings = Mutex(0)
+        let trimmer = HeapTrimmer(
+            interval: .milliseconds(10),
+            policy: HeapTrimPolicy(busyInterval: .seconds(3600)),
+            logger: logger,
+            read: {
+                let count = readings.withLock { count in
+                    count += 1
+                    return count
+                }
+                // Two cores' worth of CPU time since the start.
+                let now = ContinuousClock.now
+                return HeapTrimPolicy.Reading(at: now, cpu: (now - start) * 2, resident: count << 25)
+            },
+            trim: {
+                Issue.record("trimmed under load")
+                return false
+            }
+        )
+        let group = ServiceGroup(configuration: .init(services: [trimmer], logger: logger))
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            for _ in 0..<500 where readings.withLock({ $0 }) < 20 { try await Task.sleep(for: .milliseconds(10)) }
+            #expect(readings.withLock { $0 } >= 20)
+            await group.triggerGracefulShutdown()
+            try await tasks.waitForAll()
+        }
+    }
+
+    @Test("the process's own readings are there on Linux and move as it works")
+    func readsTheProcess() throws {
+        #if os(Linux)
+        let first = try #require(HeapTrimmer.readNow())
+        var sum = 0
+        for i in 0..<5_000_000 { sum &+= i &* i }
+        let second = try #require(HeapTrimmer.readNow())
+        #expect(sum != 0)
+        #expect(first.resident > 1 << 20)
+        #expect(second.cpu > first.cpu)
+        #expect(second.at > first.at)
+        #endif
     }
 }

@@ -8,4 +8,10 @@
 /// the C library has no such call.
 int cheap_trim(size_t pad);
 
+/// This process's resident set in bytes, from `/proc/self/statm`; -1 where there is no such file.
+long long cheap_resident_bytes(void);
+
+/// The CPU time all of this process's threads have used, in nanoseconds; -1 where the clock is missing.
+long long cheap_cpu_nanoseconds(void);
+
 #endif
