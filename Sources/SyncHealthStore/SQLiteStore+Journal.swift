@@ -153,6 +153,7 @@ extension SQLiteStore {
     /// group written and how many, or `nil` when there was nothing to write. `politely`: from the maintenance
     /// thread, which takes the backlog's lock on the journal's queue (see `withBacklog`).
     private func foldBacklog(_ db: Database, politely: Bool) throws -> (seq: Int64, count: Int)? {
+        let started = ContinuousClock.now
         var written: (seq: Int64, count: Int)?
         try db.inTransaction {
             // A fold forgets what it wrote before it lets the writer go, so no entry here should be at or
@@ -172,6 +173,8 @@ extension SQLiteStore {
                 $0.remove(through: written.seq, at: .now)
             }
             withExtendedLifetime(forgotten) {}
+            foldsTotal.increment()
+            foldDuration.recordNanoseconds(Int64((ContinuousClock.now - started).microseconds) * 1000)
         }
         return written
     }

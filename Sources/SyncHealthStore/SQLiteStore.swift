@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import Metrics
 public import SyncHealthCore
 import Synchronization
 
@@ -50,6 +51,10 @@ public final class SQLiteStore: LocalSyncStore {
     let writebackFiles: WritebackFiles
     let journal: CommitJournal
     let backlog = Mutex(JournalBacklog())
+    /// Folds that wrote groups into the tables, and how long each took (its transaction and forgetting what it
+    /// wrote): a fold is the store's largest burst of work, so the bench draws these beside its latencies.
+    let foldsTotal = Counter(label: "synchealth_store_folds_total")
+    let foldDuration = Timer(label: "synchealth_store_fold_duration_seconds")
     /// How commits become durable.
     public let commitPath: CommitPath
     private let lockDescriptor: Int32

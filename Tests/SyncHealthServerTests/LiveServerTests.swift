@@ -184,6 +184,27 @@ struct LiveServerTests {
         #expect(server.stop() == 0)
     }
 
+    @Test("each fold of the journal into the tables is counted and timed in /metrics")
+    func foldMetrics() async throws {
+        let server = try LiveServer(environment: ["SYNCHEALTH_INGEST_KEYS": "ingest-1"])
+        try await server.waitUntilReady()
+        #expect(try await server.metric("synchealth_store_folds_total") == 0, "nothing to fold yet")
+        let body = Data(
+            #"{"device": {"deviceId": "f", "appId": "a"}, "events": [{"eventId": "a", "occurredAt": "2026-11-22T10:00:00Z", "kind": "heartbeat"}]}"#
+                .utf8
+        )
+        #expect(try await server.request("POST", "/v1/events", key: "ingest-1", body: body).status == 202)
+        // The maintenance service folds a backlog once it is 2 s old.
+        let deadline = Date().addingTimeInterval(15)
+        while try await server.metric("synchealth_store_folds_total") < 1, Date() < deadline {
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(try await server.metric("synchealth_store_folds_total") == 1)
+        #expect(try await server.metric("synchealth_store_fold_duration_seconds_count") == 1)
+        #expect(try await server.metric("synchealth_store_fold_duration_seconds_sum") > 0)
+        #expect(server.stop() == 0)
+    }
+
     @Test("keys never appear in the logs, even at debug level with failed logins")
     func keysNotLogged() async throws {
         let server = try LiveServer(environment: [
