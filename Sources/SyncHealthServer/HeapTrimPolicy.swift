@@ -1,13 +1,14 @@
-/// When the heap trimmer trims: once its resident set has grown since the last trim, as soon as the process is
-/// quiet, and under load at most once per `busyInterval`.
+/// When the heap trimmer trims: once each time the process turns quiet after being busy, and otherwise when its
+/// resident set has grown since the last trim, under load at most once per `busyInterval`.
 ///
 /// A trim walks every allocator arena, holding each one's lock meanwhile: 9-18 ms with 100,000 devices. Under
 /// steady single events the pages it gives back are faulted in again within a second (293 MiB, 232 MiB after
 /// the trim, 287 MiB a second later), but while devices are being created the heap grows without trims (RSS
 /// 335 MiB at the end of the bench's 35 s of new devices, against 214 MiB with a trim every 10 s). So under load
-/// it trims every 10 s, as before; once a burst has passed it trims within one or two readings instead of waiting
-/// for the next 10 s, and it does not trim a heap that has not grown. A value type fed readings, with no clock of
-/// its own; `HeapTrimmer` does the reading and the trimming.
+/// it trims every 10 s, as before. When a burst has passed, its memory is freed without the resident set
+/// growing (a trim under load may have found it all still in use), so the first quiet reading after a busy one
+/// trims whatever the growth. An idle process is not trimmed again and again. A value type fed readings, with
+/// no clock of its own; `HeapTrimmer` does the reading and the trimming.
 public struct HeapTrimPolicy: Sendable {
     /// What the trimmer reads of the process before it decides.
     public struct Reading: Sendable, Equatable {
@@ -37,6 +38,8 @@ public struct HeapTrimPolicy: Sendable {
     /// The resident set after the last trim, or at the first reading.
     private var floor = 0
     private var lastTrim: ContinuousClock.Instant?
+    /// Whether the process has been trimmed since it was last busy (at the start there is nothing to give back).
+    private var trimmedSinceBusy = true
 
     /// A policy that trims below `quietShare` of a core once the resident set has grown by `growth` bytes, and
     /// under load at most once per `busyInterval`.
@@ -54,16 +57,18 @@ public struct HeapTrimPolicy: Sendable {
             lastTrim = reading.at
             return false
         }
-        guard reading.resident >= floor + growth else { return false }
         let elapsed = reading.at - previous.at
         guard elapsed > .zero else { return false }
-        if (reading.cpu - previous.cpu) / elapsed < quietShare { return true }
-        return reading.at - lastTrim >= busyInterval
+        let grown = reading.resident >= floor + growth
+        if (reading.cpu - previous.cpu) / elapsed < quietShare { return grown || !trimmedSinceBusy }
+        trimmedSinceBusy = false
+        return grown && reading.at - lastTrim >= busyInterval
     }
 
     /// Records a trim that left `resident` bytes resident at `at`: growth is counted from there.
     public mutating func trimmed(leaving resident: Int, at: ContinuousClock.Instant) {
         floor = resident
         lastTrim = at
+        trimmedSinceBusy = true
     }
 }

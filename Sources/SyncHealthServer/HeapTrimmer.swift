@@ -24,7 +24,7 @@ public struct HeapTrimmer: Service {
     /// A trimmer that reads the process every `interval` through `read` and trims through `trim` (by default
     /// glibc's `malloc_trim`) on `threadPool`, when `policy` says so.
     public init(
-        interval: Duration = .seconds(2),
+        interval: Duration = .seconds(1),
         policy: HeapTrimPolicy = HeapTrimPolicy(),
         threadPool: NIOThreadPool = .singleton,
         logger: Logger,

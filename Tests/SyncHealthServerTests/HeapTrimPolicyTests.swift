@@ -59,6 +59,21 @@ struct HeapTrimPolicyTests {
         #expect(Self.decide(&policy, Self.reading(64, cpu: 22.2, resident: 300)), "quiet again: no wait")
     }
 
+    @Test("once a load has passed the heap is trimmed once, though the resident set did not grow since the trim under load")
+    func quietAfterBusyTrimsOnce() {
+        var policy = HeapTrimPolicy(busyInterval: .seconds(10))
+        _ = policy.shouldTrim(after: Self.reading(0, cpu: 0, resident: 100))
+        #expect(Self.decide(&policy, Self.reading(10, cpu: 15, resident: 300)), "busy, grown, 10 s")
+        // The trim found the burst's memory still in use.
+        policy.trimmed(leaving: 300 * Self.mib, at: Self.start + .seconds(10))
+        #expect(!Self.decide(&policy, Self.reading(11, cpu: 16.5, resident: 305)), "still busy")
+        #expect(Self.decide(&policy, Self.reading(12, cpu: 16.6, resident: 305)), "quiet after busy")
+        policy.trimmed(leaving: 200 * Self.mib, at: Self.start + .seconds(12))
+        for second in 13...30 {
+            #expect(!Self.decide(&policy, Self.reading(Double(second), cpu: 16.6, resident: 200)), "idle: once is enough")
+        }
+    }
+
     @Test("quiet is measured between the last two readings, as a share of one core")
     func quietIsTheShareBetweenReadings() {
         var policy = HeapTrimPolicy(quietShare: 0.25, busyInterval: .seconds(3600))
