@@ -29,7 +29,8 @@ public struct HeapTrimPolicy: Sendable {
 
     /// The process is quiet while its threads use less than this share of one core between two readings.
     public var quietShare: Double
-    /// How much the resident set must have grown since the last trim (or the first reading) for a trim to be worth it.
+    /// How much the resident set must have grown since the last trim (or the first reading) for a trim under
+    /// load, or another trim while the process stays quiet.
     public var growth: Int
     /// Under a load that never gets quiet, the least time between two trims.
     public var busyInterval: Duration
@@ -41,8 +42,8 @@ public struct HeapTrimPolicy: Sendable {
     /// Whether the process has been trimmed since it was last busy (at the start there is nothing to give back).
     private var trimmedSinceBusy = true
 
-    /// A policy that trims below `quietShare` of a core once the resident set has grown by `growth` bytes, and
-    /// under load at most once per `busyInterval`.
+    /// A policy that counts the process quiet below `quietShare` of a core, trims once each time it turns quiet,
+    /// and otherwise once the resident set has grown by `growth` bytes, under load at most once per `busyInterval`.
     public init(quietShare: Double = 0.25, growth: Int = 16 << 20, busyInterval: Duration = .seconds(10)) {
         self.quietShare = quietShare
         self.growth = growth
