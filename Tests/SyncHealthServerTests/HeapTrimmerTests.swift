@@ -7,10 +7,6 @@ import Testing
 
 @testable import SyncHealthServer
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 @Suite("Heap trimmer")
 struct HeapTrimmerTests {
     #if canImport(Glibc)
@@ -38,17 +34,9 @@ struct HeapTrimmerTests {
         for block in kept { block.deallocate() }
     }
 
-    /// This process's resident set, from `/proc/self/statm`.
+    /// This process's resident set, as the trimmer reads it.
     static func residentBytes() throws -> Int {
-        let fd = open("/proc/self/statm", O_RDONLY)
-        try #require(fd >= 0)
-        defer { close(fd) }
-        var buffer = [UInt8](repeating: 0, count: 256)
-        let n = read(fd, &buffer, buffer.count)
-        try #require(n > 0)
-        let fields = String(decoding: buffer[..<n], as: UTF8.self).split(separator: " ")
-        let pages = try #require(fields.count > 1 ? Int(fields[1]) : nil)
-        return pages * sysconf(Int32(_SC_PAGESIZE))
+        try #require(HeapTrimmer.readNow()).resident
     }
     #endif
 
