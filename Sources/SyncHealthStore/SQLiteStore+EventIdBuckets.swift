@@ -6,12 +6,12 @@ import Glibc
 import Darwin
 #endif
 
-/// How the embedded store remembers event ids for dedupe: per device, in buckets of ids sorted by their bytes,
-/// one row (at most `maxBytes` of entries) per bucket.
+/// How the embedded store remembers the event ids a device's tail (`EventIdTails`) spilled: per device, in buckets
+/// of ids sorted by their bytes, one row (at most `maxBytes` of entries) per bucket.
 ///
 /// A bucket covers the ids from its `lo` up to the next bucket's `lo`; a device's first bucket has an empty `lo`.
-/// A group reads each of its devices' buckets once, judges and records every id in memory, and writes each changed
-/// bucket back once: one row per bucket where a row per id (the `seen_events` table of migrations v1-v3) cost a
+/// A spill reads each of its devices' buckets once, records every id in memory, and writes each changed bucket
+/// back once: one row per bucket where a row per id (the `seen_events` table of migrations v1-v3) cost a
 /// B-tree insert per event on the one writer, ~40% of batched ingestion's throughput (docs/benchmarks-log.md, "Event ids in
 /// buckets"). A bucket that grows past `maxBytes` splits, as a B-tree page does.
 ///
@@ -24,11 +24,6 @@ enum EventIdBuckets {
     /// The buckets of the devices one group touches, with the ids it recorded, not yet written.
     struct Group {
         private var devices: [Int64: Device] = [:]
-
-        /// Loads, for each device, the buckets that cover the ids in `claims` (each id as its UTF-8 bytes).
-        init(_ claims: [(hash: Int64, ids: [[UInt8]])], _ db: Database) throws {
-            try self.init(ids: claims.lazy.flatMap { claim in claim.ids.lazy.map { (hash: claim.hash, id: $0) } }, db)
-        }
 
         /// Loads, for each device, the buckets that cover `ids` (each id as its UTF-8 bytes, with its device's hash).
         init(ids: some Sequence<(hash: Int64, id: [UInt8])>, _ db: Database) throws {
@@ -178,6 +173,12 @@ enum EventIdBuckets {
         /// The stored entries and the added ones, merged in order and cut into pieces of at most `maxBytes`
         /// (the first keeps this bucket's row and `lo`).
         func merged() -> [(lo: [UInt8], oldest: Int64, bytes: [UInt8])] {
+            let all = mergedEntries()
+            return EventIdBuckets.pieces(all.bytes, starts: all.starts, firstLo: lo)
+        }
+
+        /// The stored entries and the added ones, merged in order, and where each entry starts.
+        func mergedEntries() -> (bytes: [UInt8], starts: [Int]) {
             var all = ByteWriter(capacity: bytes.count + added.count * 24)
             var starts: [Int] = []
             starts.reserveCapacity(offsets.count + added.count)
@@ -195,7 +196,7 @@ enum EventIdBuckets {
                 for i in next..<offsets.count { starts.append(all.bytes.count + offsets[i] - offsets[next]) }
                 all.bytes.append(contentsOf: bytes[offsets[next]...])
             }
-            return EventIdBuckets.pieces(all.bytes, starts: starts, firstLo: lo)
+            return (all.bytes, starts)
         }
 
         private func end(of entry: Int) -> Int { entry + 1 < offsets.count ? offsets[entry + 1] : bytes.count }
@@ -244,27 +245,37 @@ enum EventIdBuckets {
             try select.query(.int(cutoff)) { rows.append(($0.int(0), $0.bytes(1))) }
             if rows.isEmpty { break }
             for row in rows where forgotten < limit {
-                let starts = offsets(row.bytes) ?? []
-                var kept: [UInt8] = []
-                var oldest = Int64.max
-                for (i, start) in starts.enumerated() {
-                    let end = i + 1 < starts.count ? starts[i + 1] : row.bytes.count
-                    let at = time(row.bytes, entryEnd: end)
-                    if at < cutoff, forgotten < limit {
-                        forgotten += 1
-                    } else {
-                        kept.append(contentsOf: row.bytes[start..<end])
-                        oldest = min(oldest, at)
-                    }
-                }
-                if kept.isEmpty {
-                    try delete.run(.int(row.seq))
+                let left = expire(row.bytes, recordedBefore: cutoff, limit: limit - forgotten)
+                forgotten += left.forgotten
+                if let oldest = left.oldest {
+                    try update.run(.blob(left.kept), .int(oldest), .int(row.seq))
                 } else {
-                    try update.run(.blob(kept), .int(oldest), .int(row.seq))
+                    try delete.run(.int(row.seq))
                 }
             }
         }
         return forgotten
+    }
+
+    /// What is left of the entries `bytes` once up to `limit` of those recorded before `cutoff` are forgotten: the
+    /// entries kept, their oldest time (`nil` when none is), and how many were forgotten. Bytes that are not a list
+    /// of entries keep nothing and count nothing.
+    static func expire(_ bytes: [UInt8], recordedBefore cutoff: Int64, limit: Int) -> (kept: [UInt8], oldest: Int64?, forgotten: Int) {
+        let starts = offsets(bytes) ?? []
+        var kept: [UInt8] = []
+        var oldest: Int64?
+        var forgotten = 0
+        for (i, start) in starts.enumerated() {
+            let end = i + 1 < starts.count ? starts[i + 1] : bytes.count
+            let at = time(bytes, entryEnd: end)
+            if at < cutoff, forgotten < limit {
+                forgotten += 1
+            } else {
+                kept.append(contentsOf: bytes[start..<end])
+                oldest = min(oldest ?? at, at)
+            }
+        }
+        return (kept, oldest, forgotten)
     }
 
     /// Appends one entry: its id's length (2 bytes), the id, and the time.

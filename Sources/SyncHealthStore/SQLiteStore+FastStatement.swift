@@ -18,6 +18,7 @@ struct FastStatement {
         case int(Int64)
         case text(String)
         case blob([UInt8])
+        case null
     }
 
     /// The current row of a query, read by column index.
@@ -25,6 +26,8 @@ struct FastStatement {
         let raw: OpaquePointer
 
         func int(_ column: Int32) -> Int64 { sqlite3_column_int64(raw, column) }
+
+        func isNull(_ column: Int32) -> Bool { sqlite3_column_type(raw, column) == SQLITE_NULL }
 
         /// The column's bytes (text or blob); empty for NULL.
         func bytes(_ column: Int32) -> [UInt8] {
@@ -81,6 +84,8 @@ struct FastStatement {
                     v.isEmpty
                     ? sqlite3_bind_zeroblob(raw, index, 0)
                     : v.withUnsafeBytes { sqlite3_bind_blob(raw, index, $0.baseAddress, Int32($0.count), transient) }
+            case .null:
+                code = sqlite3_bind_null(raw, index)
             }
         }
         return code

@@ -340,13 +340,7 @@ extension JournalEntry {
         for d in devices { try upsertDevice.run(.text(d.appId), .text(d.deviceId), .blob(d.state)) }
 
         if entries.contains(where: { !$0.ids.isEmpty }) {
-            var group = try EventIdBuckets.Group(ids: entries.lazy.flatMap(\.ids), db)
-            for entry in entries {
-                for (hash, id) in entry.ids where !group.recordedBefore(hash, id) {
-                    _ = group.record(hash, id, at: entry.recordedAt)
-                }
-            }
-            try group.write(db)
+            try EventIdTails.record(entries.lazy.flatMap { entry in entry.ids.lazy.map { (hash: $0.hash, id: $0.id, at: entry.recordedAt) } }, db)
         }
 
         let upsertAlert = try db.cachedStatement(

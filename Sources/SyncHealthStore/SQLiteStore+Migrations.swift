@@ -166,6 +166,21 @@ extension SQLiteStore {
                     """
             )
         }
+        migrator.registerMigration("v9: each device's newest event ids in a tail, in front of its buckets") { db in
+            // See `EventIdTails`. Every device with buckets gets an empty tail that knows the highest id in them.
+            try db.execute(
+                sql: """
+                    CREATE TABLE event_id_tails (
+                        device_hash INTEGER PRIMARY KEY,
+                        entries BLOB NOT NULL,
+                        oldest INTEGER,
+                        buckets_through BLOB
+                    );
+                    CREATE INDEX event_id_tails_oldest ON event_id_tails (oldest) WHERE oldest IS NOT NULL;
+                    """
+            )
+            try MigrationV9.run(db)
+        }
         return migrator
     }
 }

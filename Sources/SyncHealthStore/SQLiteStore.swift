@@ -36,7 +36,7 @@ public final class SQLiteStore: LocalSyncStore {
 
     /// The most page cache, in KiB, each connection keeps (SQLite's default is 2 MiB).
     ///
-    /// Every event costs B-tree descents into `devices` and `event_id_buckets`: the commit's dedupe read and the fold's
+    /// Every event costs B-tree descents into `devices` and `event_id_tails`: the commit's dedupe read and the fold's
     /// read and write. With 2 MiB a connection kept few of those tables' pages, so a single-event request read ~1.35
     /// pages back from the OS with `pread` (docs/benchmarks-log.md, "SQLite's page cache"). The memory is taken as pages are
     /// read: the writer and the reader that judges ids fill theirs, the others stay small.
@@ -224,10 +224,8 @@ public final class SQLiteStore: LocalSyncStore {
 
     /// For each claimed id, whether it was recorded: in the backlog (`recent`, from `inBacklog`) or in the tables.
     static func recordedBefore(_ claims: [(hash: Int64, ids: [[UInt8]])], recent: [[Bool]], _ db: Database) throws -> [[Bool]] {
-        let group = try EventIdBuckets.Group(claims, db)
-        return zip(claims, recent).map { claim, recent in
-            zip(claim.ids, recent).map { id, recent in recent || group.recordedBefore(claim.hash, id) }
-        }
+        let recorded = try EventIdTails.recordedBefore(claims, db)
+        return zip(recent, recorded).map { recent, recorded in zip(recent, recorded).map { $0 || $1 } }
     }
 
     public func commit(_ changes: StoreChanges) async throws {
@@ -330,7 +328,10 @@ public final class SQLiteStore: LocalSyncStore {
 
     public func pruneEventIds(recordedBefore cutoff: Timestamp, limit: Int) async throws -> Int {
         try await fold()
-        return try await pool.write { db in try EventIdBuckets.prune(recordedBefore: cutoff.microseconds, limit: limit, db) }
+        return try await pool.write { db in
+            let forgotten = try EventIdBuckets.prune(recordedBefore: cutoff.microseconds, limit: limit, db)
+            return try forgotten + EventIdTails.prune(recordedBefore: cutoff.microseconds, limit: limit - forgotten, db)
+        }
     }
 
     /// The writer connection's `PRAGMA synchronous`, as SQLite reports it: 1 is NORMAL, 2 is FULL.

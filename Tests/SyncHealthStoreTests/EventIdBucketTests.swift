@@ -38,12 +38,13 @@ struct EventIdBucketTests {
         }
     }
 
-    /// What must hold of every device's buckets: the first starts at the empty `lo`, each holds its range's ids in
-    /// order, none is much past the size limit, none is empty, and `oldest` is its oldest entry's time.
-    static func checkInvariants(_ buckets: [StoredBucket]) {
+    /// What must hold of every device's buckets: the first starts at the empty `lo` (unless expiry deleted it), each
+    /// holds its range's ids in order, none is much past the size limit, none is empty, and `oldest` is its oldest
+    /// entry's time.
+    static func checkInvariants(_ buckets: [StoredBucket], afterExpiry: Bool = false) {
         let byDevice = Dictionary(grouping: buckets, by: \.device)
         for (_, list) in byDevice {
-            #expect(list.first?.lo == [], "a device's first bucket covers every id below the second's")
+            if !afterExpiry { #expect(list.first?.lo == [], "a device's first bucket covers every id below the second's") }
             for (i, bucket) in list.enumerated() {
                 #expect(!bucket.ids.isEmpty)
                 #expect(bucket.size <= EventIdBuckets.maxBytes + 2 + 128 * 4 + 8, "a bucket passes the limit by less than one entry")
@@ -87,10 +88,16 @@ struct EventIdBucketTests {
         try await store.close()
 
         let buckets = try Self.buckets(dir)
+        let tails = try EventIdTailTests.tails(dir)
         #expect(buckets.filter { $0.device == key.stableHash }.count > 20, "4,000 ids of ~20 bytes fill many buckets")
-        #expect(buckets.filter { $0.device == quiet.stableHash }.count == 1)
-        #expect(buckets.reduce(0) { $0 + $1.ids.count } == 4_040)
+        #expect(buckets.filter { $0.device == quiet.stableHash }.isEmpty, "40 short ids stay in the tail")
+        #expect(tails.first { $0.device == quiet.stableHash }?.ids.count == 40)
+        let inBuckets: [String] = buckets.flatMap { b in b.ids.map { "\(b.device) \(String(decoding: $0, as: UTF8.self))" } }
+        let inTails: [String] = tails.flatMap { t in t.ids.map { "\(t.device) \(String(decoding: $0, as: UTF8.self))" } }
+        let stored = inBuckets + inTails
+        #expect(stored.count == 4_040 && Set(stored).count == 4_040, "every id once, in a bucket or in the tail")
         Self.checkInvariants(buckets)
+        EventIdTailTests.checkInvariants(tails, buckets)
     }
 
     @Test("expiry empties and deletes buckets oldest first, and ids in a deleted bucket's range are recorded again")
@@ -108,34 +115,41 @@ struct EventIdBucketTests {
         let after = try Self.buckets(dir)
         #expect(after.count < before)
         #expect(after.allSatisfy { $0.times.allSatisfy { $0 >= seconds(5).microseconds } })
-        // The first buckets went: an old id is new again, and lands in a new first bucket.
+        // The first buckets went: an old id is new again, and waits in the tail.
         #expect(try await store.record(["e-00000", "e-00999"], of: key, at: seconds(20)) == ["e-00999"])
         try await store.fold()
-        Self.checkInvariants(try Self.buckets(dir))
+        Self.checkInvariants(try Self.buckets(dir), afterExpiry: true)
+        #expect(try EventIdTailTests.tails(dir).flatMap(\.ids) == [Array("e-00000".utf8)])
         #expect(try await store.pruneEventIds(recordedBefore: seconds(30), limit: 10_000) == 501)
         #expect(try Self.buckets(dir).isEmpty)
         try await store.close()
     }
 
-    @Test("a bucket that cannot be read is forgotten: its ids count as new, and expiry deletes it")
-    func unreadableBucket() async throws {
+    @Test(
+        "a bucket or tail that cannot be read is forgotten: its ids count as new, and expiry deletes or empties it",
+        arguments: ["event_id_buckets", "event_id_tails"]
+    )
+    func unreadableRow(table: String) async throws {
         let dir = temporaryDirectory()
         var store = try SQLiteStore(directory: dir, synchronous: .normal)
         let key = DeviceKey(appId: "app", deviceId: "1")
         let other = DeviceKey(appId: "app", deviceId: "2")
-        _ = try await store.record(["a"], of: key, at: seconds(10))
+        // "a" and 99 more, of 20-byte entries: past a tail's size, so they spill into a bucket.
+        let ids = ["a"] + (1..<100).map { "id-\(String(format: "%06d", $0))" }
+        _ = try await store.record(table == "event_id_tails" ? ["a"] : ids, of: key, at: seconds(10))
         _ = try await store.record(["b"], of: other, at: seconds(10))
         try await store.close()
         let raw = try GRDBTestHelper.open(dir + "/synchealth.sqlite")
-        try raw.execute("UPDATE event_id_buckets SET entries = x'0500616263' WHERE device_hash = \(key.stableHash)")
+        try raw.execute("UPDATE \(table) SET entries = x'0500616263' WHERE device_hash = \(key.stableHash)")
         try raw.queue.close()
 
         store = try SQLiteStore(directory: dir, synchronous: .normal)
         #expect(try await store.seenEventIds([(key: key, eventIds: ["a"]), (key: other, eventIds: ["b"])]) == [[], ["b"]])
-        #expect(try await store.pruneEventIds(recordedBefore: seconds(20)) == 1, "the readable bucket's id")
+        #expect(try await store.pruneEventIds(recordedBefore: seconds(20)) == 1, "the readable tail's id")
         #expect(try await store.record(["a"], of: key, at: seconds(30)) == [])
         #expect(try await store.record(["a"], of: key, at: seconds(31)) == ["a"])
         try await store.close()
+        #expect(try Self.buckets(dir).allSatisfy { $0.device != key.stableHash || !$0.ids.isEmpty }, "no unreadable bucket left")
     }
 
     @Test("an upgrade moves ids from one row each into buckets, with their times")
