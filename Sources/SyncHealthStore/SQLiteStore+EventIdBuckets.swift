@@ -239,19 +239,34 @@ enum EventIdBuckets {
         let select = try FastStatement(db, "SELECT seq, entries FROM event_id_buckets WHERE oldest < ? ORDER BY oldest LIMIT 32")
         let update = try FastStatement(db, "UPDATE event_id_buckets SET entries = ?, oldest = ? WHERE seq = ?")
         let delete = try FastStatement(db, "DELETE FROM event_id_buckets WHERE seq = ?")
+        return try expireRows(select, recordedBefore: cutoff, limit: limit) { seq, kept, oldest in
+            if let oldest {
+                try update.run(.blob(kept), .int(oldest), .int(seq))
+            } else {
+                try delete.run(.int(seq))
+            }
+        }
+    }
+
+    /// Forgets up to `limit` entries recorded before `cutoff` from the rows `select` returns for the cutoff (each
+    /// its key and its entries, oldest first, a few at a time), and hands what is left of each row to `write`,
+    /// which must take the row out of what `select` returns once nothing in it is that old. Returns how many were
+    /// forgotten.
+    static func expireRows(
+        _ select: FastStatement,
+        recordedBefore cutoff: Int64,
+        limit: Int,
+        write: (_ key: Int64, _ kept: [UInt8], _ oldest: Int64?) throws -> Void
+    ) throws -> Int {
         var forgotten = 0
         while forgotten < limit {
-            var rows: [(seq: Int64, bytes: [UInt8])] = []
+            var rows: [(key: Int64, bytes: [UInt8])] = []
             try select.query(.int(cutoff)) { rows.append(($0.int(0), $0.bytes(1))) }
             if rows.isEmpty { break }
             for row in rows where forgotten < limit {
                 let left = expire(row.bytes, recordedBefore: cutoff, limit: limit - forgotten)
                 forgotten += left.forgotten
-                if let oldest = left.oldest {
-                    try update.run(.blob(left.kept), .int(oldest), .int(row.seq))
-                } else {
-                    try delete.run(.int(row.seq))
-                }
+                try write(row.key, left.kept, left.oldest)
             }
         }
         return forgotten

@@ -143,17 +143,8 @@ enum EventIdTails {
     static func prune(recordedBefore cutoff: Int64, limit: Int, _ db: Database) throws -> Int {
         let select = try FastStatement(db, "SELECT device_hash, entries FROM event_id_tails WHERE oldest < ? ORDER BY oldest LIMIT 32")
         let update = try FastStatement(db, "UPDATE event_id_tails SET entries = ?, oldest = ? WHERE device_hash = ?")
-        var forgotten = 0
-        while forgotten < limit {
-            var rows: [(hash: Int64, bytes: [UInt8])] = []
-            try select.query(.int(cutoff)) { rows.append(($0.int(0), $0.bytes(1))) }
-            if rows.isEmpty { break }
-            for row in rows where forgotten < limit {
-                let left = EventIdBuckets.expire(row.bytes, recordedBefore: cutoff, limit: limit - forgotten)
-                forgotten += left.forgotten
-                try update.run(.blob(left.kept), left.oldest.map { .int($0) } ?? .null, .int(row.hash))
-            }
+        return try EventIdBuckets.expireRows(select, recordedBefore: cutoff, limit: limit) { hash, kept, oldest in
+            try update.run(.blob(kept), oldest.map { .int($0) } ?? .null, .int(hash))
         }
-        return forgotten
     }
 }

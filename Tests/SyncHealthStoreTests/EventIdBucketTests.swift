@@ -25,17 +25,23 @@ struct EventIdBucketTests {
         return try queue.read { db in
             try Row.fetchAll(db, sql: "SELECT device_hash, lo, oldest, entries FROM event_id_buckets ORDER BY device_hash, lo").map { row in
                 let bytes = [UInt8](row[3] as Data)
-                let starts = try #require(EventIdBuckets.offsets(bytes), "every bucket reads back")
-                var ids: [[UInt8]] = []
-                var times: [Int64] = []
-                for (i, start) in starts.enumerated() {
-                    let end = i + 1 < starts.count ? starts[i + 1] : bytes.count
-                    ids.append(Array(bytes[EventIdBuckets.idRange(bytes, entryAt: start)]))
-                    times.append(EventIdBuckets.time(bytes, entryEnd: end))
-                }
+                let (ids, times) = try entries(bytes)
                 return StoredBucket(device: row[0], lo: [UInt8](row[1] as Data? ?? Data()), oldest: row[2], ids: ids, times: times, size: bytes.count)
             }
         }
+    }
+
+    /// The ids and times of stored entries (a bucket's or a tail's), which must read back.
+    static func entries(_ bytes: [UInt8]) throws -> (ids: [[UInt8]], times: [Int64]) {
+        let starts = try #require(EventIdBuckets.offsets(bytes), "every row of entries reads back")
+        var ids: [[UInt8]] = []
+        var times: [Int64] = []
+        for (i, start) in starts.enumerated() {
+            let end = i + 1 < starts.count ? starts[i + 1] : bytes.count
+            ids.append(Array(bytes[EventIdBuckets.idRange(bytes, entryAt: start)]))
+            times.append(EventIdBuckets.time(bytes, entryEnd: end))
+        }
+        return (ids, times)
     }
 
     /// What must hold of every device's buckets: the first starts at the empty `lo` (unless expiry deleted it), each

@@ -26,14 +26,7 @@ struct EventIdTailTests {
         return try queue.read { db in
             try Row.fetchAll(db, sql: "SELECT device_hash, oldest, buckets_through, entries FROM event_id_tails ORDER BY device_hash").map { row in
                 let bytes = [UInt8](row[3] as Data)
-                let starts = try #require(EventIdBuckets.offsets(bytes), "every tail reads back")
-                var ids: [[UInt8]] = []
-                var times: [Int64] = []
-                for (i, start) in starts.enumerated() {
-                    let end = i + 1 < starts.count ? starts[i + 1] : bytes.count
-                    ids.append(Array(bytes[EventIdBuckets.idRange(bytes, entryAt: start)]))
-                    times.append(EventIdBuckets.time(bytes, entryEnd: end))
-                }
+                let (ids, times) = try EventIdBucketTests.entries(bytes)
                 let through = (row[2] as Data?).map { [UInt8]($0) }
                 return StoredTail(device: row[0], oldest: row[1], through: through, ids: ids, times: times, size: bytes.count)
             }
