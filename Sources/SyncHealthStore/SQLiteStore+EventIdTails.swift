@@ -17,11 +17,17 @@ enum EventIdTails {
     /// enough to keep in the page cache, and a spill comes once in many folds of a device.
     static let maxBytes = 1024
 
-    /// For each claimed id, whether it was recorded in the tables: in its device's tail, or in its buckets.
-    static func recordedBefore(_ claims: [(hash: Int64, ids: [[UInt8]])], _ db: Database) throws -> [[Bool]] {
+    /// For each claimed id, whether it was recorded in the tables: in its device's tail, or in its buckets. And for
+    /// each claim, its device's ceiling in the tables (`EventIdCeilings`): no id there is above it.
+    static func recordedBefore(
+        _ claims: [(hash: Int64, ids: [[UInt8]])],
+        _ db: Database
+    ) throws -> (recorded: [[Bool]], ceilings: [EventIdCeilings.Prefix]) {
         let select = try FastStatement(db, "SELECT entries, buckets_through FROM event_id_tails WHERE device_hash = ?")
         var recorded: [[Bool]] = []
         recorded.reserveCapacity(claims.count)
+        var ceilings: [EventIdCeilings.Prefix] = []
+        ceilings.reserveCapacity(claims.count)
         var inBuckets: [(claim: Int, index: Int)] = []
         for (c, claim) in claims.enumerated() {
             var tail: EventIdBuckets.Bucket?
@@ -30,6 +36,7 @@ enum EventIdTails {
                 tail = EventIdBuckets.Bucket(seq: nil, lo: [], oldest: 0, bytes: row.bytes(0))
                 through = row.isNull(1) ? nil : row.bytes(1)
             }
+            ceilings.append(ceiling(of: tail, through: through))
             recorded.append(
                 claim.ids.enumerated().map { i, id in
                     guard let tail else { return false }
@@ -43,7 +50,16 @@ enum EventIdTails {
             let group = try EventIdBuckets.Group(ids: inBuckets.lazy.map { (hash: claims[$0.claim].hash, id: claims[$0.claim].ids[$0.index]) }, db)
             for (c, i) in inBuckets { recorded[c][i] = group.recordedBefore(claims[c].hash, claims[c].ids[i]) }
         }
-        return recorded
+        return (recorded, ceilings)
+    }
+
+    /// The ceiling of a device's ids in the tables: its tail's last id or its bound, whichever is higher; the top
+    /// when the bound is NULL; zero without a tail (a device without a tail has no buckets).
+    static func ceiling(of tail: EventIdBuckets.Bucket?, through: [UInt8]?) -> EventIdCeilings.Prefix {
+        guard let tail else { return .zero }
+        guard let through else { return .top }
+        let last = tail.offsets.last.map { EventIdCeilings.Prefix(tail.bytes[EventIdBuckets.idRange(tail.bytes, entryAt: $0)]) }
+        return max(last ?? .zero, EventIdCeilings.Prefix(through))
     }
 
     /// Records `ids` (each with its device's hash and when it was recorded) in their devices' tails, and spills

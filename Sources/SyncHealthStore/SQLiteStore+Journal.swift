@@ -42,9 +42,14 @@ struct JournalBacklog: Sendable {
     private(set) var since: ContinuousClock.Instant?
     /// Folds so far (the maintenance service checkpoints after each).
     var folds = 0
+    /// What the journal's dedupe knows without a read; `add` raises them, so they cover the backlog's ids.
+    var ceilings = EventIdCeilings()
 
     mutating func add(_ entry: JournalEntry, bytes: Int, at now: ContinuousClock.Instant) {
-        for (hash, id) in entry.ids { ids[hash, default: []].insert(id) }
+        for (hash, id) in entry.ids {
+            ids[hash, default: []].insert(id)
+            ceilings.raise(hash, toCover: id)
+        }
         entries.append(entry)
         sizes.append(bytes)
         self.bytes += bytes
@@ -82,6 +87,12 @@ struct JournalBacklog: Sendable {
     func contains(_ hash: Int64, _ id: [UInt8]) -> Bool {
         if ids[hash]?.contains(id) == true { return true }
         return taken.contains { $0.ids[hash]?.contains(id) == true }
+    }
+
+    /// The ceiling of the device's ids in the backlog (`EventIdCeilings.Prefix.zero` for none).
+    func highest(_ hash: Int64) -> EventIdCeilings.Prefix {
+        let generations = [ids[hash]] + taken.map { $0.ids[hash] }
+        return generations.lazy.compactMap { $0 }.joined().map { EventIdCeilings.Prefix($0) }.max() ?? .zero
     }
 }
 

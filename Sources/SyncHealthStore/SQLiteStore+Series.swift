@@ -31,9 +31,7 @@ struct JournalCommitter: GroupCommitter {
         plan: (_ seen: [Set<String>]) throws -> (changes: StoreChanges, result: Result)
     ) throws -> Result {
         let encoded = SQLiteStore.encoded(claims)
-        let recent = store.inBacklog(encoded)
-        // A synchronous read: it runs here, on the journal's thread, not on another one.
-        let recorded = try store.pool.read { db in try SQLiteStore.recordedBefore(encoded, recent: recent, db) }
+        let recorded = try store.recordedBeforeOnJournalQueue(encoded)
         let (entry, result) = try SQLiteStore.judge(claims, encoded, recorded, at: recordedAt, plan: plan)
         if !entry.isEmpty { try store.append(entry, with: appender) }
         return result

@@ -55,6 +55,9 @@ public final class SQLiteStore: LocalSyncStore {
     /// wrote): a fold is the store's largest burst of work, so the bench draws these beside its latencies.
     let foldsTotal = Counter(label: "synchealth_store_folds_total")
     let foldDuration = Timer(label: "synchealth_store_fold_duration_seconds")
+    /// Claims the journal's dedupe judged without reading the tables (`EventIdCeilings`), and those it read.
+    let claimsJudgedInMemory = Counter(label: "synchealth_store_dedupe_claims_total", dimensions: [("judged", "in_memory")])
+    let claimsRead = Counter(label: "synchealth_store_dedupe_claims_total", dimensions: [("judged", "read")])
     /// How commits become durable.
     public let commitPath: CommitPath
     private let lockDescriptor: Int32
@@ -224,7 +227,7 @@ public final class SQLiteStore: LocalSyncStore {
 
     /// For each claimed id, whether it was recorded: in the backlog (`recent`, from `inBacklog`) or in the tables.
     static func recordedBefore(_ claims: [(hash: Int64, ids: [[UInt8]])], recent: [[Bool]], _ db: Database) throws -> [[Bool]] {
-        let recorded = try EventIdTails.recordedBefore(claims, db)
+        let recorded = try EventIdTails.recordedBefore(claims, db).recorded
         return zip(recent, recorded).map { recent, recorded in zip(recent, recorded).map { $0 || $1 } }
     }
 

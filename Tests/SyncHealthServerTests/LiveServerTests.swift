@@ -184,7 +184,7 @@ struct LiveServerTests {
         #expect(server.stop() == 0)
     }
 
-    @Test("each fold of the journal into the tables is counted and timed in /metrics")
+    @Test("each fold of the journal into the tables is counted and timed in /metrics, and so are the claims dedupe judged without a read")
     func foldMetrics() async throws {
         let server = try LiveServer(environment: ["SYNCHEALTH_INGEST_KEYS": "ingest-1"])
         try await server.waitUntilReady()
@@ -202,6 +202,15 @@ struct LiveServerTests {
         #expect(try await server.metric("synchealth_store_folds_total") == 1)
         #expect(try await server.metric("synchealth_store_fold_duration_seconds_count") == 1)
         #expect(try await server.metric("synchealth_store_fold_duration_seconds_sum") > 0)
+
+        // The device's next id is above the ones it sent: judged new without a read.
+        let next = Data(
+            #"{"device": {"deviceId": "f", "appId": "a"}, "events": [{"eventId": "b", "occurredAt": "2026-11-22T10:00:01Z", "kind": "heartbeat"}]}"#
+                .utf8
+        )
+        #expect(try await server.request("POST", "/v1/events", key: "ingest-1", body: next).status == 202)
+        #expect(try await server.metric(#"synchealth_store_dedupe_claims_total{judged="read"}"#) == 1)
+        #expect(try await server.metric(#"synchealth_store_dedupe_claims_total{judged="in_memory"}"#) == 1)
         #expect(server.stop() == 0)
     }
 

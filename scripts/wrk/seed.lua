@@ -1,5 +1,6 @@
 -- Creates devices dev-FIRST … dev-N once each (thread t takes every t-th id), with a launch-like batch.
--- WRK_FIRST (default 1) lets a second run carry on where the first stopped.
+-- WRK_FIRST (default 1) lets a second run carry on where the first stopped. A device seeded twice sends the same
+-- ids, which sort below the other loads' (they start with the second, events1.lua).
 local thread_id = 0
 local threads = tonumber(os.getenv("WRK_THREADS") or "2")
 local devices = tonumber(os.getenv("WRK_DEVICES") or "100000")
@@ -12,8 +13,8 @@ request = function()
   n = n + threads
   if device > devices then device = ((device - first) % (devices - first + 1)) + first end
   local broken = (device % 20 == 0)
-  local last = broken and '{"eventId":"s4","occurredAt":"2026-11-22T10:00:03Z","kind":"activity","phase":"export","state":"failed","error":{"domain":"CKErrorDomain","code":4}}'
-                      or '{"eventId":"s4","occurredAt":"2026-11-22T10:00:03Z","kind":"activity","phase":"export","state":"succeeded"}'
-  local body = string.format('{"device":{"deviceId":"dev-%d","appId":"com.bench","containerId":"iCloud.com.bench"},"events":[{"eventId":"s1","occurredAt":"2026-11-22T10:00:00Z","kind":"account","status":"available"},{"eventId":"s2","occurredAt":"2026-11-22T10:00:00Z","kind":"network","available":true},{"eventId":"s3","occurredAt":"2026-11-22T10:00:01Z","kind":"activity","phase":"import","state":"succeeded"},%s]}', device, last)
+  local last = broken and '{"eventId":"0000000000000000-s4","occurredAt":"2026-11-22T10:00:03Z","kind":"activity","phase":"export","state":"failed","error":{"domain":"CKErrorDomain","code":4}}'
+                      or '{"eventId":"0000000000000000-s4","occurredAt":"2026-11-22T10:00:03Z","kind":"activity","phase":"export","state":"succeeded"}'
+  local body = string.format('{"device":{"deviceId":"dev-%d","appId":"com.bench","containerId":"iCloud.com.bench"},"events":[{"eventId":"0000000000000000-s1","occurredAt":"2026-11-22T10:00:00Z","kind":"account","status":"available"},{"eventId":"0000000000000000-s2","occurredAt":"2026-11-22T10:00:00Z","kind":"network","available":true},{"eventId":"0000000000000000-s3","occurredAt":"2026-11-22T10:00:01Z","kind":"activity","phase":"import","state":"succeeded"},%s]}', device, last)
   return wrk.format("POST", "/v1/events", {["Content-Type"] = "application/json", ["Authorization"] = "Bearer " .. key}, body)
 end
