@@ -6,12 +6,15 @@
 /// grow holds one reference per `chunkSize` elements.
 ///
 /// Indices are `0..<count`, as an array's. Elements are only appended, never inserted or removed.
+///
+/// Reading and writing an element are `@inlinable`: the engine's modules use it with a device's record, and
+/// unspecialised they copied each record through its value witnesses (docs/benchmarks-log.md, "Specialised").
 public struct ChunkedArray<Element>: RandomAccessCollection, MutableCollection {
     /// Elements per chunk: a power of two, so that an index splits into chunk and offset with a shift and a mask.
-    public static var chunkSize: Int { 1 << chunkShift }
-    static var chunkShift: Int { 12 }
+    @inlinable public static var chunkSize: Int { 1 << chunkShift }
+    @inlinable static var chunkShift: Int { 12 }
 
-    private var chunks: [[Element]] = []
+    @usableFromInline var chunks: [[Element]] = []
     /// The number of elements.
     public private(set) var count = 0
 
@@ -19,12 +22,12 @@ public struct ChunkedArray<Element>: RandomAccessCollection, MutableCollection {
     public init() {}
 
     /// The first index: 0.
-    public var startIndex: Int { 0 }
+    @inlinable public var startIndex: Int { 0 }
     /// One past the last index: `count`.
-    public var endIndex: Int { count }
+    @inlinable public var endIndex: Int { count }
 
     /// The element at `index`, which must be below `count` (the chunks' own bounds checks trap otherwise).
-    public subscript(index: Int) -> Element {
+    @inlinable public subscript(index: Int) -> Element {
         get { chunks[index >> Self.chunkShift][index & (Self.chunkSize - 1)] }
         _modify { yield &chunks[index >> Self.chunkShift][index & (Self.chunkSize - 1)] }
     }

@@ -5,10 +5,14 @@
 /// hashing each key again, in the insert that found it full; under the lock every ingest takes, that insert stalls
 /// every request behind it, longer at each doubling. Each shard here is 1/`shardCount` of that size, so the longest
 /// insert is too. Lookups hash the key twice (once for the shard, once in it).
+///
+/// Lookups and `withShard` are `@inlinable`, so that the modules that use it get them specialised for their keys
+/// and values (docs/benchmarks-log.md, "Specialised").
 public struct ShardedDictionary<Key: Hashable, Value> {
-    private var shards: [[Key: Value]]
+    @usableFromInline var shards: [[Key: Value]]
+    @usableFromInline var entries = 0
     /// The number of entries.
-    public private(set) var count = 0
+    @inlinable public var count: Int { entries }
 
     /// An empty dictionary of `shardCount` shards (rounded up to a power of two).
     public init(shardCount: Int = 256) {
@@ -18,23 +22,23 @@ public struct ShardedDictionary<Key: Hashable, Value> {
     }
 
     /// Whether there are no entries.
-    public var isEmpty: Bool { count == 0 }
+    @inlinable public var isEmpty: Bool { count == 0 }
 
     /// The shard that holds `key`.
-    func shard(of key: Key) -> Int { key.hashValue & (shards.count - 1) }
+    @inlinable func shard(of key: Key) -> Int { key.hashValue & (shards.count - 1) }
 
     /// The value for `key`, or `nil`; setting `nil` removes the entry.
-    public subscript(key: Key) -> Value? {
+    @inlinable public subscript(key: Key) -> Value? {
         get { shards[shard(of: key)][key] }
         set { withShard(of: key) { $0[key] = newValue } }
     }
 
     /// Runs `body` on the shard that holds `key` (and every key that shares its shard), keeping `count` right
     /// whatever `body` removes there. `body` may add `key`, and no key of another shard.
-    public mutating func withShard<R>(of key: Key, _ body: (inout [Key: Value]) throws -> R) rethrows -> R {
+    @inlinable public mutating func withShard<R>(of key: Key, _ body: (inout [Key: Value]) throws -> R) rethrows -> R {
         let s = shard(of: key)
         let before = shards[s].count
-        defer { count += shards[s].count - before }
+        defer { entries += shards[s].count - before }
         return try body(&shards[s])
     }
 
@@ -47,7 +51,7 @@ public struct ShardedDictionary<Key: Hashable, Value> {
     /// Removes every entry.
     public mutating func removeAll() {
         for s in shards.indices { shards[s].removeAll() }
-        count = 0
+        entries = 0
     }
 }
 

@@ -13,7 +13,7 @@ struct AuthMiddleware: RouterMiddleware {
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var context = context
-        if let header = request.headers[.authorization], let key = Self.bearerToken(header) {
+        if let header = request.headers.value(.authorization), let key = Self.bearerToken(header) {
             let digest = KeyRing.digest(key)
             let grant = keys.grant(ofDigest: digest)
             context.scope = grant?.scope

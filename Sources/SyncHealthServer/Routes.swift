@@ -111,11 +111,11 @@ struct EventsRoutes<Engine: MonitorEngine> {
 
     func ingest(_ request: Request, context: AppRequestContext) async throws -> Response {
         try context.require(.ingest)
-        if let type = request.headers[.contentType], !type.lowercased().hasPrefix("application/json") {
+        if let type = request.headers.value(.contentType), !type.lowercased().hasPrefix("application/json") {
             throw APIError.unsupportedMediaType(type)
         }
         var body = try await request.body.collect(upTo: IngestBody.maxBodySize)
-        switch request.headers[.contentEncoding]?.lowercased().trimmingCharacters(in: .whitespaces) {
+        switch request.headers.value(.contentEncoding)?.lowercased().trimmingCharacters(in: .whitespaces) {
         case nil, "", "identity":
             break
         case "gzip", "x-gzip":

@@ -1,3 +1,4 @@
+import HTTPTypes
 import SyncHealthEngine
 import SyncHealthTestSupport
 import Testing
@@ -23,6 +24,22 @@ struct AuthMiddlewareTests {
     )
     func notABearerToken(header: String) {
         #expect(AuthMiddleware.bearerToken(header) == nil)
+    }
+
+    @Test(
+        "a header's value is the subscript's: nil when absent, the one value, or every value joined",
+        arguments: [[], ["Bearer a"], ["Bearer a", "Bearer b"], ["", "x"]] as [[String]]
+    )
+    func headerValue(values: [String]) {
+        var fields = HTTPFields()
+        fields[.accept] = "*/*"
+        for value in values { fields.append(HTTPField(name: .authorization, value: value)) }
+        fields[.userAgent] = "test"
+        #expect(fields.value(.authorization) == fields[.authorization])
+        #expect(fields.value(.authorization) == (values.isEmpty ? nil : values.joined(separator: ", ")))
+        fields.append(HTTPField(name: .cookie, value: "a=1"))
+        fields.append(HTTPField(name: .cookie, value: "b=2"))
+        #expect(fields.value(.cookie) == "a=1; b=2")
     }
 
     @Test("a key's scope is found by its digest, and only the exact key matches")
