@@ -1,5 +1,6 @@
 import GRDB
 import Metrics
+import SyncHealthCore
 import Synchronization
 
 /// Per device, a ceiling that no event id recorded for it is above, so that the journal's dedupe judges a claim
@@ -7,9 +8,10 @@ import Synchronization
 ///
 /// The dedupe read was 9-16% of the single-event rate and 7-14 µs of CPU a request (docs/benchmarks-log.md,
 /// "Ceilings"). A ceiling is the first 16 bytes of an id, zero-padded (`Prefix`), so that a device costs a
-/// dictionary entry and no allocation. An id whose prefix is above its device's ceiling is above every recorded id,
-/// so it was not recorded; any other id is read as before. Prefixes keep the ids' order (an id at or below another
-/// has a prefix at or below the other's), so the prefix of a device's highest id is a ceiling for all of them.
+/// dictionary entry (24 bytes, up to 64 with the room a dictionary keeps to grow) and no allocation. An id whose
+/// prefix is above its device's ceiling is above every recorded id, so it was not recorded; any other id is read as
+/// before. Prefixes keep the ids' order (an id at or below another has a prefix at or below the other's), so the
+/// prefix of a device's highest id is a ceiling for all of them.
 ///
 /// The ceilings live in the backlog (`JournalBacklog`), behind its lock:
 /// - an append raises the ceiling of each device it records an id for, as it adds the ids to the backlog;
@@ -48,7 +50,8 @@ struct EventIdCeilings: Sendable {
         static func < (a: Prefix, b: Prefix) -> Bool { (a.high, a.low) < (b.high, b.low) }
     }
 
-    private var ceilings: [Int64: Prefix] = [:]
+    /// Sharded, so that growing rehashes one shard under the backlog's lock, not every device's ceiling.
+    private var ceilings = ShardedDictionary<Int64, Prefix>()
     /// Claims judged without a read, since the store opened (tests check that the read is skipped).
     private(set) var judgedInMemory = 0
 
