@@ -30,7 +30,7 @@ struct EventIdCeilings: Sendable {
 
         /// No id's prefix is above it (a tail whose `buckets_through` is NULL: any id may be in its buckets).
         static let top = Prefix(high: .max, low: .max)
-        /// The ceiling of a device without ids. Only an empty id, or one that starts with 16 zero bytes, is not above it.
+        /// The ceiling of a device without ids. Only an id whose bytes up to the 16th are all zero is not above it.
         static let zero = Prefix(high: 0, low: 0)
 
         init(high: UInt64, low: UInt64) {
