@@ -205,7 +205,8 @@ let package = Package(
         .testTarget(name: "SyncHealthWebhooksTests", dependencies: ["SyncHealthWebhooks", "SyncHealthCore"]),
         .testTarget(
             name: "SyncHealthEngineTests",
-            dependencies: ["SyncHealthEngine", "SyncHealthCore", "SyncHealthStore", "SyncHealthTestSupport"]
+            // CHeap: a test counts what the allocator holds.
+            dependencies: ["SyncHealthEngine", "SyncHealthCore", "SyncHealthStore", "SyncHealthTestSupport", "CHeap"]
         ),
         .testTarget(
             name: "SyncHealthServerTests",

@@ -17,6 +17,19 @@ int cheap_trim(size_t pad) {
 #endif
 }
 
+int cheap_heap_usage(long long *in_use, long long *free_bytes) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+    struct mallinfo2 info = mallinfo2();
+    *in_use = (long long)(info.uordblks + info.hblkhd);
+    *free_bytes = (long long)info.fordblks;
+    return 0;
+#else
+    (void)in_use;
+    (void)free_bytes;
+    return -1;
+#endif
+}
+
 long long cheap_resident_bytes(void) {
     FILE *file = fopen("/proc/self/statm", "r");
     if (file == NULL) {

@@ -16,7 +16,17 @@ public protocol ServiceClock: Sendable {
 }
 
 /// The system's real-time clock.
+///
+/// It sleeps in steps of at most `longestStep`. A cancelled `Task.sleep` keeps its timer and a small task (about
+/// 900 bytes) until the deadline it was given (swiftlang/swift#60441). The engine's loop waits until the next
+/// device deadline, often hours ahead, and requests wake it early about 80 times a second under load, so a sleep
+/// to the deadline itself left those bytes behind for hours: the heap in use grew by 33 MiB in 8 minutes of
+/// single events (docs/benchmarks-log.md, "Where a soak's memory goes"). In steps, what a cancelled sleep
+/// keeps is freed within a step.
 public struct SystemClock: ServiceClock {
+    /// The longest a sleep waits before it looks at the clock again.
+    public static let longestStep = Duration.seconds(1)
+
     /// Creates the clock.
     public init() {}
 
@@ -27,8 +37,11 @@ public struct SystemClock: ServiceClock {
     }
 
     public func sleep(until deadline: Timestamp) async throws {
-        let wait = deadline - now
-        if wait > .zero { try await Task.sleep(for: wait) }
+        while true {
+            let wait = deadline - now
+            guard wait > .zero else { return }
+            try await Task.sleep(for: min(wait, Self.longestStep))
+        }
     }
 }
 

@@ -50,20 +50,30 @@ public struct HeapTrimPolicy: Sendable {
         self.busyInterval = busyInterval
     }
 
-    /// Whether to trim now, given a new reading. The first reading only sets the baseline.
-    public mutating func shouldTrim(after reading: Reading) -> Bool {
+    /// A trim the policy asks for.
+    public enum Trim: Sendable, Equatable {
+        /// Under load, the resident set having grown.
+        case underLoad
+        /// The process is quiet: what is still allocated is what it keeps, and measuring the heap (which holds
+        /// each arena's lock while it walks the free lists) delays no request.
+        case atRest
+    }
+
+    /// Whether to trim now, given a new reading, and in which state the process is. The first reading only sets
+    /// the baseline.
+    public mutating func shouldTrim(after reading: Reading) -> Trim? {
         defer { previous = reading }
         guard let previous, let lastTrim else {
             floor = reading.resident
             lastTrim = reading.at
-            return false
+            return nil
         }
         let elapsed = reading.at - previous.at
-        guard elapsed > .zero else { return false }
+        guard elapsed > .zero else { return nil }
         let grown = reading.resident >= floor + growth
-        if (reading.cpu - previous.cpu) / elapsed < quietShare { return grown || !trimmedSinceBusy }
+        if (reading.cpu - previous.cpu) / elapsed < quietShare { return grown || !trimmedSinceBusy ? .atRest : nil }
         trimmedSinceBusy = false
-        return grown && reading.at - lastTrim >= busyInterval
+        return grown && reading.at - lastTrim >= busyInterval ? .underLoad : nil
     }
 
     /// Records a trim that left `resident` bytes resident at `at`: growth is counted from there.

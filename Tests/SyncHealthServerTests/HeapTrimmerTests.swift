@@ -1,4 +1,5 @@
 import Logging
+import Prometheus
 import ServiceLifecycle
 import SyncHealthEngine
 import SyncHealthTestSupport
@@ -125,6 +126,65 @@ struct HeapTrimmerTests {
             await group.triggerGracefulShutdown()
             try await tasks.waitForAll()
         }
+    }
+
+    @Test("the heap is measured into the gauges after a trim at rest, and not after a trim under load")
+    func measuresOnlyAtRest() async throws {
+        let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
+        let registry = PrometheusCollectorRegistry()
+        let readings = Mutex(0)
+        let measured = Mutex<[Int]>([])
+        // Readings 1-4 busy (two cores' worth a reading), then quiet; 32 MiB more resident at each. Reading 1 is
+        // the baseline, 2 trims under load (no busy interval), 3 and 4 stay busy, 5 trims at rest.
+        let trimmer = HeapTrimmer(
+            interval: .milliseconds(10),
+            policy: HeapTrimPolicy(busyInterval: .zero),
+            logger: logger,
+            metrics: PrometheusMetricsFactory(registry: registry),
+            read: {
+                let count = readings.withLock { count in
+                    count += 1
+                    return count
+                }
+                let busy = Duration.seconds(min(count, 4) * 100)
+                return HeapTrimPolicy.Reading(at: .now, cpu: busy, resident: count << 25)
+            },
+            trim: { true },
+            measure: {
+                let count = readings.withLock { $0 }
+                measured.withLock { $0.append(count) }
+                return HeapUsage(inUse: 100 << 20 + count, free: 40 << 20)
+            }
+        )
+        let group = ServiceGroup(configuration: .init(services: [trimmer], logger: logger))
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            for _ in 0..<500 where measured.withLock({ $0.isEmpty }) { try await Task.sleep(for: .milliseconds(10)) }
+            await group.triggerGracefulShutdown()
+            try await tasks.waitForAll()
+        }
+        let at = try #require(measured.withLock { $0.first })
+        #expect(at >= 5, "measured after reading \(at), while the process was busy")
+        // A slow machine may trim at rest again before the shutdown: the gauges hold the last measurement.
+        let last = try #require(measured.withLock { $0.last })
+        var text: [UInt8] = []
+        registry.emit(into: &text)
+        let metrics = String(decoding: text, as: UTF8.self)
+        #expect(metrics.contains("synchealth_heap_in_use_bytes \(100 << 20 + last)"), "\(metrics)")
+        #expect(metrics.contains("synchealth_heap_free_bytes \(40 << 20)"), "\(metrics)")
+    }
+
+    @Test("the heap's own measurement is there with glibc and counts what is allocated")
+    func measuresTheProcess() throws {
+        #if canImport(Glibc)
+        let before = try #require(HeapTrimmer.measureNow())
+        let block = UnsafeMutableRawPointer.allocate(byteCount: 64 << 20, alignment: 16)
+        block.initializeMemory(as: UInt8.self, repeating: 1, count: 64 << 20)
+        let during = try #require(HeapTrimmer.measureNow())
+        block.deallocate()
+        #expect(during.inUse - before.inUse >= 64 << 20)
+        #expect(before.free >= 0)
+        #endif
     }
 
     @Test("the process's own readings are there on Linux and move as it works")

@@ -100,7 +100,7 @@ func recoveryEvents(_ deviceId: String, at: Timestamp) -> [String] {
 struct ReplicaTests {
     @Test("posts go to both at random, one is SIGKILLed mid-run: events applied once, each transition delivered once, timers taken over")
     func twoReplicasAndAKill() async throws {
-        var rng = SplitMix64(seed: UInt64(ProcessInfo.processInfo.environment["CRASH_SEED"] ?? "") ?? UInt64.random(in: 1...UInt64.max))
+        let rng = SplitMix64(seed: UInt64(ProcessInfo.processInfo.environment["CRASH_SEED"] ?? "") ?? UInt64.random(in: 1...UInt64.max))
         let seed = rng.state
         let url = try await PostgresTesting.freshDatabase()
         let receiver = TestReceiver()

@@ -14,4 +14,9 @@ long long cheap_resident_bytes(void);
 /// The CPU time all of this process's threads have used, in nanoseconds; -1 where the clock is missing.
 long long cheap_cpu_nanoseconds(void);
 
+/// What the allocator holds (glibc's `mallinfo2`): bytes handed out and not yet freed (`in_use`, the mapped large
+/// blocks included) and bytes free inside its arenas (`free_bytes`, resident or not). Walks every arena's free
+/// lists under its lock, so it is for a quiet process. Returns 0, or -1 where the C library cannot tell.
+int cheap_heap_usage(long long *in_use, long long *free_bytes);
+
 #endif
