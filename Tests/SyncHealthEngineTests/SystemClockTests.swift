@@ -16,7 +16,7 @@ struct SystemClockTests {
         #expect(slept < .seconds(5), "slept \(slept)")
         let past = ContinuousClock.now
         try await clock.sleep(until: clock.now - .seconds(1))
-        #expect(ContinuousClock.now - past < .milliseconds(50))
+        #expect(ContinuousClock.now - past < .seconds(1), "a deadline past is not slept for a step")
     }
 
     @Test("a cancelled sleep throws CancellationError at once, however far its deadline")
