@@ -12,9 +12,12 @@ struct ByteWriter {
     mutating func f64(_ v: Double) { i64(Int64(bitPattern: v.bitPattern)) }
     mutating func time(_ t: Timestamp) { i64(t.microseconds) }
     mutating func string(_ s: String) {
-        let utf8 = Array(s.utf8)
-        i64(Int64(utf8.count))
-        bytes.append(contentsOf: utf8)
+        // In place: a copy of the bytes first was an allocation for each string of every record encoded.
+        var s = s
+        s.withUTF8 { utf8 in
+            i64(Int64(utf8.count))
+            bytes.append(contentsOf: utf8)
+        }
     }
     mutating func optional<T>(_ value: T?, _ write: (inout ByteWriter, T) -> Void) {
         guard let value else { return u8(0) }
@@ -74,7 +77,8 @@ extension DeviceRecord {
 
     /// A compact binary form of everything but the key (which the store keeps in its own columns).
     public func binaryEncoded() -> [UInt8] {
-        var w = ByteWriter()
+        // A device's record is about 170 bytes: room for it at once, where the default grew once.
+        var w = ByteWriter(capacity: 256)
         w.u8(Self.binaryVersion)
         w.optional(info.containerId) { $0.string($1) }
         w.optional(info.platform) { $0.string($1) }

@@ -252,13 +252,15 @@ public final class SQLiteStore: LocalSyncStore {
         var seen: [Set<String>] = []
         seen.reserveCapacity(claims.count)
         var ids: [(hash: Int64, id: [UInt8])] = []
-        var recordedNow: [Int64: Set<[UInt8]>] = [:]
+        ids.reserveCapacity(encoded.reduce(0) { $0 + $1.ids.count })
+        // One set for the whole group, where a set per device was an allocation per claim.
+        var recordedNow = Set<ClaimedId>()
         for ((claim, encodedClaim), recorded) in zip(zip(claims, encoded), recorded) {
             var before = Set<String>()
             for ((id, bytes), recorded) in zip(zip(claim.eventIds, encodedClaim.ids), recorded) {
                 if recorded {
                     before.insert(id)
-                } else if recordedNow[encodedClaim.hash, default: []].insert(bytes).inserted {
+                } else if recordedNow.insert(ClaimedId(hash: encodedClaim.hash, id: bytes)).inserted {
                     ids.append((encodedClaim.hash, bytes))
                 }
             }
@@ -267,6 +269,12 @@ public final class SQLiteStore: LocalSyncStore {
         var (changes, result) = try plan(seen)
         changes.recordedAt = recordedAt
         return (JournalEntry(changes, ids: ids), result)
+    }
+
+    /// An event id a group records, with its device's hash.
+    struct ClaimedId: Hashable {
+        var hash: Int64
+        var id: [UInt8]
     }
 
     public func alerts(_ query: AlertQuery) async throws -> AlertPage {

@@ -14,6 +14,11 @@ struct TimestampTests {
         #expect(Timestamp(rfc3339: "2024-02-29T23:59:59.1234567Z")?.rfc3339 == "2024-02-29T23:59:59.123456Z")
         #expect(Timestamp(rfc3339: "1969-12-31T23:59:59.5Z")?.microseconds == -500_000)
         #expect(Timestamp(rfc3339: "1969-12-31T23:59:59.5Z")?.rfc3339 == "1969-12-31T23:59:59.500Z")
+        // Lowercase 't' and 'z', a space for the 'T', a negative offset, and a substring all parse.
+        #expect(Timestamp(rfc3339: "2026-11-22t10:00:00.120z")?.rfc3339 == "2026-11-22T10:00:00.120Z")
+        #expect(Timestamp(rfc3339: "2026-11-22 10:00:00Z") == Timestamp(rfc3339: "2026-11-22T10:00:00Z"))
+        #expect(Timestamp(rfc3339: "2026-11-22T08:30:00-01:30") == Timestamp(rfc3339: "2026-11-22T10:00:00Z"))
+        #expect(Timestamp(rfc3339: "at 2026-11-22T10:00:00Z".dropFirst(3)) == Timestamp(rfc3339: "2026-11-22T10:00:00Z"))
     }
 
     @Test(

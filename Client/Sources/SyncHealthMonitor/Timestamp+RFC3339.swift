@@ -3,25 +3,36 @@ extension Timestamp {
     ///
     /// Fractional seconds of any length are accepted (kept to the microsecond). Returns `nil` for anything else.
     public init?(rfc3339 string: some StringProtocol) {
-        var utf8 = Array(string.utf8)
+        // Parsed in place: an event's timestamps are parsed on every request, and a copy of the bytes was an
+        // allocation each.
+        var text = String(string)
+        guard let microseconds = text.withUTF8({ Self.rfc3339Microseconds($0) }) else { return nil }
+        self.init(microseconds: microseconds)
+    }
+
+    /// The microseconds `utf8` (an RFC 3339 date-time) stands for, or `nil`.
+    static func rfc3339Microseconds(_ utf8: UnsafeBufferPointer<UInt8>) -> Int64? {
         guard utf8.count >= 20, utf8.count <= 64 else { return nil }
         // Accept lowercase 't' and 'z' as RFC 3339 allows.
-        for i in utf8.indices where utf8[i] == UInt8(ascii: "t") || utf8[i] == UInt8(ascii: "z") { utf8[i] -= 32 }
+        func at(_ i: Int) -> UInt8 {
+            let c = utf8[i]
+            return c == UInt8(ascii: "t") || c == UInt8(ascii: "z") ? c - 32 : c
+        }
         func digits(_ start: Int, _ count: Int) -> Int? {
             guard start + count <= utf8.count else { return nil }
             var value = 0
             for i in start..<(start + count) {
-                let c = utf8[i]
+                let c = at(i)
                 guard c >= 48, c <= 57 else { return nil }
                 value = value * 10 + Int(c - 48)
             }
             return value
         }
-        guard let year = digits(0, 4), utf8[4] == UInt8(ascii: "-"),
-            let month = digits(5, 2), utf8[7] == UInt8(ascii: "-"),
-            let day = digits(8, 2), utf8[10] == UInt8(ascii: "T") || utf8[10] == UInt8(ascii: " "),
-            let hour = digits(11, 2), utf8[13] == UInt8(ascii: ":"),
-            let minute = digits(14, 2), utf8[16] == UInt8(ascii: ":"),
+        guard let year = digits(0, 4), at(4) == UInt8(ascii: "-"),
+            let month = digits(5, 2), at(7) == UInt8(ascii: "-"),
+            let day = digits(8, 2), at(10) == UInt8(ascii: "T") || at(10) == UInt8(ascii: " "),
+            let hour = digits(11, 2), at(13) == UInt8(ascii: ":"),
+            let minute = digits(14, 2), at(16) == UInt8(ascii: ":"),
             let second = digits(17, 2)
         else { return nil }
         guard (1...12).contains(month), day >= 1, day <= Self.daysInMonth(year: year, month: month),
@@ -29,12 +40,12 @@ extension Timestamp {
         else { return nil }
         var index = 19
         var micros = 0
-        if index < utf8.count, utf8[index] == UInt8(ascii: ".") {
+        if index < utf8.count, at(index) == UInt8(ascii: ".") {
             index += 1
             var scale = 100_000
             let start = index
-            while index < utf8.count, utf8[index] >= 48, utf8[index] <= 57 {
-                micros += Int(utf8[index] - 48) * scale
+            while index < utf8.count, at(index) >= 48, at(index) <= 57 {
+                micros += Int(at(index) - 48) * scale
                 scale /= 10
                 index += 1
             }
@@ -42,12 +53,12 @@ extension Timestamp {
         }
         guard index < utf8.count else { return nil }
         var offsetSeconds = 0
-        switch utf8[index] {
+        switch at(index) {
         case UInt8(ascii: "Z"):
             index += 1
         case UInt8(ascii: "+"), UInt8(ascii: "-"):
-            let sign = utf8[index] == UInt8(ascii: "+") ? 1 : -1
-            guard let oh = digits(index + 1, 2), index + 3 < utf8.count, utf8[index + 3] == UInt8(ascii: ":"),
+            let sign = at(index) == UInt8(ascii: "+") ? 1 : -1
+            guard let oh = digits(index + 1, 2), index + 3 < utf8.count, at(index + 3) == UInt8(ascii: ":"),
                 let om = digits(index + 4, 2), oh <= 23, om <= 59
             else { return nil }
             offsetSeconds = sign * (oh * 3600 + om * 60)
@@ -58,7 +69,7 @@ extension Timestamp {
         guard index == utf8.count else { return nil }
         let days = Self.daysFromCivil(year: year, month: month, day: day)
         let secs = Int64(days) * 86_400 + Int64(hour * 3600 + minute * 60 + min(second, 59)) - Int64(offsetSeconds)
-        self.init(microseconds: secs * 1_000_000 + Int64(micros))
+        return secs * 1_000_000 + Int64(micros)
     }
 
     /// The RFC 3339 form in UTC, with milliseconds or microseconds when the value has them.
