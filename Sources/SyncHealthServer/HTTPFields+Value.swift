@@ -10,3 +10,15 @@ extension HTTPFields {
         return self[first].value
     }
 }
+
+extension String {
+    /// Whether the string starts with `prefix`, ASCII letters compared without case (a header value's media
+    /// type). `lowercased()` first built a new string for every request.
+    func hasPrefixIgnoringASCIICase(_ prefix: StaticString) -> Bool {
+        let candidate = utf8
+        guard candidate.count >= prefix.utf8CodeUnitCount else { return false }
+        return zip(candidate, UnsafeBufferPointer(start: prefix.utf8Start, count: prefix.utf8CodeUnitCount)).allSatisfy { a, b in
+            a == b || (a >= UInt8(ascii: "A") && a <= UInt8(ascii: "Z") && a + 32 == b)
+        }
+    }
+}

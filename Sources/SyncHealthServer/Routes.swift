@@ -111,7 +111,7 @@ struct EventsRoutes<Engine: MonitorEngine> {
 
     func ingest(_ request: Request, context: AppRequestContext) async throws -> Response {
         try context.require(.ingest)
-        if let type = request.headers.value(.contentType), !type.lowercased().hasPrefix("application/json") {
+        if let type = request.headers.value(.contentType), !type.hasPrefixIgnoringASCIICase("application/json") {
             throw APIError.unsupportedMediaType(type)
         }
         var body = try await request.body.collect(upTo: IngestBody.maxBodySize)

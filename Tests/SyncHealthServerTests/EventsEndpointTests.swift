@@ -174,7 +174,7 @@ struct EventsEndpointTests {
         }
     }
 
-    @Test("corrupt gzip is 400, an unknown encoding or media type is 415")
+    @Test("corrupt gzip is 400, an unknown encoding or media type is 415, a media type in capitals is JSON")
     func badEncodings() async throws {
         let service = TestService()
         try await service.test { client in
@@ -184,6 +184,11 @@ struct EventsEndpointTests {
             #expect(brotli.status == .unsupportedMediaType)
             let text = try await client.post(batch(healthyEvents), headers: [.contentType: "text/plain"])
             #expect(text.status == .unsupportedMediaType)
+            let short = try await client.post(batch(healthyEvents), headers: [.contentType: "application/js"])
+            #expect(short.status == .unsupportedMediaType)
+            // Media types compare without case, and parameters may follow.
+            let upper = try await client.post(batch(healthyEvents), headers: [.contentType: "Application/JSON; charset=utf-8"])
+            #expect(upper.status == .accepted)
         }
     }
 
