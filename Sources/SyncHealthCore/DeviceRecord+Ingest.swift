@@ -44,7 +44,7 @@ extension DeviceRecord {
         }
         if result.clamped > 0 { clockSkewDetected = true }
         // A stable sort keeps batch order for events with equal times. Most batches (every single event) come in
-        // order already, and the sort's three arrays were allocations for nothing.
+        // order already, and for them the sort's three arrays are skipped.
         let inOrder = ordered.indices.dropFirst().allSatisfy { ordered[$0 - 1].occurredAt <= ordered[$0].occurredAt }
         if !inOrder {
             ordered = ordered.enumerated().sorted { ($0.element.occurredAt, $0.offset) < ($1.element.occurredAt, $1.offset) }.map(\.element)

@@ -13,7 +13,7 @@ extension HTTPFields {
 
 extension String {
     /// Whether the string starts with `prefix`, ASCII letters compared without case (a header value's media
-    /// type). `lowercased()` first built a new string for every request.
+    /// type), without building a lowercased copy: it runs on every request.
     func hasPrefixIgnoringASCIICase(_ prefix: StaticString) -> Bool {
         let candidate = utf8
         guard candidate.count >= prefix.utf8CodeUnitCount else { return false }

@@ -12,7 +12,7 @@ struct ByteWriter {
     mutating func f64(_ v: Double) { i64(Int64(bitPattern: v.bitPattern)) }
     mutating func time(_ t: Timestamp) { i64(t.microseconds) }
     mutating func string(_ s: String) {
-        // In place: a copy of the bytes first was an allocation for each string of every record encoded.
+        // The bytes go straight in, not through an array of their own: every record encoded writes several strings.
         var s = s
         s.withUTF8 { utf8 in
             i64(Int64(utf8.count))
@@ -77,7 +77,7 @@ extension DeviceRecord {
 
     /// A compact binary form of everything but the key (which the store keeps in its own columns).
     public func binaryEncoded() -> [UInt8] {
-        // A device's record is about 170 bytes: room for it at once, where the default grew once.
+        // A device's record is about 170 bytes: one buffer holds it.
         var w = ByteWriter(capacity: 256)
         w.u8(Self.binaryVersion)
         w.optional(info.containerId) { $0.string($1) }

@@ -253,7 +253,7 @@ public final class SQLiteStore: LocalSyncStore {
         seen.reserveCapacity(claims.count)
         var ids: [(hash: Int64, id: [UInt8])] = []
         ids.reserveCapacity(encoded.reduce(0) { $0 + $1.ids.count })
-        // One set for the whole group, where a set per device was an allocation per claim.
+        // One set for the whole group, not one per device: a set is an allocation.
         var recordedNow = Set<ClaimedId>()
         for ((claim, encodedClaim), recorded) in zip(zip(claims, encoded), recorded) {
             var before = Set<String>()

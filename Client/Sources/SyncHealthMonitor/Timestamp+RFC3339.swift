@@ -3,8 +3,7 @@ extension Timestamp {
     ///
     /// Fractional seconds of any length are accepted (kept to the microsecond). Returns `nil` for anything else.
     public init?(rfc3339 string: some StringProtocol) {
-        // Parsed in place: an event's timestamps are parsed on every request, and a copy of the bytes was an
-        // allocation each.
+        // Parsed in place, without copying the bytes: every event's timestamps are parsed on the request path.
         var text = String(string)
         guard let microseconds = text.withUTF8({ Self.rfc3339Microseconds($0) }) else { return nil }
         self.init(microseconds: microseconds)
