@@ -12,13 +12,13 @@ extension HTTPFields {
 }
 
 extension String {
-    /// Whether the string starts with `prefix`, ASCII letters compared without case (a header value's media
-    /// type), without building a lowercased copy: it runs on every request.
+    /// Whether the string starts with `prefix` (written in lowercase), ASCII letters compared without case (a
+    /// header value's media type), without building a lowercased copy: it runs on every request.
     func hasPrefixIgnoringASCIICase(_ prefix: StaticString) -> Bool {
         let candidate = utf8
-        guard candidate.count >= prefix.utf8CodeUnitCount else { return false }
-        return zip(candidate, UnsafeBufferPointer(start: prefix.utf8Start, count: prefix.utf8CodeUnitCount)).allSatisfy { a, b in
-            a == b || (a >= UInt8(ascii: "A") && a <= UInt8(ascii: "Z") && a + 32 == b)
+        return prefix.withUTF8Buffer { expected in
+            candidate.count >= expected.count
+                && zip(candidate, expected).allSatisfy { a, b in a == b || (a >= UInt8(ascii: "A") && a <= UInt8(ascii: "Z") && a + 32 == b) }
         }
     }
 }
