@@ -4,6 +4,8 @@ import Logging
 
 #if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
 #endif
 
 // The floors that `scripts/bench` measures the service's middleware and pipeline against: Hummingbird with the
@@ -33,7 +35,7 @@ final class GroupLog: @unchecked Sendable {
         guard descriptor >= 0 else { throw WriteFailed() }
         let zeros = [UInt8](repeating: 0, count: 1 << 20)
         for _ in 0..<(Self.size >> 20) {
-            guard zeros.withUnsafeBytes({ Glibc.write(descriptor, $0.baseAddress, $0.count) }) == zeros.count else { throw WriteFailed() }
+            guard zeros.withUnsafeBytes({ write(descriptor, $0.baseAddress, $0.count) }) == zeros.count else { throw WriteFailed() }
         }
         guard fsync(descriptor) == 0 else { throw WriteFailed() }
     }
