@@ -4,8 +4,14 @@ extension Timestamp {
     /// Fractional seconds of any length are accepted (kept to the microsecond). Returns `nil` for anything else.
     public init?(rfc3339 string: some StringProtocol) {
         // Parsed in place, without copying the bytes: every event's timestamps are parsed on the request path.
-        var text = String(string)
-        guard let microseconds = text.withUTF8({ Self.rfc3339Microseconds($0) }) else { return nil }
+        // Only text without contiguous UTF-8 (a bridged string) is copied first.
+        let parsed =
+            string.utf8.withContiguousStorageIfAvailable { Self.rfc3339Microseconds($0) }
+            ?? {
+                var text = String(string)
+                return text.withUTF8 { Self.rfc3339Microseconds($0) }
+            }()
+        guard let microseconds = parsed else { return nil }
         self.init(microseconds: microseconds)
     }
 
