@@ -8,13 +8,15 @@ extension SyncHealthReporter {
         /// An ingest key. It is public in effect (anyone can read it out of the app), so bind it to the app on the
         /// server (`KEY@appId` in `SYNCHEALTH_INGEST_KEYS`).
         public var ingestKey: String
-        /// The app's id, e.g. its bundle id (1-128 of `A-Z a-z 0-9 . _ : -`).
+        /// The app's id (1-128 of `A-Z a-z 0-9 . _ : -`); the bundle identifier by default.
         public var appId: String
         /// The CloudKit container, e.g. `iCloud.com.example.notes`; also the container whose account status is read.
         public var containerId: String?
         /// The device's id; `nil` for a random id created on first launch and stored with the queue.
         public var deviceId: String?
-        /// Where the queue lives; `nil` for `Application Support/SyncHealth/<appId>`.
+        /// Where the queue lives; `nil` for `Application Support/SyncHealth/<appId>`. The reporter excludes it from
+        /// backups, so that a backup restored onto a new device does not clone this device's id and queue. One
+        /// reporter per directory: a second one in the same process reports `storageInUse` and sends nothing.
         public var storageDirectory: URL?
 
         /// The most events the queue keeps; when full, the oldest go first.
@@ -36,19 +38,23 @@ extension SyncHealthReporter {
         public var heartbeatOnStart = true
         /// The app's version; by default the bundle's `CFBundleShortVersionString`.
         public var appVersion: String? = Bundle.main.object(forInfoDictionaryKey: "CFBundleShortVersionString") as? String
-        /// On Apple platforms: read network availability (`NWPathMonitor`) and the iCloud account status (at start
-        /// and on `CKAccountChanged`) without being asked.
+        /// On Apple platforms: read network availability (`NWPathMonitor`, except on watchOS, where it stays
+        /// unsatisfied for ordinary apps) and the iCloud account status without being asked. The account is read
+        /// once the app's first sync activity has succeeded (so a process without the iCloud entitlement, such as a
+        /// widget, never creates a `CKContainer`), and again on every `CKAccountChanged`.
         public var observesNetworkAndAccount = true
         /// How requests are sent; `URLSession` by default.
         public var transport: any ReportTransport = URLSessionTransport()
         /// Where the reporter's log lines go: `os.Logger` on Apple platforms, standard error elsewhere.
         public var log: @Sendable (String) -> Void = ReporterLog.system
+        /// The platform's side effects, replaced by stand-ins in tests.
+        var platform = PlatformHooks()
 
         /// A configuration with the defaults.
         public init(
             endpoint: URL,
             ingestKey: String,
-            appId: String,
+            appId: String = Configuration.bundleIdentifier,
             containerId: String? = nil,
             deviceId: String? = nil,
             storageDirectory: URL? = nil
@@ -61,6 +67,9 @@ extension SyncHealthReporter {
             self.storageDirectory = storageDirectory
         }
 
+        /// The main bundle's identifier, or `""` where there is none (a command-line tool); the default `appId`.
+        public static var bundleIdentifier: String { Bundle.main.bundleIdentifier ?? "" }
+
         /// Checks what the server would refuse, so that a wrong setting fails at start, not at the first send.
         func validate() throws(SyncHealthReporterError) {
             func identifier(_ value: String, _ name: String) throws(SyncHealthReporterError) {
@@ -70,6 +79,9 @@ extension SyncHealthReporter {
                 guard (1...128).contains(value.count), allowed else {
                     throw .invalidConfiguration("\(name) must be 1-128 characters of A-Z a-z 0-9 . _ : -")
                 }
+            }
+            guard !appId.isEmpty else {
+                throw .invalidConfiguration("appId is empty: this process has no bundle identifier, so set appId")
             }
             try identifier(appId, "appId")
             if let deviceId { try identifier(deviceId, "deviceId") }
@@ -105,8 +117,10 @@ public enum SyncHealthReporterError: Error, Sendable, Equatable, CustomStringCon
     case rateLimited(retryAfter: Duration)
     /// The send failed (network, server error); the events stay queued and are retried with backoff.
     case deliveryFailed(String)
-    /// The queue could not be read or written.
+    /// The queue could not be read or written; recorded events wait in memory (up to `maxQueuedEvents`).
     case storageFailed(String)
+    /// Another reporter in this process already uses this storage directory: this one sends nothing.
+    case storageInUse(String)
     /// `shutdown()` was called.
     case shutDown
 
@@ -117,6 +131,7 @@ public enum SyncHealthReporterError: Error, Sendable, Equatable, CustomStringCon
         case .rateLimited(let after): "the server asked to wait \(after)"
         case .deliveryFailed(let d): "delivery failed: \(d)"
         case .storageFailed(let d): "the queue's storage failed: \(d)"
+        case .storageInUse(let path): "another reporter in this process uses \(path); this one sends nothing"
         case .shutDown: "the reporter is shut down"
         }
     }

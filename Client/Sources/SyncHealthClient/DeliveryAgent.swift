@@ -199,9 +199,17 @@ actor DeliveryAgent {
     private func openQueue() throws -> EventQueue {
         if let queue { return queue }
         let directory = configuration.resolvedStorageDirectory
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        // Before the device id is written: a backup must never carry it to another device.
+        do {
+            try configuration.platform.excludeFromBackup(directory)
+        } catch {
+            configuration.log("could not exclude the queue from backups: \(error)")
+        }
         let opened = try EventQueue(
             directory: directory,
-            limits: .init(maxEvents: configuration.maxQueuedEvents, maxBytes: configuration.maxQueuedBytes)
+            limits: .init(maxEvents: configuration.maxQueuedEvents, maxBytes: configuration.maxQueuedBytes),
+            beforeWrite: configuration.platform.beforeQueueWrite
         )
         let deviceId = try configuration.deviceId ?? DeviceIdentity.load(in: directory)
         device = DeviceDescription(
@@ -217,11 +225,17 @@ actor DeliveryAgent {
         return opened
     }
 
-    /// Moves recorded events from the inbox to the disk queue.
+    /// Moves recorded events from the inbox to the disk queue. They leave the inbox only once the append
+    /// succeeded; while the disk refuses them they wait there, the oldest dropped beyond `maxQueuedEvents`.
     private func persistInboxOrThrow() throws {
-        let queue = try openQueue()
+        let queue: EventQueue
+        do {
+            queue = try openQueue()
+        } catch {
+            boundInbox()
+            throw error
+        }
         let recorded = shared.withLock { s -> [DeviceEvent] in
-            defer { s.inbox.removeAll(keepingCapacity: true) }
             // An id not above the queue's last one (the wall clock stepped back since an earlier launch): the
             // event was never sent, so it can take a new id.
             if let last = queue.lastId, let first = s.inbox.first, first.eventId <= last {
@@ -231,7 +245,15 @@ actor DeliveryAgent {
             return s.inbox
         }
         guard !recorded.isEmpty else { return }
-        let dropped = try queue.append(recorded.map { EventQueue.Entry(id: $0.eventId, json: EventJSON.encode($0)) })
+        let dropped: Int
+        do {
+            dropped = try queue.append(recorded.map { EventQueue.Entry(id: $0.eventId, json: EventJSON.encode($0)) })
+        } catch {
+            boundInbox()
+            throw error
+        }
+        // Only this actor removes from the inbox, and `record` only appends: the first `recorded.count` are these.
+        shared.withLock { $0.inbox.removeFirst(min(recorded.count, $0.inbox.count)) }
         if dropped > 0 { configuration.log("the queue is full: dropped the \(dropped) oldest event(s)") }
         update { d in
             d.queuedEvents = queue.count
@@ -239,8 +261,25 @@ actor DeliveryAgent {
         }
     }
 
+    /// Keeps the inbox within the queue's event limit while the disk cannot take it, dropping the oldest.
+    private func boundInbox() {
+        let dropped = shared.withLock { s -> Int in
+            let excess = s.inbox.count - configuration.maxQueuedEvents
+            guard excess > 0 else { return 0 }
+            s.inbox.removeFirst(excess)
+            return excess
+        }
+        if dropped > 0 { update { $0.droppedEvents += dropped } }
+    }
+
+    /// Changes the delivery status, and tells the status handlers when it changed.
     private func update(_ body: (inout DeliveryStatus) -> Void) {
-        shared.withLock { body(&$0.delivery) }
+        let calls = shared.withLock { s -> [() -> Void] in
+            let before = s.delivery
+            body(&s.delivery)
+            return s.delivery == before ? [] : s.handlerCalls
+        }
+        for call in calls { call() }
     }
 
     private func note(_ error: SyncHealthReporterError) {

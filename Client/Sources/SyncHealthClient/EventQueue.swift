@@ -37,6 +37,8 @@ final class EventQueue {
     /// The largest id ever stored here, acknowledged or not.
     private(set) var lastId: String?
     private var handle: FileHandle
+    /// Runs before each append; a test's stand-in throws to play a full disk.
+    private let beforeWrite: (@Sendable () throws -> Void)?
     /// Bytes of the log file that belong to acknowledged lines.
     private var deadBytes = 0
 
@@ -44,9 +46,10 @@ final class EventQueue {
     private var acknowledgedURL: URL { directory.appendingPathComponent("acknowledged") }
 
     /// Opens (or creates) the queue in `directory`, dropping a last line that a kill cut short.
-    init(directory: URL, limits: Limits) throws {
+    init(directory: URL, limits: Limits, beforeWrite: (@Sendable () throws -> Void)? = nil) throws {
         self.directory = directory
         self.limits = limits
+        self.beforeWrite = beforeWrite
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let ackURL = directory.appendingPathComponent("acknowledged")
         acknowledgedId = (try? String(contentsOf: ackURL, encoding: .utf8)).map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
@@ -91,13 +94,21 @@ final class EventQueue {
     var count: Int { entries.count - head }
 
     /// Appends events (ids larger than any stored), then drops the oldest while the queue is over its limits.
-    /// Returns how many were dropped.
+    /// Returns how many were dropped. A failed write leaves the queue as it was: the file is cut back to its
+    /// length before, so that no part of a line stays to be joined to the next append.
     @discardableResult
     func append(_ new: [Entry]) throws -> Int {
         guard !new.isEmpty else { return 0 }
         var text = ""
         for entry in new { text += entry.id + " " + entry.json + "\n" }
-        try handle.write(contentsOf: Data(text.utf8))
+        let length = try handle.offset()
+        do {
+            try beforeWrite?()
+            try handle.write(contentsOf: Data(text.utf8))
+        } catch {
+            try? handle.truncate(atOffset: length)
+            throw error
+        }
         entries += new
         bytes += new.reduce(0) { $0 + $1.size }
         lastId = new.last?.id

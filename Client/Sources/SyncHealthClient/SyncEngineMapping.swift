@@ -17,7 +17,7 @@ public enum SyncEngineEvent: Sendable {
     case sentRecordZoneChanges(failedCodes: [Int])
     /// `.didSendChanges`.
     case didSendChanges
-    /// Any other event (`stateUpdate`, `fetchedDatabaseChanges`, ...): nothing to report.
+    /// Any other event (`stateUpdate`, `fetchedDatabaseChanges`, ...): only its pending count is read.
     case other
 
     /// `CKSyncEngine.Event.AccountChange.ChangeType`.
@@ -35,14 +35,25 @@ public enum SyncEngineEvent: Sendable {
 /// | `didFetchRecordZoneChanges` with an error | kept for the end of the fetch |
 /// | `didFetchChanges` | import `succeeded`, or `failed` with the last zone error |
 /// | `willSendChanges` | export `started` |
-/// | `sentRecordZoneChanges` with failed saves/deletes | their codes, kept for the end of the send |
-/// | `didSendChanges` | export `succeeded`, or `failed` as `partialFailure` with the count per code; then `pending` |
+/// | `sentRecordZoneChanges` with failed saves/deletes | their codes, kept for the end of the send, except the routine ones |
+/// | `didSendChanges` | export `succeeded`, or `failed` as `partialFailure` with the count per code |
 /// | `accountChange` | account `available` (sign in, switch) or `noAccount` (sign out) |
+/// | any event, `stateUpdate` included, whose pending count differs from the last reported | `pending` |
+///
+/// The routine per-record failures (`routineRecordCodes`) are part of how an app works with the engine: it
+/// resolves them (merges the server's record, re-creates it, re-sends the batch) and the engine sends again. They
+/// are not an export failure. Pending changes are reported whenever their count changes, so that changes piling
+/// up offline (the engine posts `stateUpdate` as they are added) are seen before any send.
 public struct SyncEngineMapping: Sendable {
     private var setupReported = false
     private var fetch: (id: String, startedAt: Date, error: SyncErrorReport?)?
     private var send: (id: String, startedAt: Date, failedCodes: [Int])?
     private var pendingSince: Date?
+    private var reportedPending: Int?
+
+    /// `CKError` codes of a failed save or delete that the app resolves and the engine retries:
+    /// `unknownItem` (11), `serverRecordChanged` (14), `batchRequestFailed` (22).
+    public static let routineRecordCodes: Set<Int> = [11, 14, 22]
 
     /// A mapping at launch.
     public init() {}
@@ -77,7 +88,7 @@ public struct SyncEngineMapping: Sendable {
             out.append(.activity(phase: .export, state: .started, activityId: id, startedAt: now))
         case .sentRecordZoneChanges(let codes):
             if send == nil { send = (UUID().uuidString, now, []) }
-            send?.failedCodes += codes
+            send?.failedCodes += codes.filter { !Self.routineRecordCodes.contains($0) }
         case .didSendChanges:
             let s = send ?? (UUID().uuidString, now, [])
             send = nil
@@ -95,12 +106,15 @@ public struct SyncEngineMapping: Sendable {
                     )
                 )
             }
+        case .other:
+            break
+        }
+        if pendingChanges != reportedPending {
+            reportedPending = pendingChanges
             // The engine does not say how old its pending changes are: the oldest is dated from when the count
             // last left zero.
             pendingSince = pendingChanges > 0 ? (pendingSince ?? now) : nil
             out.append(.pending(count: pendingChanges, oldestPendingAt: pendingSince))
-        case .other:
-            break
         }
         return out
     }

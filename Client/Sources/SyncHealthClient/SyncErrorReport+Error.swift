@@ -8,8 +8,13 @@ extension SyncErrorReport {
 
     /// The report of an error as CloudKit and Core Data hand it over: its domain and code, CloudKit's retry delay,
     /// and for a partial failure the count of item errors per code. The message is cut to 200 characters.
+    ///
+    /// Core Data wraps CloudKit's errors in its own (`NSCocoaErrorDomain` 134400, 134419, ...), with the CloudKit
+    /// error under `NSUnderlyingErrorKey`. The report is of that CloudKit error, so that it gets CloudKit's class;
+    /// the message names the wrapper.
     public convenience init(error: any Error) {
-        let error = error as NSError
+        let outer = error as NSError
+        let error = Self.cloudKitError(under: outer) ?? outer
         var partial: [Int: Int]?
         if error.domain == Self.cloudKitDomain, error.code == Self.partialFailureCode,
             let items = error.userInfo[Self.partialErrorsKey] as? [AnyHashable: any Error]
@@ -22,10 +27,23 @@ extension SyncErrorReport {
         self.init(
             domain: error.domain,
             code: error.code,
-            message: String(error.localizedDescription.prefix(200)),
+            message: String((error === outer ? error.localizedDescription : "\(outer.domain) \(outer.code): \(error.localizedDescription)").prefix(200)),
             retryAfterSeconds: retryAfter,
             partialErrors: partial
         )
+    }
+
+    /// The first CloudKit error on the chain of underlying errors below `error` (not `error` itself), if any.
+    private static func cloudKitError(under error: NSError) -> NSError? {
+        guard error.domain != cloudKitDomain else { return nil }
+        var next = error.userInfo[NSUnderlyingErrorKey] as? NSError
+        var depth = 0
+        while let candidate = next, depth < 8 {
+            if candidate.domain == cloudKitDomain { return candidate }
+            next = candidate.userInfo[NSUnderlyingErrorKey] as? NSError
+            depth += 1
+        }
+        return nil
     }
 
     /// A CloudKit partial failure made of item errors with these codes (how `CKSyncEngine` reports a send whose

@@ -57,10 +57,17 @@ extension SyncEvent {
 
 extension Timestamp {
     /// The timestamp of a `Date`, to the microsecond.
-    init(_ date: Date) {
+    public init(_ date: Date) {
         self.init(seconds: date.timeIntervalSince1970)
     }
 
     /// The `Date` of this timestamp.
-    var date: Date { Date(timeIntervalSince1970: seconds) }
+    public var date: Date { Date(timeIntervalSince1970: seconds) }
+}
+
+extension Date {
+    /// The date of a monitor timestamp (`startedAt`, `endedAt`, `oldestPendingAt` of the status).
+    public init(_ timestamp: Timestamp) {
+        self.init(timeIntervalSince1970: timestamp.seconds)
+    }
 }

@@ -2,10 +2,13 @@ public import Foundation
 
 /// Reports the app's sync events to a SyncHealth server, and keeps the device's sync status on the phone.
 ///
+/// Most apps start the shared one in one line (`SyncHealth.start(configuration:)`); an app that wants an instance
+/// of its own makes one here:
+///
 /// ```swift
 /// let reporter = try SyncHealthReporter(configuration: .init(
 ///     endpoint: URL(string: "https://synchealth.example.com")!, ingestKey: "…",
-///     appId: "com.example.notes", containerId: "iCloud.com.example.notes"))
+///     containerId: "iCloud.com.example.notes"))
 /// reporter.record(.network(available: false))
 /// ```
 ///
@@ -18,7 +21,9 @@ public final class SyncHealthReporter: Sendable {
     let shared: Locked<Shared>
     let agent: DeliveryAgent
     private let wake: AsyncStream<Void>.Continuation
-    private let loop: Task<Void, Never>
+    private let loop: Task<Void, Never>?
+    /// The storage directory this reporter holds (`nil` when it could not start, or holds none).
+    private let claimedDirectory: URL?
 
     /// State that `record` and readers share with the delivery agent.
     struct Shared {
@@ -28,67 +33,116 @@ public final class SyncHealthReporter: Sendable {
         var inbox: [DeviceEvent] = []
         var delivery = DeliveryStatus()
         var observers: [UInt64: AsyncStream<SyncStatus>.Continuation] = [:]
+        var handlers: [UInt64: @Sendable (SyncStatus, DeliveryStatus) -> Void] = [:]
         var nextObserver: UInt64 = 0
         var sources = EventSources()
         var isShutDown = false
+        /// Why nothing is stored or sent (an invalid configuration, a directory in use); `nil` when delivering.
+        var disabled: SyncHealthReporterError?
+
+        /// The handlers to call with the status now.
+        var handlerCalls: [() -> Void] {
+            let status = SyncStatus(state: monitor)
+            let delivery = delivery
+            return handlers.values.map { handler in { handler(status, delivery) } }
+        }
     }
 
     /// Starts a reporter: validates the configuration, then opens the queue and starts delivering in the
-    /// background. Throws `SyncHealthReporterError.invalidConfiguration` only.
-    public init(configuration: Configuration) throws {
+    /// background. Throws `SyncHealthReporterError.invalidConfiguration` only. `SyncHealth.start(configuration:)`
+    /// is the same without the `throws`.
+    public convenience init(configuration: Configuration) throws {
         try configuration.validate()
+        self.init(starting: configuration)
+    }
+
+    /// Starts a reporter whatever the configuration: one that cannot deliver (an invalid configuration, a
+    /// storage directory another reporter holds) still keeps the status on the device, sends nothing, and says
+    /// why in `delivery.lastError` and the log.
+    init(starting configuration: Configuration) {
         self.configuration = configuration
-        let shared = Locked(Shared())
+        var disabled: SyncHealthReporterError?
+        do {
+            try configuration.validate()
+        } catch {
+            disabled = error
+        }
+        let directory = configuration.resolvedStorageDirectory
+        if disabled == nil, !DirectoryClaims.claim(directory) {
+            disabled = .storageInUse(directory.path)
+        }
+        claimedDirectory = disabled == nil ? directory : nil
+        var initial = Shared()
+        initial.disabled = disabled
+        initial.delivery.lastError = disabled
+        let shared = Locked(initial)
         self.shared = shared
         let (wakes, wake) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
         self.wake = wake
         let agent = DeliveryAgent(configuration: configuration, shared: shared)
         self.agent = agent
-        loop = Task.detached(priority: .utility) { await agent.run(wakes: wakes) }
+        if let disabled {
+            configuration.log("not reporting: \(disabled)")
+            loop = nil
+            wake.finish()
+        } else {
+            loop = Task.detached(priority: .utility) { await agent.run(wakes: wakes) }
+        }
         if configuration.heartbeatOnStart { record(.heartbeat) }
         startPlatformSources()
     }
 
     deinit {
-        loop.cancel()
+        loop?.cancel()
+        if let claimedDirectory { DirectoryClaims.release(claimedDirectory) }
     }
 
     /// Records an event: never blocks, never throws. `date` is when it happened (now by default).
     public func record(_ event: SyncEvent, at date: Date = Date()) {
-        let (status, observers) = shared.withLock { s -> (SyncStatus?, [AsyncStream<SyncStatus>.Continuation]) in
-            guard !s.isShutDown else { return (nil, []) }
+        let (status, observers, calls) = shared.withLock {
+            s -> (SyncStatus?, [AsyncStream<SyncStatus>.Continuation], [() -> Void]) in
+            guard !s.isShutDown else { return (nil, [], []) }
             let millis = UInt64(max(0, date.timeIntervalSince1970 * 1000))
             let id = s.ids.next(unixMillis: millis)
             let deviceEvent = event.deviceEvent(id: id, at: date, clientSummary: s.monitor.summary)
             let before = s.monitor
             s.monitor.apply(deviceEvent, receivedAt: Timestamp(date))
-            s.inbox.append(deviceEvent)
-            return s.monitor == before ? (nil, []) : (SyncStatus(state: s.monitor), Array(s.observers.values))
+            if s.disabled == nil { s.inbox.append(deviceEvent) }
+            guard s.monitor != before else { return (nil, [], []) }
+            return (SyncStatus(state: s.monitor), Array(s.observers.values), s.handlerCalls)
         }
         wake.yield()
         if let status { for observer in observers { observer.yield(status) } }
+        for call in calls { call() }
+        if case .activity(_, .succeeded, _, _, _, _) = event { syncWorked() }
     }
 
     /// Sends what is queued now, at once (without waiting for the send interval). Throws if it could not; the
     /// events stay queued and are retried.
     public func flush() async throws {
+        if let disabled = shared.withLock({ $0.disabled }) { throw disabled }
         try await agent.flush()
     }
 
     /// Stops delivering; what is not yet sent stays in the queue for the next start. Records after this are ignored.
     public func shutdown() async {
-        let observers = shared.withLock { s in
-            s.isShutDown = true
+        let (observers, wasShutDown) = shared.withLock { s in
+            defer { s.isShutDown = true }
             let observers = Array(s.observers.values)
             s.observers = [:]
+            s.handlers = [:]
             s.sources.stop()
-            return observers
+            return (observers, s.isShutDown)
         }
         for observer in observers { observer.finish() }
-        await agent.persistInbox()
-        loop.cancel()
-        wake.finish()
-        await loop.value
+        guard !wasShutDown else { return }
+        if let loop {
+            await agent.persistInbox()
+            loop.cancel()
+            wake.finish()
+            await loop.value
+        }
+        if let claimedDirectory { DirectoryClaims.release(claimedDirectory) }
     }
 
     /// Replaces the ingest key, for example after the server refused the old one; sending resumes.
@@ -130,24 +184,26 @@ public final class SyncHealthReporter: Sendable {
         return stream
     }
 
-    /// The device id in use (the configured one, or the stored random one).
-    public func deviceId() async throws -> String {
-        try await agent.deviceId()
+    /// Calls `handler` with the status and the delivery status now, then on every change of either, on the
+    /// thread that made the change, until `removeStatusHandler` or shutdown. For `SyncHealthStatus`.
+    func addStatusHandler(_ handler: @escaping @Sendable (SyncStatus, DeliveryStatus) -> Void) -> UInt64 {
+        let (id, status, delivery) = shared.withLock { s in
+            s.nextObserver += 1
+            if !s.isShutDown { s.handlers[s.nextObserver] = handler }
+            return (s.nextObserver, SyncStatus(state: s.monitor), s.delivery)
+        }
+        handler(status, delivery)
+        return id
     }
 
-    /// Records the start of an activity of `phase`, runs `body`, and records its end: succeeded, or failed with
-    /// the error `body` threw. For sync engines without notifications of their own (SyncKit, Cirrus, your own).
-    public func track<T>(_ phase: Phase, _ body: () async throws -> T) async rethrows -> T {
-        let activityId = UUID().uuidString
-        let started = Date()
-        record(.activity(phase: phase, state: .started, activityId: activityId, startedAt: started), at: started)
-        do {
-            let value = try await body()
-            record(.activity(phase: phase, state: .succeeded, activityId: activityId, startedAt: started))
-            return value
-        } catch {
-            record(.activity(phase: phase, state: .failed, activityId: activityId, startedAt: started, error: SyncErrorReport(error: error)))
-            throw error
-        }
+    /// Stops calling a handler.
+    func removeStatusHandler(_ id: UInt64) {
+        _ = shared.withLock { $0.handlers.removeValue(forKey: id) }
+    }
+
+    /// The device id in use (the configured one, or the stored random one).
+    public func deviceId() async throws -> String {
+        if let disabled = shared.withLock({ $0.disabled }) { throw disabled }
+        return try await agent.deviceId()
     }
 }

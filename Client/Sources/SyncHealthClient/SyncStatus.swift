@@ -13,8 +13,8 @@ public struct SyncStatus: Sendable, Equatable {
     public var isInProgress: Bool { state.isInProgress }
     /// The SF Symbol to show.
     public var symbolName: String { state.summary.symbolName }
-    /// The symbol's colour: `gray`, `red` or `green`.
-    public var symbolColor: String { state.summary.symbolColor }
+    /// The symbol's colour (`color` of `SyncHealthStatus` is the SwiftUI `Color`).
+    public var symbolColor: SyncSymbolColor { SyncSymbolColor(rawValue: state.summary.symbolColor) ?? .gray }
     /// The short text to show.
     public var description: String { state.summary.description }
     /// Setup's state, as `setupState` of CloudKitSyncMonitor.
@@ -29,6 +29,20 @@ public struct SyncStatus: Sendable, Equatable {
     public var importError: SyncErrorReport? { state.importError }
     /// Export's error, shown while the network is up.
     public var exportError: SyncErrorReport? { state.exportError }
+    /// The error shown now (setup's, import's or export's, the worst class first), with its class.
+    public var lastError: SyncErrorReport? {
+        [setupError, importError, exportError].compactMap { $0 }.max { $0.errorClass < $1.errorClass }
+    }
+}
+
+/// The colour of the status symbol, as CloudKitSyncMonitor colours it.
+public enum SyncSymbolColor: String, Sendable, CaseIterable {
+    /// Nothing wrong yet, or nothing to tell (no network, no account, not started, syncing).
+    case gray
+    /// Broken: an error, not syncing, or unknown.
+    case red
+    /// Synced.
+    case green
 }
 
 /// How delivery to the server is going.

@@ -1,0 +1,47 @@
+import Foundation
+
+/// Reads the iCloud account status: `CKContainer.accountStatus` on Apple platforms, stand-ins in tests.
+protocol AccountStatusReading: Sendable {
+    /// Reads the status once; `completion` may run on any thread.
+    func read(_ completion: @escaping @Sendable (AccountStatus) -> Void)
+}
+
+/// What the reporter does to the platform beyond its queue files, kept apart so that tests can put stand-ins
+/// in and see what was done.
+struct PlatformHooks: Sendable {
+    /// Keeps the storage directory out of backups (`isExcludedFromBackup`), so that restoring a backup onto a new
+    /// device does not clone the device id and send the old device's queue as the new one's.
+    var excludeFromBackup: @Sendable (URL) throws -> Void = { directory in
+        var url = directory
+        var values = URLResourceValues()
+        values.isExcludedFromBackup = true
+        try url.setResourceValues(values)
+    }
+
+    /// Makes the account reader for a container id. It is called once, on first use: creating a `CKContainer`
+    /// traps in a process without the iCloud entitlement, so it waits until sync has worked in this process.
+    var makeAccountReader: (@Sendable (String) -> any AccountStatusReading)? = PlatformHooks.systemAccountReader
+
+    /// Runs before each append to the queue's file; a stand-in throws here to play a full disk.
+    var beforeQueueWrite: (@Sendable () throws -> Void)?
+}
+
+/// The storage directories that a reporter of this process holds: two reporters appending to one `events.log`
+/// would interleave their lines and acknowledge each other's events.
+enum DirectoryClaims {
+    private static let claimed = Locked(Set<String>())
+
+    /// Claims `directory`; `false` when another reporter holds it.
+    static func claim(_ directory: URL) -> Bool {
+        claimed.withLock { $0.insert(key(directory)).inserted }
+    }
+
+    /// Gives `directory` back.
+    static func release(_ directory: URL) {
+        _ = claimed.withLock { $0.remove(key(directory)) }
+    }
+
+    private static func key(_ directory: URL) -> String {
+        directory.standardizedFileURL.resolvingSymlinksInPath().path
+    }
+}

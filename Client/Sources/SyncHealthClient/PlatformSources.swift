@@ -1,0 +1,47 @@
+import Foundation
+
+/// Wraps a value that is only ever used to be released (an observer token, a monitor to cancel).
+struct Unchecked<Value>: @unchecked Sendable {
+    let value: Value
+}
+
+extension SyncHealthReporter {
+    /// Keeps a function that removes a platform observer at shutdown.
+    func addStop(_ stop: @escaping @Sendable () -> Void) {
+        shared.withLock { $0.sources.stops.append(stop) }
+    }
+
+    /// Starts the sources that need no setup from the app: network availability, account changes (when
+    /// configured), and the upload on going to the background. None of them makes a `CKContainer`: the account
+    /// is first read once sync has worked (`syncWorked`).
+    func startPlatformSources() {
+        #if canImport(Network) && !os(watchOS)
+        // On watchOS `NWPathMonitor` stays unsatisfied for ordinary apps (TN3135): the network goes unreported,
+        // which the monitor takes as available.
+        if configuration.observesNetworkAndAccount { observeNetwork() }
+        #endif
+        #if canImport(CloudKit)
+        if configuration.observesNetworkAndAccount, configuration.containerId != nil { observeAccountChanges() }
+        #endif
+        #if canImport(UIKit)
+        observeBackground()
+        #endif
+    }
+
+    /// Records the events that `NSPersistentCloudKitContainer` posts as `name`, for `container` (every container
+    /// when `nil`), once however often it is called. `event` reads the event out of a notification.
+    func observePersistentCloudKitNotifications(
+        named name: Notification.Name,
+        of container: AnyObject?,
+        event: @escaping @Sendable (Notification) -> (any PersistentCloudKitEventDescribing)?
+    ) {
+        observeContainer(container) {
+            let token = NotificationCenter.default.addObserver(forName: name, object: container, queue: nil) { [weak self] note in
+                guard let event = event(note) else { return }
+                self?.record(persistentCloudKitEvent: event)
+            }
+            let box = Unchecked(value: token)
+            return { NotificationCenter.default.removeObserver(box.value) }
+        }
+    }
+}
