@@ -1,0 +1,182 @@
+import Foundation
+import Testing
+
+@testable import SyncHealthClient
+
+/// A stand-in account reader: counts how many were made and answers `available`.
+final class FakeAccountReaders: @unchecked Sendable {
+    private let lock = NSLock()
+    private var _made: [String] = []
+    var made: [String] { lock.withLock { _made } }
+
+    var factory: @Sendable (String) -> any AccountStatusReading {
+        { containerId in
+            self.lock.withLock { self._made.append(containerId) }
+            return Reader()
+        }
+    }
+
+    struct Reader: AccountStatusReading {
+        func read(_ completion: @escaping @Sendable (AccountStatus) -> Void) { completion(.available) }
+    }
+}
+
+/// A stand-in for `NSPersistentCloudKitContainer.Event`.
+struct StandInContainerEvent: PersistentCloudKitEventDescribing {
+    var phase: Phase? = .import
+    var identifier = UUID()
+    var startDate = Date()
+    var endDate: Date? = Date()
+    var succeeded = true
+    var error: (any Error)? = nil
+}
+
+struct DiskFull: Error {}
+
+@Suite("The faults an app would ship, through the package's stand-ins")
+struct PlatformFaultTests {
+    @Test("the storage directory is excluded from backups before the device id is written into it")
+    func backupExclusion() async throws {
+        let directory = temporaryDirectory().appendingPathComponent("queue")
+        let seen = Locked<[(URL, Bool)]>([])
+        var configuration = testConfiguration(FakeServer(), directory: directory)
+        configuration.deviceId = nil
+        configuration.platform.excludeFromBackup = { url in
+            let idExists = FileManager.default.fileExists(atPath: url.appendingPathComponent("device-id").path)
+            seen.withLock { $0.append((url, idExists)) }
+        }
+        let reporter = try SyncHealthReporter(configuration: configuration)
+        let id = try await reporter.deviceId()
+        #expect(!id.isEmpty)
+        let calls = seen.withLock { $0 }
+        #expect(calls.count == 1)
+        #expect(calls.first?.0.standardizedFileURL == directory.standardizedFileURL)
+        #expect(calls.first?.1 == false, "excluded before the id was written")
+        await reporter.shutdown()
+    }
+
+    @Test("no CKContainer before first use: the account reader is made once, when a sync activity first succeeded")
+    func noContainerBeforeFirstUse() async throws {
+        let readers = FakeAccountReaders()
+        var configuration = testConfiguration(FakeServer())
+        configuration.observesNetworkAndAccount = true
+        configuration.platform.makeAccountReader = readers.factory
+        let reporter = try SyncHealthReporter(configuration: configuration)
+        reporter.record(.activity(phase: .setup, state: .started))
+        reporter.record(.activity(phase: .setup, state: .failed, error: SyncErrorReport(domain: "CKErrorDomain", code: 5)))
+        #expect(readers.made.isEmpty, "a start or a failure does not show that this process may use CloudKit")
+        #expect(reporter.status.state.account == nil)
+        reporter.record(.activity(phase: .setup, state: .succeeded))
+        #expect(readers.made == ["iCloud.com.example.notes"])
+        #expect(reporter.status.state.account == .available, "read at once")
+        reporter.record(.activity(phase: .import, state: .succeeded))
+        reporter.accountMayHaveChanged()
+        #expect(readers.made.count == 1, "one reader for the reporter's life")
+        await reporter.shutdown()
+    }
+
+    @Test("an account change before any success reads nothing, and makes no container")
+    func accountChangeBeforeFirstUse() async throws {
+        let readers = FakeAccountReaders()
+        var configuration = testConfiguration(FakeServer())
+        configuration.observesNetworkAndAccount = true
+        configuration.platform.makeAccountReader = readers.factory
+        let reporter = try SyncHealthReporter(configuration: configuration)
+        reporter.accountMayHaveChanged()
+        #expect(readers.made.isEmpty)
+        await reporter.shutdown()
+    }
+
+    @Test("events recorded while the disk refuses the append stay in memory, and reach the server once it takes them")
+    func inboxKeptOnFailedAppend() async throws {
+        let server = FakeServer()
+        let full = Locked(true)
+        let directory = temporaryDirectory()
+        var configuration = testConfiguration(server, directory: directory)
+        configuration.platform.beforeQueueWrite = { if full.withLock({ $0 }) { throw DiskFull() } }
+        let reporter = try SyncHealthReporter(configuration: configuration)
+        for i in 1...5 { reporter.record(.pending(count: i)) }
+        await #expect(throws: SyncHealthReporterError.self) { try await reporter.flush() }
+        #expect(server.requests.isEmpty)
+        guard case .storageFailed? = reporter.delivery.lastError else {
+            Issue.record("expected storageFailed, got \(String(describing: reporter.delivery.lastError))")
+            return
+        }
+        let log = try String(contentsOf: directory.appendingPathComponent("events.log"), encoding: .utf8)
+        #expect(log.isEmpty, "nothing half-written")
+        full.withLock { $0 = false }
+        reporter.record(.pending(count: 6))
+        try await reporter.flush()
+        let counts = (server.requests.last?.json["events"] as? [[String: Any]] ?? []).compactMap { $0["pendingChanges"] as? Int }
+        #expect(counts == [1, 2, 3, 4, 5, 6])
+        await reporter.shutdown()
+    }
+
+    @Test("while the disk refuses, memory holds maxQueuedEvents at most, the oldest dropped and counted")
+    func inboxBoundedWhileDiskRefuses() async throws {
+        var configuration = testConfiguration(FakeServer())
+        configuration.maxQueuedEvents = 3
+        configuration.platform.beforeQueueWrite = { throw DiskFull() }
+        let reporter = try SyncHealthReporter(configuration: configuration)
+        for i in 1...10 { reporter.record(.pending(count: i)) }
+        await #expect(throws: SyncHealthReporterError.self) { try await reporter.flush() }
+        #expect(reporter.shared.withLock { $0.inbox.count } == 3)
+        #expect(reporter.delivery.droppedEvents == 7)
+        await reporter.shutdown()
+    }
+
+    @Test("observing a container's events twice, or one container while all are observed, records each event once")
+    func observingTwice() async throws {
+        let server = FakeServer()
+        let reporter = try SyncHealthReporter(configuration: testConfiguration(server))
+        let name = Notification.Name("SyncHealthClientTests.event-\(UUID().uuidString)")
+        let container = NSObject()
+        let read: @Sendable (Notification) -> (any PersistentCloudKitEventDescribing)? = { $0.userInfo?["event"] as? StandInContainerEvent }
+        reporter.observePersistentCloudKitNotifications(named: name, of: container, event: read)
+        reporter.observePersistentCloudKitNotifications(named: name, of: container, event: read)
+        NotificationCenter.default.post(name: name, object: container, userInfo: ["event": StandInContainerEvent()])
+        // Every container replaces the single one; a single one after that adds nothing.
+        reporter.observePersistentCloudKitNotifications(named: name, of: nil, event: read)
+        reporter.observePersistentCloudKitNotifications(named: name, of: container, event: read)
+        NotificationCenter.default.post(name: name, object: container, userInfo: ["event": StandInContainerEvent()])
+        try await reporter.flush()
+        #expect(server.deliveredIds.count == 2)
+        await reporter.shutdown()
+        NotificationCenter.default.post(name: name, object: container, userInfo: ["event": StandInContainerEvent()])
+        #expect(reporter.shared.withLock { $0.inbox.count } == 0, "shutdown removes the observers")
+    }
+
+    @Test("a second reporter on the same directory says so in its status and sends nothing; after shutdown the directory is free")
+    func oneReporterPerDirectory() async throws {
+        let server = FakeServer()
+        let directory = temporaryDirectory()
+        let first = try SyncHealthReporter(configuration: testConfiguration(server, directory: directory))
+        let second = try SyncHealthReporter(configuration: testConfiguration(server, directory: directory.appendingPathComponent("../\(directory.lastPathComponent)")))
+        #expect(second.delivery.lastError == .storageInUse(directory.appendingPathComponent("../\(directory.lastPathComponent)").path))
+        second.record(.network(available: false))
+        #expect(second.status.syncStateSummary == .noNetwork, "its status on the device still works")
+        await #expect(throws: SyncHealthReporterError.self) { try await second.flush() }
+        first.record(.network(available: true))
+        try await first.flush()
+        #expect(server.deliveredIds.count == 1)
+        await first.shutdown()
+        await second.shutdown()
+        let third = try SyncHealthReporter(configuration: testConfiguration(server, directory: directory))
+        #expect(third.delivery.lastError == nil)
+        await third.shutdown()
+    }
+
+    @Test("CKSyncEngine's pending count is recorded from stateUpdate events while offline, before any send")
+    func pendingRecordedOffline() async throws {
+        let server = FakeServer()
+        let reporter = try SyncHealthReporter(configuration: testConfiguration(server))
+        reporter.record(.network(available: false))
+        reporter.handle(.other, pendingChanges: 1)
+        reporter.handle(.other, pendingChanges: 2)
+        #expect(reporter.status.state.pendingChanges == 2)
+        try await reporter.flush()
+        let counts = server.requests.flatMap { ($0.json["events"] as? [[String: Any]] ?? []).compactMap { $0["pendingChanges"] as? Int } }
+        #expect(counts == [1, 2])
+        await reporter.shutdown()
+    }
+}
