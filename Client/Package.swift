@@ -26,7 +26,14 @@ let package = Package(
         .target(name: "SyncHealthMonitorTestKit", dependencies: ["SyncHealthMonitor"], swiftSettings: swiftSettings),
         // The system zlib, for gzipping batches.
         .systemLibrary(name: "CSyncHealthZlib", providers: [.apt(["zlib1g-dev"])]),
-        .target(name: "SyncHealthClient", dependencies: ["SyncHealthMonitor", "CSyncHealthZlib"], swiftSettings: swiftSettings),
+        // The privacy manifest is bundled, as Apple requires of an SDK; ClientTests/PrivacyManifestTests holds it
+        // to the sources.
+        .target(
+            name: "SyncHealthClient",
+            dependencies: ["SyncHealthMonitor", "CSyncHealthZlib"],
+            resources: [.copy("PrivacyInfo.xcprivacy")],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(name: "SyncHealthMonitorTests", dependencies: ["SyncHealthMonitor", "SyncHealthMonitorTestKit"], swiftSettings: swiftSettings),
         .testTarget(
             name: "SyncHealthClientTests",
@@ -50,4 +57,10 @@ if Context.environment["SYNCHEALTH_BENCHMARKS"] != nil {
         ),
         .executableTarget(name: "ClientWire", dependencies: ["SyncHealthClient"], path: "Benchmarks/ClientWire"),
     ]
+}
+
+// DocC (swift-docc-plugin) only when asked for, for the same reason:
+// SYNCHEALTH_DOCS=1 swift package --package-path Client generate-documentation --target SyncHealthClient
+if Context.environment["SYNCHEALTH_DOCS"] != nil {
+    package.dependencies.append(.package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"))
 }
