@@ -22,8 +22,16 @@ open class CKContainer: NSObject {
 
 public struct CKError: Error, Hashable, Sendable {
     public enum Code: Int, Sendable, Hashable {
-        case internalError = 1, partialFailure = 2, networkUnavailable = 3, networkFailure = 4, badContainer = 5
-        case unknownItem = 11, serverRecordChanged = 14, batchRequestFailed = 22, quotaExceeded = 25, zoneNotFound = 26
+        case internalError = 1
+        case partialFailure = 2
+        case networkUnavailable = 3
+        case networkFailure = 4
+        case badContainer = 5
+        case unknownItem = 11
+        case serverRecordChanged = 14
+        case batchRequestFailed = 22
+        case quotaExceeded = 25
+        case zoneNotFound = 26
     }
     public var code: Code { fatalError("stub") }
 }

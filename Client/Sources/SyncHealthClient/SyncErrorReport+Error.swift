@@ -27,7 +27,9 @@ extension SyncErrorReport {
         self.init(
             domain: error.domain,
             code: error.code,
-            message: String((error === outer ? error.localizedDescription : "\(outer.domain) \(outer.code): \(error.localizedDescription)").prefix(200)),
+            message: String(
+                (error === outer ? error.localizedDescription : "\(outer.domain) \(outer.code): \(error.localizedDescription)").prefix(200)
+            ),
             retryAfterSeconds: retryAfter,
             partialErrors: partial
         )

@@ -151,7 +151,9 @@ struct PlatformFaultTests {
         let server = FakeServer()
         let directory = temporaryDirectory()
         let first = try SyncHealthReporter(configuration: testConfiguration(server, directory: directory))
-        let second = try SyncHealthReporter(configuration: testConfiguration(server, directory: directory.appendingPathComponent("../\(directory.lastPathComponent)")))
+        let second = try SyncHealthReporter(
+            configuration: testConfiguration(server, directory: directory.appendingPathComponent("../\(directory.lastPathComponent)"))
+        )
         #expect(second.delivery.lastError == .storageInUse(directory.appendingPathComponent("../\(directory.lastPathComponent)").path))
         second.record(.network(available: false))
         #expect(second.status.syncStateSummary == .noNetwork, "its status on the device still works")
