@@ -41,7 +41,7 @@ actor DeliveryAgent {
             do {
                 try persistInboxOrThrow()
             } catch {
-                note(.storageFailed("\(error)"))
+                note(.storageFailed(Self.describe(error)))
             }
             if let due = nextSend() {
                 if due > clock.now {
@@ -86,7 +86,7 @@ actor DeliveryAgent {
 
     /// Writes recorded events to the queue (at shutdown, so that nothing recorded is lost).
     func persistInbox() {
-        do { try persistInboxOrThrow() } catch { note(.storageFailed("\(error)")) }
+        do { try persistInboxOrThrow() } catch { note(.storageFailed(Self.describe(error))) }
     }
 
     // MARK: Sending
@@ -98,8 +98,8 @@ actor DeliveryAgent {
         do {
             try persistInboxOrThrow()
         } catch {
-            note(.storageFailed("\(error)"))
-            throw SyncHealthReporterError.storageFailed("\(error)")
+            note(.storageFailed(Self.describe(error)))
+            throw SyncHealthReporterError.storageFailed(Self.describe(error))
         }
         guard let queue, let device else { return }
         if let refusal { throw refusal }
@@ -108,7 +108,7 @@ actor DeliveryAgent {
             return
         }
         guard !queue.isEmpty else { return }
-        do { try queue.synchronize() } catch { note(.storageFailed("\(error)")) }
+        do { try queue.synchronize() } catch { note(.storageFailed(Self.describe(error))) }
         var size = configuration.batchSize
         while !queue.isEmpty {
             let batch = Array(queue.pending.prefix(size))
@@ -161,8 +161,8 @@ actor DeliveryAgent {
             } catch let error as SyncHealthReporterError {
                 throw error
             } catch {
-                note(.storageFailed("\(error)"))
-                throw SyncHealthReporterError.storageFailed("\(error)")
+                note(.storageFailed(Self.describe(error)))
+                throw SyncHealthReporterError.storageFailed(Self.describe(error))
             }
             update { $0.queuedEvents = queue.count }
         }
@@ -282,8 +282,26 @@ actor DeliveryAgent {
         for call in calls { call() }
     }
 
+    /// Shows `error` in the status, and logs it when it is not the one already shown (a storage failure is
+    /// retried at every send, and would otherwise fill the log).
     private func note(_ error: SyncHealthReporterError) {
+        let isNew = shared.withLock { $0.delivery.lastError != error }
+        if isNew { configuration.log("\(error)") }
         update { $0.lastError = error }
+    }
+}
+
+extension DeliveryAgent {
+    /// A storage error in words that stay the same from one failure to the next (an `NSError`'s own description
+    /// lists its user info in no fixed order): its domain and code, the POSIX error under it, and the path.
+    static func describe(_ error: any Error) -> String {
+        let error = error as NSError
+        var text = "\(error.domain) \(error.code)"
+        if let underlying = error.userInfo[NSUnderlyingErrorKey] as? NSError {
+            text += " (\(underlying.domain) \(underlying.code): \(underlying.localizedDescription))"
+        }
+        if let path = error.userInfo[NSFilePathErrorKey] as? String { text += " at \(path)" }
+        return text
     }
 }
 

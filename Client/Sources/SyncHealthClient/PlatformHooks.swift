@@ -22,6 +22,16 @@ struct PlatformHooks: Sendable {
     /// traps in a process without the iCloud entitlement, so it waits until sync has worked in this process.
     var makeAccountReader: (@Sendable (String) -> any AccountStatusReading)? = PlatformHooks.systemAccountReader
 
+    /// Whether `NWPathMonitor` can tell network availability here. On watchOS it stays unsatisfied for ordinary
+    /// apps (TN3135), so the network is taken as available there: CloudKit's own network errors still show.
+    var canObserveNetwork: Bool = {
+        #if os(watchOS)
+        false
+        #else
+        true
+        #endif
+    }()
+
     /// Runs before each append to the queue's file; a stand-in throws here to play a full disk.
     var beforeQueueWrite: (@Sendable () throws -> Void)?
 }

@@ -15,10 +15,13 @@ extension SyncHealthReporter {
     /// configured), and the upload on going to the background. None of them makes a `CKContainer`: the account
     /// is first read once sync has worked (`syncWorked`).
     func startPlatformSources() {
+        if configuration.observesNetworkAndAccount, !configuration.platform.canObserveNetwork {
+            // The monitor shows errors only while the network is known to be up, so an unknown network would hide
+            // every error: it is taken as available.
+            networkChanged(available: true)
+        }
         #if canImport(Network) && !os(watchOS)
-        // On watchOS `NWPathMonitor` stays unsatisfied for ordinary apps (TN3135): the network goes unreported,
-        // which the monitor takes as available.
-        if configuration.observesNetworkAndAccount { observeNetwork() }
+        if configuration.observesNetworkAndAccount, configuration.platform.canObserveNetwork { observeNetwork() }
         #endif
         #if canImport(CloudKit)
         if configuration.observesNetworkAndAccount, configuration.containerId != nil { observeAccountChanges() }

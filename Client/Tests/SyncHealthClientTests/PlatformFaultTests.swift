@@ -182,3 +182,39 @@ struct PlatformFaultTests {
         await reporter.shutdown()
     }
 }
+
+@Suite("Platform sources that cannot be read")
+struct UnreadableSourceTests {
+    @Test("where NWPathMonitor cannot tell (watchOS), the network is taken as available, so errors still show")
+    func networkTakenAsAvailable() async throws {
+        var configuration = testConfiguration(FakeServer())
+        configuration.observesNetworkAndAccount = true
+        configuration.platform.canObserveNetwork = false
+        configuration.platform.makeAccountReader = nil
+        let reporter = try SyncHealthReporter(configuration: configuration)
+        #expect(reporter.status.state.network == true)
+        reporter.record(.activity(phase: .export, state: .failed, error: SyncErrorReport(domain: "CKErrorDomain", code: 5)))
+        #expect(reporter.status.syncStateSummary == .error)
+        await reporter.shutdown()
+    }
+
+    @Test("a storage directory that cannot be made shows in the status and the log, once, and never traps")
+    func storageThatCannotBeOpened() async throws {
+        let file = temporaryDirectory().appendingPathComponent("a-file")
+        try Data("x".utf8).write(to: file)
+        var configuration = testConfiguration(FakeServer(), directory: file.appendingPathComponent("queue"))
+        let logged = Locked<[String]>([])
+        configuration.log = { line in logged.withLock { $0.append(line) } }
+        let reporter = SyncHealthReporter(starting: configuration)  // what SyncHealth.start makes
+        reporter.record(.network(available: true))
+        await #expect(throws: SyncHealthReporterError.self) { try await reporter.flush() }
+        await #expect(throws: SyncHealthReporterError.self) { try await reporter.flush() }
+        guard case .storageFailed? = reporter.delivery.lastError else {
+            Issue.record("expected storageFailed, got \(String(describing: reporter.delivery.lastError))")
+            return
+        }
+        #expect(logged.withLock { $0 }.filter { $0.contains("storage failed") }.count == 1, "\(logged.withLock { $0 })")
+        #expect(reporter.status.state.network == true)
+        await reporter.shutdown()
+    }
+}
