@@ -22,8 +22,8 @@ public final class SyncHealthReporter: Sendable {
     let agent: DeliveryAgent
     private let wake: AsyncStream<Void>.Continuation
     private let loop: Task<Void, Never>?
-    /// The storage directory this reporter holds (`nil` when it could not start, or holds none).
-    private let claimedDirectory: URL?
+    /// The storage directory this reporter holds, until shutdown (`nil` when it could not start).
+    private let claimedDirectory: Locked<URL?>
 
     /// State that `record` and readers share with the delivery agent.
     struct Shared {
@@ -71,7 +71,7 @@ public final class SyncHealthReporter: Sendable {
         if disabled == nil, !DirectoryClaims.claim(directory) {
             disabled = .storageInUse(directory.path)
         }
-        claimedDirectory = disabled == nil ? directory : nil
+        claimedDirectory = Locked(disabled == nil ? directory : nil)
         var initial = Shared()
         initial.disabled = disabled
         initial.delivery.lastError = disabled
@@ -94,7 +94,17 @@ public final class SyncHealthReporter: Sendable {
 
     deinit {
         loop?.cancel()
-        if let claimedDirectory { DirectoryClaims.release(claimedDirectory) }
+        releaseDirectory()
+    }
+
+    /// Gives the storage directory back, once: a reporter shut down long ago must not release the claim of the
+    /// reporter that took the directory since.
+    private func releaseDirectory() {
+        let directory = claimedDirectory.withLock { claimed in
+            defer { claimed = nil }
+            return claimed
+        }
+        if let directory { DirectoryClaims.release(directory) }
     }
 
     /// Records an event: never blocks, never throws. `date` is when it happened (now by default).
@@ -142,7 +152,7 @@ public final class SyncHealthReporter: Sendable {
             wake.finish()
             await loop.value
         }
-        if let claimedDirectory { DirectoryClaims.release(claimedDirectory) }
+        releaseDirectory()
     }
 
     /// Replaces the ingest key, for example after the server refused the old one; sending resumes.

@@ -150,22 +150,26 @@ struct PlatformFaultTests {
     func oneReporterPerDirectory() async throws {
         let server = FakeServer()
         let directory = temporaryDirectory()
-        let first = try SyncHealthReporter(configuration: testConfiguration(server, directory: directory))
-        let second = try SyncHealthReporter(
-            configuration: testConfiguration(server, directory: directory.appendingPathComponent("../\(directory.lastPathComponent)"))
-        )
-        #expect(second.delivery.lastError == .storageInUse(directory.appendingPathComponent("../\(directory.lastPathComponent)").path))
+        var first: SyncHealthReporter? = try SyncHealthReporter(configuration: testConfiguration(server, directory: directory))
+        let sameDirectory = directory.appendingPathComponent("../\(directory.lastPathComponent)")
+        let second = try SyncHealthReporter(configuration: testConfiguration(server, directory: sameDirectory))
+        #expect(second.delivery.lastError == .storageInUse(sameDirectory.path))
         second.record(.network(available: false))
         #expect(second.status.syncStateSummary == .noNetwork, "its status on the device still works")
         await #expect(throws: SyncHealthReporterError.self) { try await second.flush() }
-        first.record(.network(available: true))
-        try await first.flush()
+        first?.record(.network(available: true))
+        try await first?.flush()
         #expect(server.deliveredIds.count == 1)
-        await first.shutdown()
+        await first?.shutdown()
         await second.shutdown()
         let third = try SyncHealthReporter(configuration: testConfiguration(server, directory: directory))
         #expect(third.delivery.lastError == nil)
+        // The first reporter, gone now, must not give back the directory that the third holds.
+        first = nil
+        let fourth = try SyncHealthReporter(configuration: testConfiguration(server, directory: directory))
+        #expect(fourth.delivery.lastError == .storageInUse(directory.path))
         await third.shutdown()
+        await fourth.shutdown()
     }
 
     @Test("CKSyncEngine's pending count is recorded from stateUpdate events while offline, before any send")
