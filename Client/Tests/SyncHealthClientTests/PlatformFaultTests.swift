@@ -33,6 +33,15 @@ struct StandInContainerEvent: PersistentCloudKitEventDescribing {
 
 struct DiskFull: Error {}
 
+/// A reporter that observes the account through stand-in readers, and the readers.
+func reporterWithAccountReaders() throws -> (SyncHealthReporter, FakeAccountReaders) {
+    let readers = FakeAccountReaders()
+    var configuration = testConfiguration(FakeServer())
+    configuration.observesNetworkAndAccount = true
+    configuration.platform.makeAccountReader = readers.factory
+    return (try SyncHealthReporter(configuration: configuration), readers)
+}
+
 @Suite("The faults an app would ship, through the package's stand-ins")
 struct PlatformFaultTests {
     @Test("the storage directory is excluded from backups before the device id is written into it")
@@ -57,11 +66,7 @@ struct PlatformFaultTests {
 
     @Test("no CKContainer before first use: the account reader is made once, when a sync activity first succeeded")
     func noContainerBeforeFirstUse() async throws {
-        let readers = FakeAccountReaders()
-        var configuration = testConfiguration(FakeServer())
-        configuration.observesNetworkAndAccount = true
-        configuration.platform.makeAccountReader = readers.factory
-        let reporter = try SyncHealthReporter(configuration: configuration)
+        let (reporter, readers) = try reporterWithAccountReaders()
         reporter.record(.activity(phase: .setup, state: .started))
         reporter.record(.activity(phase: .setup, state: .failed, error: SyncErrorReport(domain: "CKErrorDomain", code: 5)))
         #expect(readers.made.isEmpty, "a start or a failure does not show that this process may use CloudKit")
@@ -77,11 +82,7 @@ struct PlatformFaultTests {
 
     @Test("an account change before any success reads nothing, and makes no container")
     func accountChangeBeforeFirstUse() async throws {
-        let readers = FakeAccountReaders()
-        var configuration = testConfiguration(FakeServer())
-        configuration.observesNetworkAndAccount = true
-        configuration.platform.makeAccountReader = readers.factory
-        let reporter = try SyncHealthReporter(configuration: configuration)
+        let (reporter, readers) = try reporterWithAccountReaders()
         reporter.accountMayHaveChanged()
         #expect(readers.made.isEmpty)
         await reporter.shutdown()
