@@ -40,6 +40,10 @@ public struct ServiceConfiguration: Sendable {
     public var idleTimeout: Duration = .seconds(60)
     /// The least level logged.
     public var logLevel: Logger.Level = .info
+    /// A PEM file with the certificate chain: with `tlsKey`, the service serves HTTPS (and HTTP/2) itself.
+    public var tlsCertificate: String?
+    /// The PEM file with the certificate's private key.
+    public var tlsKey: String?
 
     /// The defaults of the contract.
     public init() {}

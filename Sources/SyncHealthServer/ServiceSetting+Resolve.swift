@@ -23,6 +23,9 @@ extension ServiceSetting {
                 throw ServiceSettingError(description: "\(source.name)=\(source.text) \(error.description)")
             }
         }
+        if (configuration.tlsCertificate == nil) != (configuration.tlsKey == nil) {
+            throw ServiceSettingError(description: "SYNCHEALTH_TLS_CERTIFICATE and SYNCHEALTH_TLS_KEY go together: set both, or neither")
+        }
         return configuration
     }
 

@@ -172,7 +172,32 @@ extension ServiceSetting {
             \.sqliteCommit
         ),
         choice("log-level", "The least level logged.", \.logLevel),
+        path(
+            "tls-certificate",
+            "A PEM file with the certificate chain; with tls-key, the service serves HTTPS, HTTP/2 beside HTTP/1.1, and SIGHUP reloads both files.",
+            emptyDefault: "unset: plain HTTP",
+            \.tlsCertificate
+        ),
+        path("tls-key", "The PEM file with the certificate's private key.", emptyDefault: "unset", \.tlsKey),
     ]
+
+    /// A setting that names a file, unset by default.
+    static func path(
+        _ flag: String,
+        _ help: String,
+        emptyDefault: String,
+        _ path: any WritableKeyPath<ServiceConfiguration, String?> & Sendable
+    ) -> ServiceSetting {
+        ServiceSetting(
+            flag: flag,
+            help: help,
+            emptyDefault: emptyDefault,
+            show: { $0[keyPath: path] ?? "" },
+            apply: { c, text throws(ServiceSettingError) in
+                c[keyPath: path] = text
+            }
+        )
+    }
 
     static func text(_ flag: String, _ help: String, _ path: any WritableKeyPath<ServiceConfiguration, String> & Sendable) -> ServiceSetting {
         ServiceSetting(

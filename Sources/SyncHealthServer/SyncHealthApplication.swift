@@ -1,6 +1,7 @@
 import Foundation
 public import Hummingbird
 import HummingbirdCore
+import HummingbirdHTTP2
 public import Logging
 import NIOCore
 public import Prometheus
@@ -106,6 +107,9 @@ public enum SyncHealthApplication {
         clock: any ServiceClock = SystemClock()
     ) throws -> (application: Application<RouterResponder<AppRequestContext>>, engine: any MonitorEngine) {
         let keys = try resolveKeys(configuration, logger: logger)
+        let tls = try configuration.tlsCertificate.map { certificate throws(TLSCertificateError) in
+            try TLSCertificates(certificatePath: certificate, keyPath: configuration.tlsKey ?? "")
+        }
         let (store, storeService) = try makeStore(configuration, logger: logger)
         return assemble(
             store: store,
@@ -115,7 +119,8 @@ public enum SyncHealthApplication {
             transport: CurlTransport(),
             clock: clock,
             registry: registry,
-            logger: logger
+            logger: logger,
+            tls: tls
         )
     }
 
@@ -129,7 +134,8 @@ public enum SyncHealthApplication {
         transport: any WebhookTransport,
         clock: any ServiceClock,
         registry: PrometheusCollectorRegistry,
-        logger: Logger
+        logger: Logger,
+        tls: TLSCertificates? = nil
     ) -> (application: Application<RouterResponder<AppRequestContext>>, engine: any MonitorEngine) {
         let engine = store.makeEngine(
             clock: clock,
@@ -141,9 +147,25 @@ public enum SyncHealthApplication {
         let router = makeRouter(engine: engine, keys: keys, registry: registry, limits: configuration.rateLimits)
         let idle = TimeAmount.microseconds(configuration.idleTimeout.microseconds)
         let requestTimeout = TimeAmount.microseconds(configuration.requestTimeout.microseconds)
+        let http1 = HTTP1Channel.Configuration(additionalChannelHandlers: [RequestGuardHandler(requestTimeout: requestTimeout)], idleTimeout: idle)
+        // With certificates: HTTPS, HTTP/2 by ALPN beside HTTP/1.1, each new handshake served the certificates
+        // loaded last (SIGHUP reloads them, `TLSReloadService`).
+        let server: HTTPServerBuilder =
+            if let tls {
+                HTTPServerBuilder { responder in
+                    try HTTP2UpgradeChannel(
+                        tlsConfiguration: tls.serverConfiguration(),
+                        configuration: .init(idleTimeout: configuration.idleTimeout, streamConfiguration: http1),
+                        responder: responder
+                    )
+                }
+            } else {
+                .http1(configuration: http1)
+            }
+        let tlsReload: [any Service] = tls.map { [TLSReloadService(certificates: $0, logger: logger)] } ?? []
         let application = Application(
             router: router,
-            server: .http1(configuration: .init(additionalChannelHandlers: [RequestGuardHandler(requestTimeout: requestTimeout)], idleTimeout: idle)),
+            server: server,
             configuration: .init(
                 address: .hostname(configuration.host, port: configuration.port),
                 serverName: "synchealth",
@@ -156,7 +178,7 @@ public enum SyncHealthApplication {
                 HistoryRecorder(engine: engine, store: store.store, logger: logger),
                 LiveFeedTicker(engine: engine, logger: logger),
                 HeapTrimmer(logger: logger),
-            ],
+            ] + tlsReload,
             logger: logger
         )
         return (application, engine)
