@@ -20,6 +20,8 @@ public enum APIError: Error, Sendable {
     case unavailable(String)
     case routeNotFound
     case methodNotAllowed(allow: String)
+    /// `GET /v1/backup` on a store that is backed up with its database's own tools (PostgreSQL).
+    case backupUnsupported
 
     var status: HTTPResponse.Status {
         switch self {
@@ -33,6 +35,7 @@ public enum APIError: Error, Sendable {
         case .rateLimited: .tooManyRequests
         case .overloaded, .unavailable: .serviceUnavailable
         case .methodNotAllowed: .methodNotAllowed
+        case .backupUnsupported: .notImplemented
         }
     }
 
@@ -115,6 +118,13 @@ public enum APIError: Error, Sendable {
             Problem(slug: "not-found", title: "Not found", status: status, detail: "No such endpoint.")
         case .methodNotAllowed(let allow):
             Problem(slug: "method-not-allowed", title: "Method not allowed", status: status, detail: "This endpoint takes \(allow).")
+        case .backupUnsupported:
+            Problem(
+                slug: "backup-unsupported",
+                title: "Back up the database itself",
+                status: status,
+                detail: "This service keeps its data in PostgreSQL: back it up with pg_dump (docs/operations.md, Backup and restore)."
+            )
         }
     }
 

@@ -9,7 +9,7 @@ public import ServiceLifecycle
 import SyncHealthCore
 public import SyncHealthEngine
 import SyncHealthPostgres
-import SyncHealthStore
+public import SyncHealthStore
 public import SyncHealthWebhooks
 
 /// The composition root: builds the store, the engine and the HTTP application from a configuration.
@@ -19,9 +19,10 @@ public enum SyncHealthApplication {
         engine: Engine,
         keys: KeyRing,
         registry: PrometheusCollectorRegistry,
-        limits: RateLimits = RateLimits()
+        limits: RateLimits = RateLimits(),
+        backup: (any StoreBackup)? = nil
     ) -> Router<AppRequestContext> {
-        let routes = apiRoutes(engine: engine, registry: registry, limits: limits)
+        let routes = apiRoutes(engine: engine, registry: registry, limits: limits, backup: backup)
         let router = Router(context: AppRequestContext.self)
         router.middlewares.add(RequestMetricsMiddleware())
         router.middlewares.add(ProblemMiddleware(paths: KnownPaths(routes)))
@@ -33,7 +34,12 @@ public enum SyncHealthApplication {
     }
 
     /// Every endpoint of the API, once: the router and the `405 Allow` answers both come from this table.
-    static func apiRoutes<Engine: MonitorEngine>(engine: Engine, registry: PrometheusCollectorRegistry, limits: RateLimits) -> [APIRoute] {
+    static func apiRoutes<Engine: MonitorEngine>(
+        engine: Engine,
+        registry: PrometheusCollectorRegistry,
+        limits: RateLimits,
+        backup: (any StoreBackup)? = nil
+    ) -> [APIRoute] {
         let health = ServiceRoutes(engine: engine, registry: registry)
         let events = EventsRoutes(engine: engine, deviceLimiter: RateLimiter(limit: limits.perDevice))
         let devices = DeviceRoutes(engine: engine)
@@ -41,6 +47,7 @@ public enum SyncHealthApplication {
         let hooks = WebhookRoutes(webhooks: engine.webhooks)
         let silences = SilenceRoutes(silences: engine.webhooks.silences)
         let stream = StreamRoutes(engine: engine)
+        let backups = BackupRoutes(store: backup)
         return DashboardRoutes.routes + [
             APIRoute(.get, "/livez", health.livez),
             APIRoute(.get, "/readyz", health.readyz),
@@ -64,6 +71,7 @@ public enum SyncHealthApplication {
             APIRoute(.get, "/v1/silences", silences.list),
             APIRoute(.get, "/v1/silences/:id", silences.get),
             APIRoute(.delete, "/v1/silences/:id", silences.delete),
+            APIRoute(.get, "/v1/backup", backups.backup),
         ]
     }
 
@@ -144,7 +152,10 @@ public enum SyncHealthApplication {
             transport: transport,
             logger: logger
         )
-        let router = makeRouter(engine: engine, keys: keys, registry: registry, limits: configuration.rateLimits)
+        // The embedded store backs itself up (`GET /v1/backup`); PostgreSQL is backed up with its own tools.
+        let backup = store.store as? any StoreBackup
+        if let backup { BackupRoutes.removeLeftovers(in: backup.backupDirectory) }
+        let router = makeRouter(engine: engine, keys: keys, registry: registry, limits: configuration.rateLimits, backup: backup)
         let idle = TimeAmount.microseconds(configuration.idleTimeout.microseconds)
         let requestTimeout = TimeAmount.microseconds(configuration.requestTimeout.microseconds)
         let http1 = HTTP1Channel.Configuration(additionalChannelHandlers: [RequestGuardHandler(requestTimeout: requestTimeout)], idleTimeout: idle)

@@ -384,6 +384,6 @@ public final class SQLiteStore: LocalSyncStore {
 }
 
 /// Closes a file descriptor (the store's own `close()` shadows the C function).
-private func closeDescriptor(_ fd: Int32) {
+func closeDescriptor(_ fd: Int32) {
     _ = close(fd)
 }

@@ -1,0 +1,54 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import NIOCore
+import SyncHealthStore
+
+/// `GET /v1/backup` (admin key): a consistent copy of the embedded store, as a SQLite file, taken while the service
+/// keeps ingesting. Every event acknowledged before the request began is in it (`StoreBackup`).
+struct BackupRoutes {
+    /// The store, when it backs itself up (SQLite); `nil` for PostgreSQL.
+    let store: (any StoreBackup)?
+    let files = FileIO()
+
+    @Sendable func backup(_ request: Request, context: AppRequestContext) async throws -> Response {
+        try context.require(.admin)
+        guard let store else { throw APIError.backupUnsupported }
+        let path = (store.backupDirectory as NSString).appendingPathComponent("\(BackupRoutes.filePrefix)\(UUID().uuidString).sqlite")
+        let body: ResponseBody
+        let size: Int
+        do {
+            try await store.backup(to: path)
+            size = (try FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.intValue ?? 0
+            body = try await files.loadFile(path: path, context: context)
+        } catch {
+            unlink(path)
+            throw error
+        }
+        context.logger.notice("Backup taken", metadata: ["backup.bytes": "\(size)"])
+        var headers = HTTPFields()
+        headers[.contentType] = "application/vnd.sqlite3"
+        headers[.contentDisposition] = "attachment; filename=\"synchealth-backup.sqlite\""
+        // The copy goes once it is sent, or the client went away.
+        return Response(
+            status: .ok,
+            headers: headers,
+            body: ResponseBody(contentLength: size) { writer in
+                defer { unlink(path) }
+                try await body.write(writer)
+            }
+        )
+    }
+
+    /// The name every copy starts with; the service deletes leftovers (a crash mid-backup) when it starts.
+    static let filePrefix = "synchealth-backup-"
+
+    /// Deletes copies a crash left in `directory`.
+    static func removeLeftovers(in directory: String) {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        for name in names where name.hasPrefix(filePrefix) {
+            unlink((directory as NSString).appendingPathComponent(name))
+        }
+    }
+}
