@@ -33,8 +33,10 @@ ENV SYNCHEALTH_HOST=0.0.0.0 \
     SYNCHEALTH_DATA_DIR=/var/lib/synchealth/data
 VOLUME ["/var/lib/synchealth/data"]
 EXPOSE 8080
+# Plain HTTP, or HTTPS when SYNCHEALTH_TLS_CERTIFICATE is set (the certificate names the public host, not 127.0.0.1:
+# -k, for this local probe only).
 HEALTHCHECK --interval=15s --timeout=3s --start-period=30s --retries=3 \
-    CMD curl -fsS http://127.0.0.1:8080/readyz >/dev/null || exit 1
+    CMD curl -fsS http://127.0.0.1:8080/readyz >/dev/null || curl -fsSk https://127.0.0.1:8080/readyz >/dev/null || exit 1
 # exec form: synchealth is PID 1 and receives SIGTERM for a graceful shutdown.
 ENTRYPOINT ["/usr/local/bin/synchealth"]
 CMD ["serve"]
