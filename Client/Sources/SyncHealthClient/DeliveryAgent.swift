@@ -84,6 +84,34 @@ actor DeliveryAgent {
         return device?.deviceId ?? ""
     }
 
+    /// Deletes what the reporter keeps on the device: the queue (events not yet sent), the acknowledged mark and
+    /// the stored device id, and the events recorded but not yet written. Waits for a send under way. The next
+    /// event opens a new queue, with a new random device id (a configured `deviceId` stays).
+    func erase() async throws {
+        await acquireSending()
+        defer { releaseSending() }
+        let directory = configuration.resolvedStorageDirectory
+        queue = nil
+        device = nil
+        shared.withLock { $0.inbox.removeAll() }
+        for name in EventQueue.fileNames + [DeviceIdentity.fileName] {
+            let url = directory.appendingPathComponent(name)
+            guard FileManager.default.fileExists(atPath: url.path) else { continue }
+            do {
+                try FileManager.default.removeItem(at: url)
+            } catch {
+                throw SyncHealthReporterError.storageFailed(Self.describe(error))
+            }
+        }
+        retryAt = nil
+        serverAskedToWait = false
+        backoff.succeed()
+        update { d in
+            d.queuedEvents = 0
+            d.lastError = nil
+        }
+    }
+
     /// Writes recorded events to the queue (at shutdown, so that nothing recorded is lost).
     func persistInbox() {
         do { try persistInboxOrThrow() } catch { note(.storageFailed(Self.describe(error))) }

@@ -3,8 +3,11 @@ import Foundation
 /// The device's random id, created on first launch and kept with the queue. No identifierForVendor, nothing
 /// personal: deleting the app (or its queue directory) makes a new device.
 enum DeviceIdentity {
+    /// The file the id is kept in, beside the queue.
+    static let fileName = "device-id"
+
     static func load(in directory: URL) throws -> String {
-        let url = directory.appendingPathComponent("device-id")
+        let url = directory.appendingPathComponent(fileName)
         if let stored = try? String(contentsOf: url, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines), !stored.isEmpty {
             return stored
         }

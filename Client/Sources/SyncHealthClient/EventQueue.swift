@@ -42,6 +42,9 @@ final class EventQueue {
     /// Bytes of the log file that belong to acknowledged lines.
     private var deadBytes = 0
 
+    /// The files the queue keeps in its directory.
+    static let fileNames = ["events.log", "acknowledged"]
+
     private var logURL: URL { directory.appendingPathComponent("events.log") }
     private var acknowledgedURL: URL { directory.appendingPathComponent("acknowledged") }
 

@@ -211,6 +211,26 @@ public final class SyncHealthReporter: Sendable {
         _ = shared.withLock { $0.handlers.removeValue(forKey: id) }
     }
 
+    /// Deletes what the reporter keeps on this device, for a user who asks to be forgotten: the events not yet
+    /// sent (they are never sent), the stored random device id, and the status the device computed, which starts
+    /// again as at a first launch (with the network and account as last read). Reporting goes on: later events
+    /// open a new queue under a new random id, which the server sees as a new device. What was sent before stays
+    /// on the server. Throws when a file cannot be deleted.
+    public func eraseLocalData() async throws {
+        if let disabled = shared.withLock({ $0.disabled }) { throw disabled }
+        try await agent.erase()
+        let (status, observers, calls, network, account) = shared.withLock { s in
+            s.monitor = MonitorState()
+            s.ids = EventIdGenerator()
+            s.sources.syncEngine = SyncEngineMapping()
+            return (SyncStatus(state: s.monitor), Array(s.observers.values), s.handlerCalls, s.sources.lastNetwork, s.sources.lastAccount)
+        }
+        for observer in observers { observer.yield(status) }
+        for call in calls { call() }
+        if let network { record(.network(available: network)) }
+        if let account { record(.account(status: account)) }
+    }
+
     /// The device id in use (the configured one, or the stored random one).
     public func deviceId() async throws -> String {
         if let disabled = shared.withLock({ $0.disabled }) { throw disabled }

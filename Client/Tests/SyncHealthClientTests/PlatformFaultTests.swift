@@ -223,3 +223,38 @@ struct UnreadableSourceTests {
         await reporter.shutdown()
     }
 }
+
+@Suite("Erasing what the device keeps")
+struct EraseLocalDataTests {
+    @Test("eraseLocalData deletes the unsent queue and the device id; later events go under a new id, alone")
+    func eraseLocalData() async throws {
+        let server = FakeServer()
+        let directory = temporaryDirectory()
+        var configuration = testConfiguration(server, directory: directory)
+        configuration.deviceId = nil
+        let reporter = try SyncHealthReporter(configuration: configuration)
+        let before = try await reporter.deviceId()
+        server.then(status: 503)
+        reporter.networkChanged(available: true)
+        reporter.record(.activity(phase: .export, state: .failed, error: SyncErrorReport(domain: "CKErrorDomain", code: 25)))
+        await #expect(throws: SyncHealthReporterError.self) { try await reporter.flush() }
+        #expect(reporter.delivery.queuedEvents == 2)
+        #expect(reporter.status.syncStateSummary == .error)
+
+        try await reporter.eraseLocalData()
+        #expect(reporter.delivery.queuedEvents == 0 && reporter.delivery.lastError == nil)
+        #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("device-id").path))
+        #expect(reporter.status.syncStateSummary == .notStarted, "the status starts again")
+        #expect(reporter.status.state.network == true, "with the network as last read")
+
+        reporter.record(.heartbeat)
+        try await reporter.flush()
+        let after = try await reporter.deviceId()
+        #expect(after != before)
+        let sent = try #require(server.requests.last)
+        #expect((sent.json["device"] as? [String: Any])?["deviceId"] as? String == after)
+        let kinds = (sent.json["events"] as? [[String: Any]] ?? []).compactMap { $0["kind"] as? String }
+        #expect(kinds == ["network", "heartbeat"], "nothing recorded before the erasure is sent")
+        await reporter.shutdown()
+    }
+}
