@@ -126,8 +126,9 @@ actor DeliveryAgent {
         do {
             try persistInboxOrThrow()
         } catch {
-            note(.storageFailed(Self.describe(error)))
-            throw SyncHealthReporterError.storageFailed(Self.describe(error))
+            let failure = SyncHealthReporterError.storageFailed(Self.describe(error))
+            note(failure)
+            throw failure
         }
         guard let queue, let device else { return }
         if let refusal { throw refusal }
@@ -189,8 +190,9 @@ actor DeliveryAgent {
             } catch let error as SyncHealthReporterError {
                 throw error
             } catch {
-                note(.storageFailed(Self.describe(error)))
-                throw SyncHealthReporterError.storageFailed(Self.describe(error))
+                let failure = SyncHealthReporterError.storageFailed(Self.describe(error))
+                note(failure)
+                throw failure
             }
             update { $0.queuedEvents = queue.count }
         }

@@ -42,6 +42,7 @@ public final class SyncHealthReporter: Sendable {
 
         /// The handlers to call with the status now.
         var handlerCalls: [() -> Void] {
+            guard !handlers.isEmpty else { return [] }
             let status = SyncStatus(state: monitor)
             let delivery = delivery
             return handlers.values.map { handler in { handler(status, delivery) } }
