@@ -86,7 +86,9 @@ public enum SyncHealthApplication {
         let store = try SQLiteStore(
             directory: configuration.dataDirectory,
             synchronous: configuration.sqliteSynchronous,
-            commitPath: configuration.sqliteCommit
+            commitPath: configuration.sqliteCommit,
+            // Eight generations in the window: a lookup seeks each, and an id outlives the window by at most one.
+            eventIdGeneration: configuration.engine.dedupeRetention / 7
         )
         return (.local(store), store.maintenance(logger: logger))
     }

@@ -16,9 +16,9 @@ import Synchronization
 /// The ceilings live in the backlog (`JournalBacklog`), behind its lock:
 /// - an append raises the ceiling of each device it records an id for, as it adds the ids to the backlog;
 /// - a device gets its ceiling from its first read, before that group is appended: the highest of its ids in the
-///   backlog (looked at before the tables, as `SQLiteStore.inBacklog` says), its tail's last id and its tail's
-///   `buckets_through` (the highest id in its buckets; NULL gives the top ceiling). Both run on the journal's
-///   queue, where every append runs, so nothing is recorded between the look and the ceiling;
+///   backlog (looked at before the tables, as `SQLiteStore.inBacklog` says) and its ceiling in the tables
+///   (`event_id_ceilings`, see `EventIds`). Both run on the journal's queue, where every append runs, so nothing
+///   is recorded between the look and the ceiling;
 /// - expiry only forgets ids, so a ceiling stays true, and nothing lowers it.
 ///
 /// On the `tables` commit path nothing is appended to the backlog, and the ceilings are not used.
@@ -28,7 +28,7 @@ struct EventIdCeilings: Sendable {
         var high: UInt64
         var low: UInt64
 
-        /// No id's prefix is above it (a tail whose `buckets_through` is NULL: any id may be in its buckets).
+        /// No id's prefix is above it.
         static let top = Prefix(high: .max, low: .max)
         /// The ceiling of a device without ids. Only an id whose bytes up to the 16th are all zero is not above it.
         static let zero = Prefix(high: 0, low: 0)
@@ -45,6 +45,11 @@ struct EventIdCeilings: Sendable {
                 if i < 8 { words.0 |= UInt64(byte) << shift } else { words.1 |= UInt64(byte) << shift }
             }
             (high, low) = words
+        }
+
+        /// The prefix as 16 bytes in the ids' byte order, as `event_id_ceilings` stores it.
+        var bytes: [UInt8] {
+            (0..<16).map { i in UInt8(truncatingIfNeeded: (i < 8 ? high : low) >> UInt64(8 * (7 - i % 8))) }
         }
 
         static func < (a: Prefix, b: Prefix) -> Bool { (a.high, a.low) < (b.high, b.low) }
@@ -98,7 +103,7 @@ extension SQLiteStore {
         if toRead.isEmpty { return recorded }
         claimsRead.increment(by: toRead.count)
         // A synchronous read: it runs here, on the journal's thread, not on another one.
-        let tables = try pool.read { db in try EventIdTails.recordedBefore(toRead.map { claims[$0.claim] }, db) }
+        let tables = try pool.read { db in try EventIds.recordedBefore(toRead.map { claims[$0.claim] }, db) }
         var ceilings: [(hash: Int64, ceiling: EventIdCeilings.Prefix)] = []
         for (read, (inTables, tablesCeiling)) in zip(toRead, zip(tables.recorded, tables.ceilings)) {
             recorded[read.claim] = zip(recorded[read.claim], inTables).map { $0 || $1 }

@@ -172,7 +172,7 @@ extension SQLiteStore {
             let done = try Int64.fetchOne(db, sql: "SELECT folded_through FROM journal_state") ?? 0
             let entries = self.withBacklog(politely: politely, empty: []) { $0.take() }.filter { $0.seq > done }
             guard let last = entries.last?.seq else { return .commit }
-            try JournalEntry.write(entries, db)
+            try JournalEntry.write(entries, eventIdSpan: eventIdSpan, db)
             try db.execute(sql: "UPDATE journal_state SET folded_through = ?", arguments: [last])
             written = (last, entries.count)
             return .commit
@@ -327,8 +327,9 @@ func lowerCallingThreadPriority(by niceness: Int32) {
 
 extension JournalEntry {
     /// Writes `entries` into the tables, as if one after the other: each device's last record (new devices in the
-    /// order they first appear), every id once, alerts, fleet alerts and webhook messages in order.
-    static func write(_ entries: [JournalEntry], _ db: Database) throws {
+    /// order they first appear), every id once (in generations of `eventIdSpan` microseconds), alerts, fleet alerts
+    /// and webhook messages in order.
+    static func write(_ entries: [JournalEntry], eventIdSpan: Int64, _ db: Database) throws {
         var slot: [String: [String: Int]] = [:]
         var devices: [(appId: String, deviceId: String, state: [UInt8])] = []
         for entry in entries {
@@ -351,7 +352,8 @@ extension JournalEntry {
         for d in devices { try upsertDevice.run(.text(d.appId), .text(d.deviceId), .blob(d.state)) }
 
         if entries.contains(where: { !$0.ids.isEmpty }) {
-            try EventIdTails.record(entries.lazy.flatMap { entry in entry.ids.lazy.map { (hash: $0.hash, id: $0.id, at: entry.recordedAt) } }, db)
+            let ids = entries.lazy.flatMap { entry in entry.ids.lazy.map { (hash: $0.hash, id: $0.id, at: entry.recordedAt) } }
+            try EventIds.record(ids, span: eventIdSpan, db)
         }
 
         let upsertAlert = try db.cachedStatement(

@@ -181,6 +181,34 @@ extension SQLiteStore {
             )
             try MigrationV9.run(db)
         }
+        migrator.registerMigration("v10: event ids by generation, one row each, and each device's ceiling") { db in
+            // See `EventIds`. The ids of the tails and buckets move to generations by the day they were recorded.
+            try db.execute(
+                sql: """
+                    CREATE TABLE event_id_generations (
+                        gen INTEGER PRIMARY KEY,
+                        ends_at INTEGER NOT NULL
+                    );
+                    CREATE TABLE event_ids (
+                        gen INTEGER NOT NULL,
+                        id BLOB NOT NULL,
+                        device_hash INTEGER NOT NULL,
+                        PRIMARY KEY (gen, id, device_hash)
+                    ) WITHOUT ROWID;
+                    CREATE TABLE event_id_ceilings (
+                        device_hash INTEGER PRIMARY KEY,
+                        through BLOB NOT NULL
+                    );
+                    """
+            )
+            try MigrationV10.run(db)
+            try db.execute(
+                sql: """
+                    DROP TABLE event_id_tails;
+                    DROP TABLE event_id_buckets;
+                    """
+            )
+        }
         return migrator
     }
 }

@@ -13,7 +13,7 @@ extension SQLiteStore {
     /// journal.
     public func commitSeries<T: Sendable>(_ body: @escaping @Sendable (any GroupCommitter) throws -> T) async throws -> T {
         if commitPath == .tables {
-            return try await pool.writeWithoutTransaction { db in try body(TablesCommitter(db: db)) }
+            return try await pool.writeWithoutTransaction { [eventIdSpan] db in try body(TablesCommitter(db: db, eventIdSpan: eventIdSpan)) }
         }
         try await foldIfOversized()
         return try await journal.perform { appender in try body(JournalCommitter(store: self, appender: appender)) }
@@ -44,6 +44,7 @@ struct JournalCommitter: GroupCommitter {
 /// (`SQLiteStore.commitSeries` on the `tables` path).
 struct TablesCommitter: GroupCommitter {
     let db: Database
+    let eventIdSpan: Int64
 
     func commit<Result>(
         claiming claims: [(key: DeviceKey, eventIds: [String])],
@@ -56,7 +57,7 @@ struct TablesCommitter: GroupCommitter {
         do {
             let recorded = try SQLiteStore.recordedBefore(encoded, recent: encoded.map { Array(repeating: false, count: $0.ids.count) }, db)
             let (entry, result) = try SQLiteStore.judge(claims, encoded, recorded, at: recordedAt, plan: plan)
-            if !entry.isEmpty { try JournalEntry.write([entry], db) }
+            if !entry.isEmpty { try JournalEntry.write([entry], eventIdSpan: eventIdSpan, db) }
             try db.commit()
             return result
         } catch {

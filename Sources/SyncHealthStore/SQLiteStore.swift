@@ -36,7 +36,7 @@ public final class SQLiteStore: LocalSyncStore {
 
     /// The most page cache, in KiB, each connection keeps (SQLite's default is 2 MiB).
     ///
-    /// Every event costs B-tree descents into `devices` and `event_id_tails`: the commit's dedupe read and the fold's
+    /// Every event costs B-tree descents into `devices` and the event-id tables: the commit's dedupe read and the fold's
     /// read and write. With 2 MiB a connection kept few of those tables' pages, so a single-event request read ~1.35
     /// pages back from the OS with `pread` (docs/benchmarks-log.md, "SQLite's page cache"). The memory is taken as pages are
     /// read: the writer and the reader that judges ids fill theirs, the others stay small.
@@ -60,20 +60,46 @@ public final class SQLiteStore: LocalSyncStore {
     let claimsRead = Counter(label: "synchealth_store_dedupe_claims_total", dimensions: [("judged", "read")])
     /// How commits become durable.
     public let commitPath: CommitPath
+    /// How long a generation of event ids takes ids, in microseconds (see `EventIds`).
+    let eventIdSpan: Int64
     private let lockDescriptor: Int32
 
     /// Opens (creating if needed) the store in `directory`.
     ///
+    /// `eventIdGeneration` is how long each generation of event ids takes ids: expiry forgets a generation once
+    /// all of it is older than the dedupe retention, so an id is remembered up to this much longer than that. A
+    /// seventh of the retention keeps 8 generations.
+    ///
     /// - Throws: `StoreError` with a message for the operator when the directory is locked by another server,
     ///   the database is corrupt, or it was written by a newer schema.
-    public convenience init(directory: String, synchronous: Synchronous = .full, commitPath: CommitPath = .journal) throws {
-        try self.init(directory: directory, synchronous: synchronous, commitPath: commitPath, journalIO: .system)
+    public convenience init(
+        directory: String,
+        synchronous: Synchronous = .full,
+        commitPath: CommitPath = .journal,
+        eventIdGeneration: Duration = .seconds(86_400)
+    ) throws {
+        try self.init(
+            directory: directory,
+            synchronous: synchronous,
+            commitPath: commitPath,
+            eventIdGeneration: eventIdGeneration,
+            journalIO: .system
+        )
     }
 
     /// Opens the store with the journal making its system calls through `journalIO` (tests make them fail).
     /// Whatever the commit path, a journal left by an earlier run is written into the tables first.
-    init(directory: String, synchronous: Synchronous, commitPath: CommitPath = .journal, journalIO: JournalIO) throws {
+    init(
+        directory: String,
+        synchronous: Synchronous,
+        commitPath: CommitPath = .journal,
+        eventIdGeneration: Duration = .seconds(86_400),
+        journalIO: JournalIO
+    ) throws {
         self.commitPath = commitPath
+        let span = eventIdGeneration.components
+        let eventIdSpan = max(1, span.seconds * 1_000_000 + span.attoseconds / 1_000_000_000_000)
+        self.eventIdSpan = eventIdSpan
         do {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         } catch {
@@ -103,7 +129,13 @@ public final class SQLiteStore: LocalSyncStore {
             }
             try migrator.migrate(pool)
             checkpointer = try SQLiteCheckpointer(path: path)
-            journal = try Self.recoverJournal(directory: directory, pool: pool, durable: synchronous == .full, io: journalIO)
+            journal = try Self.recoverJournal(
+                directory: directory,
+                pool: pool,
+                durable: synchronous == .full,
+                eventIdSpan: eventIdSpan,
+                io: journalIO
+            )
             writebackFiles = WritebackFiles(paths: [path, path + "-wal"])
         } catch let error as StoreError {
             closeDescriptor(lockDescriptor)
@@ -156,7 +188,7 @@ public final class SQLiteStore: LocalSyncStore {
 
     /// Writes what the journal in `directory` holds beyond the tables into them, retires its segments, and opens
     /// the journal for the next commits.
-    static func recoverJournal(directory: String, pool: DatabasePool, durable: Bool, io: JournalIO) throws -> CommitJournal {
+    static func recoverJournal(directory: String, pool: DatabasePool, durable: Bool, eventIdSpan: Int64, io: JournalIO) throws -> CommitJournal {
         let contents = try CommitJournal.read(directory: directory)
         let folded = try pool.read { db in try Int64.fetchOne(db, sql: "SELECT folded_through FROM journal_state") ?? 0 }
         let entries = try contents.records.filter { $0.seq > folded }.map { record in
@@ -168,7 +200,7 @@ public final class SQLiteStore: LocalSyncStore {
         }
         if let last = entries.last?.seq {
             try pool.write { db in
-                try JournalEntry.write(entries, db)
+                try JournalEntry.write(entries, eventIdSpan: eventIdSpan, db)
                 try db.execute(sql: "UPDATE journal_state SET folded_through = ?", arguments: [last])
             }
         }
@@ -227,7 +259,7 @@ public final class SQLiteStore: LocalSyncStore {
 
     /// For each claimed id, whether it was recorded: in the backlog (`recent`, from `inBacklog`) or in the tables.
     static func recordedBefore(_ claims: [(hash: Int64, ids: [[UInt8]])], recent: [[Bool]], _ db: Database) throws -> [[Bool]] {
-        let recorded = try EventIdTails.recordedBefore(claims, db).recorded
+        let recorded = try EventIds.recordedBefore(claims, db).recorded
         return zip(recent, recorded).map { recent, recorded in zip(recent, recorded).map { $0 || $1 } }
     }
 
@@ -236,7 +268,7 @@ public final class SQLiteStore: LocalSyncStore {
         let entry = JournalEntry(changes, ids: changes.eventIds.map { (hash: $0.key.stableHash, id: Array($0.eventId.utf8)) })
         switch commitPath {
         case .journal: try await append(entry)
-        case .tables: try await pool.write { db in try JournalEntry.write([entry], db) }
+        case .tables: try await pool.write { [eventIdSpan] db in try JournalEntry.write([entry], eventIdSpan: eventIdSpan, db) }
         }
     }
 
@@ -340,8 +372,7 @@ public final class SQLiteStore: LocalSyncStore {
     public func pruneEventIds(recordedBefore cutoff: Timestamp, limit: Int) async throws -> Int {
         try await fold()
         return try await pool.write { db in
-            let forgotten = try EventIdBuckets.prune(recordedBefore: cutoff.microseconds, limit: limit, db)
-            return try forgotten + EventIdTails.prune(recordedBefore: cutoff.microseconds, limit: limit - forgotten, db)
+            try EventIds.prune(recordedBefore: cutoff.microseconds, limit: limit, db)
         }
     }
 

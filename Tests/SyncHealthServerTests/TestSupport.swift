@@ -99,7 +99,9 @@ enum EngineStore: String, CustomTestStringConvertible {
     func make() async throws -> MonitorStore {
         switch self {
         case .memory: .local(InMemoryStore())
-        case .sqlite: .local(try SQLiteStore(directory: temporaryDirectory(), synchronous: .normal))
+        // Generations of a second: tests shorten the retention to seconds, and the service's store would take a
+        // seventh of it.
+        case .sqlite: .local(try SQLiteStore(directory: temporaryDirectory(), synchronous: .normal, eventIdGeneration: .seconds(1)))
         case .postgres: .shared(try PostgresStore(url: try await PostgresTesting.freshDatabase(), logger: testLogger()))
         }
     }

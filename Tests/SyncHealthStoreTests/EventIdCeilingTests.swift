@@ -33,24 +33,45 @@ struct EventIdCeilingTests {
         }
         for _ in 0..<2_000 {
             let (a, b) = (id(), id())
-            if EventIdBuckets.less(a, b) { #expect(Prefix(a) <= Prefix(b), "\(a) < \(b)") }
+            if a.lexicographicallyPrecedes(b) { #expect(Prefix(a) <= Prefix(b), "\(a) < \(b)") }
             if a == b { #expect(Prefix(a) == Prefix(b)) }
         }
     }
 
-    @Test("a device's tables give its ceiling: the tail's last id or buckets_through, the top when that is NULL")
-    func ceilingOfTables() {
-        func tail(_ ids: String...) -> EventIdBuckets.Bucket {
-            var writer = ByteWriter(capacity: 64)
-            for id in ids { EventIdBuckets.append(Self.bytes(id), at: 0, to: &writer) }
-            return EventIdBuckets.Bucket(seq: nil, lo: [], oldest: 0, bytes: writer.bytes)
+    @Test("a prefix's 16 bytes give the prefix back, and order as the prefixes do")
+    func prefixBytes() {
+        var rng = SplitMix64(seed: 31)
+        let prefixes = (0..<500).map { _ in
+            Prefix((0..<Int.random(in: 0...20, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) })
         }
-        #expect(EventIdTails.ceiling(of: nil, through: nil) == .zero, "no tail, no ids")
-        #expect(EventIdTails.ceiling(of: tail(), through: []) == .zero)
-        #expect(EventIdTails.ceiling(of: tail("b", "c"), through: []) == Prefix(Self.bytes("c")))
-        #expect(EventIdTails.ceiling(of: tail("b", "c"), through: Self.bytes("x")) == Prefix(Self.bytes("x")))
-        #expect(EventIdTails.ceiling(of: tail("b", "y"), through: Self.bytes("x")) == Prefix(Self.bytes("y")))
-        #expect(EventIdTails.ceiling(of: tail("b"), through: nil) == .top)
+        for (a, b) in zip(prefixes, prefixes.dropFirst()) {
+            #expect(a.bytes.count == 16)
+            #expect(Prefix(a.bytes) == a)
+            #expect(a.bytes.lexicographicallyPrecedes(b.bytes) == (a < b))
+        }
+        #expect(Prefix.top.bytes == [UInt8](repeating: 0xFF, count: 16))
+    }
+
+    @Test("a device's ceiling in the tables is its highest id's prefix, raised and never lowered; zero without ids")
+    func ceilingInTables() async throws {
+        let store = try SQLiteStore(directory: temporaryDirectory(), synchronous: .normal)
+        let key = DeviceKey(appId: "app", deviceId: "1")
+        func ceilings() async throws -> [Prefix] {
+            try await store.pool.read { db in
+                try EventIds.recordedBefore([(hash: key.stableHash, ids: []), (hash: 42, ids: [])], db).ceilings
+            }
+        }
+        #expect(try await ceilings() == [.zero, .zero])
+        var changes = StoreChanges(recordedAt: seconds(1))
+        changes.eventIds = [(key, "0005"), (key, "0009"), (key, "0002")]
+        try await store.commit(changes)
+        try await store.fold()
+        #expect(try await ceilings() == [Prefix(Self.bytes("0009")), .zero])
+        changes.eventIds = [(key, "0001")]
+        try await store.commit(changes)
+        try await store.fold()
+        #expect(try await ceilings() == [Prefix(Self.bytes("0009")), .zero], "a lower id leaves it")
+        try await store.close()
     }
 
     @Test("ids that grow are judged without a read once the device was read; an id at or below the ceiling is read")
@@ -82,7 +103,7 @@ struct EventIdCeilingTests {
 
         store = try SQLiteStore(directory: dir, synchronous: .normal)
         #expect(try await store.record(["0007"], of: inTables, at: seconds(2)) == [])
-        #expect(try await store.record(["0009"], of: inTables, at: seconds(3)) == ["0009"], "the tail's highest id")
+        #expect(try await store.record(["0009"], of: inTables, at: seconds(3)) == ["0009"], "the highest id in the tables")
 
         // An id committed without a claim (`commit(_:)`) is in the backlog, and its device has no ceiling.
         let inBacklog = DeviceKey(appId: "app", deviceId: "backlog")
@@ -98,7 +119,7 @@ struct EventIdCeilingTests {
         try await store.close()
     }
 
-    @Test("a device whose buckets_through is NULL is always read")
+    @Test("a device whose ceiling in the tables is the top is always read")
     func unboundedBucketsAreRead() async throws {
         let dir = temporaryDirectory()
         var store = try SQLiteStore(directory: dir, synchronous: .normal)
@@ -106,7 +127,7 @@ struct EventIdCeilingTests {
         _ = try await store.record(["0001"], of: key, at: seconds(1))
         try await store.close()
         let raw = try GRDBTestHelper.open(dir + "/synchealth.sqlite")
-        try raw.execute("UPDATE event_id_tails SET buckets_through = NULL WHERE device_hash = \(key.stableHash)")
+        try raw.execute("UPDATE event_id_ceilings SET through = x'\(String(repeating: "ff", count: 16))' WHERE device_hash = \(key.stableHash)")
         try raw.queue.close()
 
         store = try SQLiteStore(directory: dir, synchronous: .normal)

@@ -36,7 +36,9 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
             let store = try SQLiteStore(
                 directory: temporaryDirectory(),
                 synchronous: .normal,
-                commitPath: self == .sqlite ? .journal : .tables
+                commitPath: self == .sqlite ? .journal : .tables,
+                // Generations of a second: the suite's times are seconds apart, so expiry here is by the id.
+                eventIdGeneration: .seconds(1)
             )
             let result = try await body(store)
             try await store.close()
@@ -418,6 +420,7 @@ struct SQLiteStoreTests {
 
     @Test("event ids stored before the expiry log are still known after the upgrade, and expire by their time")
     func eventIdsSurviveLogMigration() async throws {
+        let day: Int64 = 86_400
         let dir = temporaryDirectory()
         let key = DeviceKey(appId: "app", deviceId: "1")
         let other = DeviceKey(appId: "app", deviceId: "2")
@@ -425,7 +428,7 @@ struct SQLiteStoreTests {
         try await oldStore(
             in: dir,
             upTo: "v2: webhooks, outbox, delivery log",
-            eventIds: [(key, "e-1", seconds(10)), (key, "e-2", seconds(20)), (other, "e-3", seconds(30))]
+            eventIds: [(key, "e-1", seconds(10)), (key, "e-2", seconds(20)), (other, "e-3", seconds(day + 30))]
         )
 
         let store = try SQLiteStore(directory: dir, synchronous: .normal)
@@ -434,9 +437,11 @@ struct SQLiteStoreTests {
                 ["e-1", "e-2"], ["e-3"],
             ]
         )
-        #expect(try await store.pruneEventIds(recordedBefore: seconds(25)) == 2)
+        // The upgrade to generations (v10) puts the ids in the generation of their day.
+        #expect(try await store.pruneEventIds(recordedBefore: seconds(day - 1)) == 0)
+        #expect(try await store.pruneEventIds(recordedBefore: seconds(day)) == 2)
         #expect(try await store.seenEventIds([(key: key, eventIds: ["e-1", "e-2"]), (key: other, eventIds: ["e-3"])]) == [[], ["e-3"]])
-        #expect(try await store.pruneEventIds(recordedBefore: seconds(31)) == 1)
+        #expect(try await store.pruneEventIds(recordedBefore: seconds(2 * day)) == 1)
         #expect(try await store.seenEventIds([(key: other, eventIds: ["e-3"])]) == [[]])
         try await store.close()
         let raw = try DatabaseQueue(path: dir + "/synchealth.sqlite")
@@ -446,7 +451,7 @@ struct SQLiteStoreTests {
 
     @Test("an id forgotten and recorded again is kept until its new time expires")
     func idRecordedAgainAfterExpiry() async throws {
-        let store = try SQLiteStore(directory: temporaryDirectory(), synchronous: .normal)
+        let store = try SQLiteStore(directory: temporaryDirectory(), synchronous: .normal, eventIdGeneration: .seconds(1))
         let key = DeviceKey(appId: "app", deviceId: "1")
         func record(_ id: String, at: Timestamp) async throws -> Set<String> { try await store.record([id], of: key, at: at) }
         #expect(try await record("x", at: seconds(10)) == [])
