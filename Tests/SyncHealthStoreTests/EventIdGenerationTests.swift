@@ -136,11 +136,15 @@ struct EventIdGenerationTests {
         }
         #expect(ceilings == [EventIdCeilings.Prefix(Array("id-0299".utf8)), EventIdCeilings.Prefix(Array("z".utf8)), .top])
         #expect(
-            try await store.seenEventIds([(key: key, eventIds: ids + ["id-0300"]), (key: other, eventIds: ["x", "y", "z", "w"]), (key: unbounded, eventIds: ["u"])])
+            try await store.seenEventIds([
+                (key: key, eventIds: ids + ["id-0300"]), (key: other, eventIds: ["x", "y", "z", "w"]), (key: unbounded, eventIds: ["u"]),
+            ])
                 == [Set(ids), ["x", "y", "z"], ["u"]]
         )
         #expect(try await store.pruneEventIds(recordedBefore: seconds(day)) == 301, "the first day's ids")
-        #expect(try await store.seenEventIds([(key: key, eventIds: ["id-0001"]), (key: other, eventIds: ["x", "y", "z"])]) == [[], ["x", "y", "z"]])
+        #expect(
+            try await store.seenEventIds([(key: key, eventIds: ["id-0001"]), (key: other, eventIds: ["x", "y", "z"])]) == [[], ["x", "y", "z"]]
+        )
         try await store.close()
     }
 }
