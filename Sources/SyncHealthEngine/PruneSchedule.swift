@@ -1,9 +1,10 @@
 import SyncHealthCore
 
-/// When the engine forgets expired event ids: a pass every hour, run as batches between groups until a batch
-/// comes back short. A value the engine's loop keeps; it does no I/O.
+/// When the engine forgets expired event ids: a pass every hour, or every seventh of the retention when that is
+/// shorter (the embedded store's generation of ids, so that a window of minutes is kept to its size too), run as
+/// batches between groups until a batch comes back short. A value the engine's loop keeps; it does no I/O.
 struct PruneSchedule {
-    /// How often a pass starts.
+    /// How often a pass starts, at most.
     static let interval: Duration = .seconds(3600)
 
     private var lastStart: Timestamp
@@ -22,7 +23,7 @@ struct PruneSchedule {
 
     /// The cutoff of the next batch to run, starting a pass when one is due; `nil` when there is nothing to do.
     mutating func cutoff(now: Timestamp, retention: Duration) -> Timestamp? {
-        if pending == nil, now - lastStart > Self.interval {
+        if pending == nil, now - lastStart > min(Self.interval, retention / 7) {
             lastStart = now
             pending = now - retention
             lastPassRemoved = 0

@@ -75,6 +75,12 @@ extension ServiceSetting {
         duration("stalled-after", "Delay of syncStalled.", \.engine.alerts.stalledAfter),
         duration("export-at-risk-after", "Delay of exportAtRisk.", \.engine.alerts.exportAtRiskAfter),
         duration("silent-after", "When a device counts as silent.", \.engine.alerts.silentAfter),
+        duration(
+            "dedupe-window",
+            "How long event ids are remembered, so that a repeat is dropped; they are kept up to a seventh longer.",
+            \.engine.dedupeRetention,
+            atLeast: .seconds(7)
+        ),
         ServiceSetting(
             flag: "webhook-allow-private",
             help: "1 lets webhooks target loopback and private addresses.",

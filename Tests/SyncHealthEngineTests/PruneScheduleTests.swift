@@ -7,7 +7,7 @@ import Testing
 @Suite("Prune schedule")
 struct PruneScheduleTests {
     let start = Timestamp(microseconds: 1_795_000_000_000_000)
-    let retention = Duration.seconds(600)
+    let retention = Duration.seconds(86_400)
 
     @Test("no pass in the first hour; then one pass with the cutoff of its start, batch after batch until one is short")
     func passRunsUntilShortBatch() {
@@ -25,5 +25,16 @@ struct PruneScheduleTests {
         #expect(schedule.cutoff(now: passStart + .seconds(3600), retention: retention) == nil, "the next pass is an hour after this one began")
         #expect(schedule.cutoff(now: passStart + .seconds(3601), retention: retention) == passStart + .seconds(3601) - retention)
         #expect(schedule.lastPassRemoved == 0)
+    }
+
+    @Test("a retention shorter than 7 hours starts a pass every seventh of it")
+    func shortRetention() {
+        var schedule = PruneSchedule(start: start)
+        let short = Duration.seconds(70)
+        #expect(schedule.cutoff(now: start + .seconds(10), retention: short) == nil)
+        #expect(schedule.cutoff(now: start + .seconds(11), retention: short) == start + .seconds(11) - short)
+        schedule.removed(0, limit: 100)
+        #expect(schedule.cutoff(now: start + .seconds(21), retention: short) == nil)
+        #expect(schedule.cutoff(now: start + .seconds(22), retention: short) == start + .seconds(22) - short)
     }
 }
