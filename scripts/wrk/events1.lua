@@ -30,3 +30,9 @@ request = function()
     device, second, n, prefix, tid, counter % 60, counter % 1000)
   return wrk.format("POST", "/v1/events", {["Content-Type"] = "application/json", ["Authorization"] = "Bearer " .. key}, body)
 end
+
+-- WRK_DELAY_MS paces each connection: it waits that long before each request (a rate, for latency at part load).
+local pause = tonumber(os.getenv("WRK_DELAY_MS") or "0")
+if pause > 0 then
+  delay = function() return pause end
+end
