@@ -60,9 +60,10 @@ enum EventIds {
                     continue
                 }
                 if generations == nil { generations = try Self.generations(db) }
-                var hit = false
-                for generation in generations ?? [] where !hit {
-                    try find.query(.int(generation.gen), .blob(id), .int(claim.hash)) { _ in hit = true }
+                let hit = try (generations ?? []).contains { generation in
+                    var row = false
+                    try find.query(.int(generation.gen), .blob(id), .int(claim.hash)) { _ in row = true }
+                    return row
                 }
                 found.append(hit)
             }
