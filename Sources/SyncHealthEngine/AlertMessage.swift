@@ -85,6 +85,9 @@ enum AlertMessage {
             .init(type: "section", text: .init(type: "mrkdwn", text: "*\(headline)*\n\(alert.detail)")),
             .init(type: "section", fields: fields),
         ]
+        if let advice = context.error?.advice {
+            blocks.append(.init(type: "section", text: .init(type: "mrkdwn", text: "*What to do* (\(advice.who.rawValue)): \(advice.text)")))
+        }
         let link = dashboardLink(alert, publicURL: publicURL)
         if let link {
             let label = alert.deviceId == nil ? "Open the broken devices on the dashboard" : "Open the device on the dashboard"
@@ -121,6 +124,10 @@ enum AlertMessage {
         if let v = context.error {
             details["error"] = v.displayName
             details["errorClass"] = v.errorClass.rawValue
+            if let advice = v.advice {
+                details["advice"] = advice.text
+                details["adviceWho"] = advice.who.rawValue
+            }
         }
         if let v = context.pendingChanges { details["pendingChanges"] = String(v) }
         if let v = context.info?.platform { details["platform"] = v }

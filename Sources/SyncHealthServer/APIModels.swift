@@ -80,6 +80,7 @@ struct ErrorDTO: Encodable {
     let partialErrors: [String: Int]?
     let errorClass: String
     let name: String?
+    let advice: ErrorAdvice?
 
     init(_ e: SyncErrorReport) {
         domain = e.domain
@@ -89,10 +90,11 @@ struct ErrorDTO: Encodable {
         retryAfterSeconds = e.retryAfterSeconds
         partialErrors = e.partialErrors.map { Dictionary(uniqueKeysWithValues: $0.map { (String($0.key), $0.value) }) }
         errorClass = e.errorClass.rawValue
+        advice = e.advice
     }
 
     enum CodingKeys: String, CodingKey {
-        case domain, code, message, retryAfterSeconds, partialErrors, name
+        case domain, code, message, retryAfterSeconds, partialErrors, name, advice
         case errorClass = "class"
     }
 
@@ -105,6 +107,7 @@ struct ErrorDTO: Encodable {
         try c.encodeIfPresent(retryAfterSeconds, forKey: .retryAfterSeconds)
         try c.encodeIfPresent(partialErrors, forKey: .partialErrors)
         try c.encode(errorClass, forKey: .errorClass)
+        try c.encode(advice.map { ["who": $0.who.rawValue, "text": $0.text] }, forKey: .advice)
     }
 }
 

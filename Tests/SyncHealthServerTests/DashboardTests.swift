@@ -188,13 +188,17 @@ struct FleetHistoryTests {
         }
     }
 
-    @Test("errors carry their CloudKit name")
+    @Test("errors carry their CloudKit name and advice: who acts and what to do")
     func errorNames() async throws {
         let service = TestService()
         try await service.test { client in
             try await Self.post(client, device: "a", app: "app.one", container: nil, broken: true)
             let device = try json(try await client.get("/v1/devices/a?appId=app.one"))
-            #expect((device["exportError"] as? [String: Any])?["name"] as? String == "badContainer")
+            let error = try #require(device["exportError"] as? [String: Any])
+            #expect(error["name"] as? String == "badContainer")
+            let advice = try #require(error["advice"] as? [String: Any])
+            #expect(advice["who"] as? String == "developer")
+            #expect((advice["text"] as? String)?.contains("CloudKit Console") == true)
         }
     }
 

@@ -81,6 +81,8 @@ struct WebhookFormatTests {
                 #expect(fields.contains("*Container*\niCloud.com.example.notes"))
                 #expect(fields.contains("*Error*\ndeveloper: CKErrorDomain 5 (badContainer)"))
                 #expect(fields.contains { $0.hasPrefix("*Since*\n") })
+                let texts = blocks.compactMap { ($0["text"] as? [String: Any])?["text"] as? String }
+                #expect(texts.contains { $0.hasPrefix("*What to do* (developer): ") && $0.contains("entitlement") }, "the error's advice")
 
                 try await recover(client)
                 #expect(try await eventually { receiver.count == 2 })
@@ -136,6 +138,8 @@ struct WebhookFormatTests {
                 let details = try #require(payload["custom_details"] as? [String: Any])
                 #expect(details["error"] as? String == "CKErrorDomain 5 (badContainer)")
                 #expect(details["syncStateSummary"] as? String == "error")
+                #expect(details["adviceWho"] as? String == "developer")
+                #expect((details["advice"] as? String)?.contains("container identifier") == true)
 
                 try await recover(client)
                 #expect(try await eventually { receiver.count == 2 })

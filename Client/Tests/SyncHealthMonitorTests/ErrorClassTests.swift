@@ -61,3 +61,49 @@ struct CloudKitNameTests {
         #expect(SyncErrorReport(domain: "CKErrorDomain", code: 26).displayName == "CKErrorDomain 26 (zoneNotFound)")
     }
 }
+
+@Suite("Error advice")
+struct ErrorAdviceTests {
+    @Test("every CKError code has advice, and who acts follows the code's class")
+    func everyCloudKitCode() {
+        for code in 1...36 {
+            let error = SyncErrorReport(domain: "CKErrorDomain", code: code)
+            guard let advice = error.advice else {
+                Issue.record("code \(code) has no advice")
+                continue
+            }
+            #expect(advice.text.count > 20 && advice.text.hasSuffix("."), "code \(code): one sentence")
+            let expected: ErrorAdvice.Who? =
+                switch error.errorClass {
+                case .transient, .appRecoverable: ErrorAdvice.Who.none
+                case .userAction: .user
+                case .developer, .dataLoss: .developer
+                case .unknown: nil
+                }
+            if let expected { #expect(advice.who == expected, "code \(code), class \(error.errorClass)") }
+        }
+        #expect(SyncErrorReport.cloudKitNames.keys.allSatisfy { ErrorAdvice.cloudKit[$0] != nil }, "every named code")
+    }
+
+    @Test("the table's facts: a bad container is the developer's, a full iCloud the user's, a lost network nobody's")
+    func samples() {
+        #expect(SyncErrorReport(domain: "CKErrorDomain", code: 5).advice?.who == .developer)
+        #expect(SyncErrorReport(domain: "CKErrorDomain", code: 5).advice?.text.contains("entitlement") == true)
+        #expect(SyncErrorReport(domain: "CKErrorDomain", code: 25).advice?.who == .user)
+        #expect(SyncErrorReport(domain: "CKErrorDomain", code: 3).advice?.who == ErrorAdvice.Who.none)
+        #expect(SyncErrorReport(domain: "NSCocoaErrorDomain", code: 134_400).advice?.who == .user)
+        #expect(SyncErrorReport(domain: "NSCocoaErrorDomain", code: 134_301).advice?.who == .developer)
+    }
+
+    @Test("a partial failure takes the advice of its worst item; unknown domains and codes have none")
+    func partialAndUnknown() {
+        let partial = SyncErrorReport(domain: "CKErrorDomain", code: 2, partialErrors: [14: 3, 25: 1])
+        #expect(partial.advice == SyncErrorReport(domain: "CKErrorDomain", code: 25).advice)
+        let tie = SyncErrorReport(domain: "CKErrorDomain", code: 2, partialErrors: [26: 1, 28: 1])
+        #expect(tie.advice == SyncErrorReport(domain: "CKErrorDomain", code: 26).advice, "ties go to the lower code")
+        #expect(SyncErrorReport(domain: "CKErrorDomain", code: 2).advice == ErrorAdvice.cloudKit[2])
+        #expect(SyncErrorReport(domain: "CKErrorDomain", code: 999).advice == nil)
+        #expect(SyncErrorReport(domain: "NSCocoaErrorDomain", code: 4).advice == nil)
+        #expect(SyncErrorReport(domain: "NSURLErrorDomain", code: -1009).advice == nil)
+    }
+}

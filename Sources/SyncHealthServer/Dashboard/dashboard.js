@@ -407,6 +407,12 @@ function errorLine(e) {
     e.partialErrors ? h("span", { class: "muted" }, ` · partial: ${Object.entries(e.partialErrors).map(([c, n]) => `${c}×${n}`).join(", ")}`) : null);
 }
 
+const ADVICE_WHO = { developer: "The app's developer", user: "The user", none: "Nobody: it recovers on its own" };
+
+function adviceLine(a) {
+  return h("dd", { id: "advice", "data-who": a.who }, h("strong", {}, ADVICE_WHO[a.who] || a.who), ` · ${a.text}`);
+}
+
 async function deviceView(appId, deviceId) {
   const [d, alerts] = await Promise.all([
     api(`/v1/devices/${encodeURIComponent(deviceId)}${query({ appId })}`),
@@ -427,7 +433,8 @@ async function deviceView(appId, deviceId) {
       h("dt", {}, "Pending changes"), h("dd", {}, d.pendingChanges === null ? "–" : fmt(d.pendingChanges), d.oldestPendingAt ? [", oldest ", time(d.oldestPendingAt)] : null),
       h("dt", {}, "Last seen"), h("dd", {}, time(d.lastSeenAt), d.silent ? " (silent)" : ""),
       h("dt", {}, "First seen"), h("dd", {}, time(d.firstSeenAt)),
-      h("dt", {}, "Last sync error"), h("dd", {}, errorLine(d.lastSyncError)))),
+      h("dt", {}, "Last sync error"), h("dd", {}, errorLine(d.lastSyncError)),
+      d.lastSyncError && d.lastSyncError.advice ? [h("dt", {}, "What to do"), adviceLine(d.lastSyncError.advice)] : null)),
     h("section", { class: "panel scroll" }, h("h2", {}, "Phases"), h("table", { id: "phases" },
       h("thead", {}, h("tr", {}, ["Phase", "Status", "Started", "Ended", "Error (class, CloudKit name)"].map((t) => h("th", {}, t)))),
       h("tbody", {}, phase("setup", d.setupState), phase("import", d.importState), phase("export", d.exportState)))),
