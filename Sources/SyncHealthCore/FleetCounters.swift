@@ -39,15 +39,35 @@ public struct FleetContribution: Hashable, Sendable {
     public var errorClass: ErrorClass?
     /// Whether the device is silent.
     public var silent: Bool
+    /// The app version, as last reported: the release it counts in.
+    public var appVersion: String?
+    /// The OS version, as last reported.
+    public var osVersion: String?
+    /// The worst of the device's visible sync errors (the one `errorClass` comes from): its signature is counted
+    /// per release.
+    public var error: SyncErrorReport?
 
     /// Creates a contribution.
-    public init(appId: String, containerId: String?, summary: SyncStateSummary, notSyncing: Bool, errorClass: ErrorClass?, silent: Bool) {
+    public init(
+        appId: String,
+        containerId: String?,
+        summary: SyncStateSummary,
+        notSyncing: Bool,
+        errorClass: ErrorClass?,
+        silent: Bool,
+        appVersion: String? = nil,
+        osVersion: String? = nil,
+        error: SyncErrorReport? = nil
+    ) {
         self.appId = appId
         self.containerId = containerId
         self.summary = summary
         self.notSyncing = notSyncing
         self.errorClass = errorClass
         self.silent = silent
+        self.appVersion = appVersion
+        self.osVersion = osVersion
+        self.error = error
     }
 }
 
@@ -60,7 +80,10 @@ extension DeviceRecord {
             summary: monitor.summary,
             notSyncing: monitor.isNotSyncing,
             errorClass: monitor.syncErrorClass,
-            silent: isSilent(now: now, configuration: configuration)
+            silent: isSilent(now: now, configuration: configuration),
+            appVersion: info.appVersion,
+            osVersion: info.osVersion,
+            error: monitor.worstSyncError
         )
     }
 }

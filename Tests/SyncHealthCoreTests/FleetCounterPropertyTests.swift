@@ -36,8 +36,15 @@ struct FleetCounterPropertyTests {
         var contributions: [DeviceKey: FleetContribution] = [:]
         var deadlines: [DeviceKey: Timestamp] = [:]
         var counters = FleetCounters()
+        var releases = ReleaseCounters()
         var now = t(0)
         var nextEventId = 0
+        func count(_ key: DeviceKey, _ record: DeviceRecord) {
+            let new = record.fleetContribution(now: now, configuration: configuration)
+            counters.replace(contributions[key], with: new)
+            releases.replace(contributions[key], with: new, firstSeenAt: record.firstSeenAt, lastSeenAt: record.lastSeenAt)
+            contributions[key] = new
+        }
 
         for step in 0..<400 {
             // Time moves on, sometimes by more than the silence window.
@@ -48,13 +55,15 @@ struct FleetCounterPropertyTests {
                 let evaluation = record.evaluateAlerts(now: now, configuration: configuration)
                 devices[key] = record
                 deadlines[key] = evaluation.nextDeadline
-                let new = record.fleetContribution(now: now, configuration: configuration)
-                counters.replace(contributions[key], with: new)
-                contributions[key] = new
+                count(key, record)
             }
             // A random device posts a random batch.
             let key = DeviceKey(appId: apps.randomElement(using: &rng) ?? "app.a", deviceId: "d\(Int.random(in: 0..<12, using: &rng))")
-            let info = DeviceInfo(containerId: containers.randomElement(using: &rng) ?? nil)
+            let info = DeviceInfo(
+                containerId: containers.randomElement(using: &rng) ?? nil,
+                osVersion: ["17.5", "18.0", nil].randomElement(using: &rng) ?? nil,
+                appVersion: ["1.9", "2.0", "2.1", nil].randomElement(using: &rng) ?? nil
+            )
             var record = devices[key] ?? DeviceRecord(key: key, firstSeenAt: now)
             let events = (0..<Int.random(in: 1...4, using: &rng)).map { _ -> DeviceEvent in
                 nextEventId += 1
@@ -64,13 +73,26 @@ struct FleetCounterPropertyTests {
             let result = record.ingest(events, info: info, now: now, configuration: configuration)
             devices[key] = record
             deadlines[key] = result.nextDeadline
-            let new = record.fleetContribution(now: now, configuration: configuration)
-            counters.replace(contributions[key], with: new)
-            contributions[key] = new
+            count(key, record)
 
             if step % 20 == 0 || step == 399 {
                 let recount = FleetCounters.recount(devices.values.map { $0.fleetContribution(now: now, configuration: configuration) })
                 #expect(counters == recount, "seed \(seed) step \(step)")
+                let releaseRecount = ReleaseCounters.recount(
+                    devices.values.map { ($0.fleetContribution(now: now, configuration: configuration), $0.firstSeenAt, $0.lastSeenAt) }
+                )
+                for app in apps {
+                    for dimension in ReleaseDimension.allCases {
+                        let (kept, counted) = (releases.releases(appId: app, by: dimension), releaseRecount.releases(appId: app, by: dimension))
+                        #expect(kept.mapValues(\.counts) == counted.mapValues(\.counts), "seed \(seed) step \(step) \(dimension)")
+                        #expect(kept.mapValues(\.errors) == counted.mapValues(\.errors), "seed \(seed) step \(step) \(dimension)")
+                        // Kept, a release remembers devices that left it; a recount knows only those still on it.
+                        for (release, c) in counted {
+                            #expect((kept[release]?.lastSeenAt ?? t(0)) >= (c.lastSeenAt ?? t(0)), "seed \(seed) step \(step)")
+                            #expect((kept[release]?.firstSeenAt ?? t(0)) <= (c.firstSeenAt ?? t(0)), "seed \(seed) step \(step)")
+                        }
+                    }
+                }
                 let all = counters[.all]
                 #expect(all.devices == devices.count)
                 #expect(all.active + all.silent == all.devices)
