@@ -26,6 +26,8 @@ public struct AlertConfiguration: Hashable, Sendable {
     public var fleetBrokenShare: Double = 0.10
     /// Fewest active devices a container needs before `fleetDegraded` is judged.
     public var fleetMinimumActive: Int = 20
+    /// Fewest active devices a release needs before it is judged a regression (`ReleaseRegression`).
+    public var releaseMinimumDevices: Int = 50
 
     /// The defaults.
     public init() {}

@@ -110,7 +110,9 @@ public struct ReleaseCounters: Sendable {
     }
 
     /// Counts every device from scratch: the reference the incremental counters must equal.
-    public static func recount(_ devices: some Sequence<(contribution: FleetContribution, firstSeenAt: Timestamp, lastSeenAt: Timestamp)>) -> ReleaseCounters {
+    public static func recount(
+        _ devices: some Sequence<(contribution: FleetContribution, firstSeenAt: Timestamp, lastSeenAt: Timestamp)>
+    ) -> ReleaseCounters {
         var counters = ReleaseCounters()
         for d in devices { counters.replace(nil, with: d.contribution, firstSeenAt: d.firstSeenAt, lastSeenAt: d.lastSeenAt) }
         return counters

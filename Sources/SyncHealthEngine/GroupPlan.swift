@@ -35,6 +35,8 @@ struct GroupPlan {
     var touched: [Touched] = []
     /// The counters after the group (the shared pipeline starts from zero: these are then its deltas).
     var counters: FleetCounters
+    /// The release counters after the group (the local pipeline's; the shared one reads releases from its devices).
+    var releases: ReleaseCounters
     var fleetAlerts: FleetAlerts
     var transitions: [Transition] = []
     /// Containers a touched device left or joined, sorted: the fleet rule is evaluated for these.
@@ -52,6 +54,7 @@ struct GroupPlan {
         due: [Int],
         devices: DeviceTable,
         counters: FleetCounters,
+        releases: ReleaseCounters = ReleaseCounters(),
         fleetAlerts: FleetAlerts,
         policy: inout NotificationPolicy,
         now: Timestamp,
@@ -63,7 +66,7 @@ struct GroupPlan {
             now: now,
             configuration: configuration,
             subscribers: subscribers,
-            plan: GroupPlan(changes: StoreChanges(recordedAt: now), counters: counters, fleetAlerts: fleetAlerts)
+            plan: GroupPlan(changes: StoreChanges(recordedAt: now), counters: counters, releases: releases, fleetAlerts: fleetAlerts)
         )
         planner.apply(batches, seen: seen, policy: &policy)
         planner.evaluate(due: due, policy: &policy)
@@ -228,6 +231,8 @@ private struct GroupPlanner {
             let old = plan.touched[s].index.map { _ in plan.touched[s].contribution }
             let new = plan.touched[s].record.fleetContribution(now: now, configuration: configuration.alerts)
             plan.counters.replace(old, with: new)
+            let record = plan.touched[s].record
+            plan.releases.replace(old, with: new, firstSeenAt: record.firstSeenAt, lastSeenAt: record.lastSeenAt)
             if let c = old?.containerId { containers.insert(c) }
             if let c = new.containerId { containers.insert(c) }
             plan.touched[s].contribution = new

@@ -23,6 +23,7 @@ struct LocalCache {
     var queuedAt = ChunkedArray<Int64>()
     var deadlines = Heap<Deadline>()
     var counters = FleetCounters()
+    var releases = ReleaseCounters()
     var fleetAlerts = FleetAlerts()
     var firing: [AlertKind: Int] = [:]
     var policy = NotificationPolicy()
@@ -96,6 +97,7 @@ struct LocalCache {
         }
         compactDeadlinesIfNeeded()
         counters = plan.counters
+        releases = plan.releases
         fleetAlerts = plan.fleetAlerts
         policy.keepChanges()
         for t in plan.transitions { firing[t.kind, default: 0] += t.change == .fire ? 1 : -1 }

@@ -105,6 +105,11 @@ public final class LocalMonitor: MonitorEngine, GroupPipeline {
         return cache.withLock { $0.counters.scopes }
     }
 
+    public func releases(appId: String, by dimension: ReleaseDimension) async throws(EngineError) -> [String: ReleaseCounts] {
+        try queue.checkReadable()
+        return cache.withLock { $0.releases.releases(appId: appId, by: dimension) }
+    }
+
     public func alerts(_ query: AlertQuery) async throws(EngineError) -> AlertPage {
         try await readAlerts(query)
     }
@@ -138,6 +143,7 @@ public final class LocalMonitor: MonitorEngine, GroupPipeline {
                 let contribution = record.fleetContribution(now: now, configuration: alerts)
                 let i = c.append(record, contribution: contribution)
                 c.counters.replace(nil, with: contribution)
+                c.releases.replace(nil, with: contribution, firstSeenAt: record.firstSeenAt, lastSeenAt: record.lastSeenAt)
                 // Evaluate a copy: anything that came due while the server was down is served at once,
                 // through the pipeline, so that its transitions are committed like any other.
                 var probe = record
@@ -241,6 +247,7 @@ public final class LocalMonitor: MonitorEngine, GroupPipeline {
                 due: due,
                 devices: c.devices,
                 counters: c.counters,
+                releases: c.releases,
                 fleetAlerts: c.fleetAlerts,
                 policy: &c.policy,
                 now: now,

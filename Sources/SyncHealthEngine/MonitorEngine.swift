@@ -41,6 +41,8 @@ public protocol MonitorEngine: Service, Sendable {
     func summary(_ scope: FleetScope) async throws(EngineError) -> FleetCounts
     /// The counters of every scope with devices.
     func summaries() async throws(EngineError) -> [FleetScope: FleetCounts]
+    /// An app's releases along `dimension` (`""`: devices that reported none), with their counters.
+    func releases(appId: String, by dimension: ReleaseDimension) async throws(EngineError) -> [String: ReleaseCounts]
     /// A page of alerts, newest first.
     func alerts(_ query: AlertQuery) async throws(EngineError) -> AlertPage
     /// The stored fleet history of a scope, oldest first.

@@ -104,6 +104,23 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
         return try await read { try await store.allCounts() }
     }
 
+    /// Counted from the app's stored devices, a page at a time: a read proportional to the app's devices.
+    public func releases(appId: String, by dimension: ReleaseDimension) async throws(EngineError) -> [String: ReleaseCounts] {
+        try queue.checkReadable()
+        let now = clock.now
+        var counters = ReleaseCounters()
+        var position: Int64? = 0
+        while let after = position {
+            let page = try await read { try await store.devices(DeviceQuery(appId: appId), after: after, limit: 2_000) }
+            for record in page.records {
+                let contribution = record.fleetContribution(now: now, configuration: configuration.alerts)
+                counters.replace(nil, with: contribution, firstSeenAt: record.firstSeenAt, lastSeenAt: record.lastSeenAt)
+            }
+            position = page.nextCursor
+        }
+        return counters.releases(appId: appId, by: dimension)
+    }
+
     public func alerts(_ query: AlertQuery) async throws(EngineError) -> AlertPage {
         try await readAlerts(query)
     }

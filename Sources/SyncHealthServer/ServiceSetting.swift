@@ -75,6 +75,16 @@ extension ServiceSetting {
         duration("stalled-after", "Delay of syncStalled.", \.engine.alerts.stalledAfter),
         duration("export-at-risk-after", "Delay of exportAtRisk.", \.engine.alerts.exportAtRiskAfter),
         duration("silent-after", "When a device counts as silent.", \.engine.alerts.silentAfter),
+        ServiceSetting(
+            flag: "release-min-devices",
+            help: "Fewest active devices a release needs before it can be a regression.",
+            emptyDefault: "",
+            show: { "\($0.engine.alerts.releaseMinimumDevices)" },
+            apply: { c, text throws(ServiceSettingError) in
+                guard let n = Int(text), n >= 1 else { throw .init(description: "must be a positive integer") }
+                c.engine.alerts.releaseMinimumDevices = n
+            }
+        ),
         duration(
             "dedupe-window",
             "How long event ids are remembered, so that a repeat is dropped; they are kept up to a seventh longer.",

@@ -59,6 +59,7 @@ public enum SyncHealthApplication {
             APIRoute(.get, "/v1/summary", fleet.summary),
             APIRoute(.get, "/v1/summary/scopes", fleet.scopes),
             APIRoute(.get, "/v1/summary/history", fleet.history),
+            APIRoute(.get, "/v1/releases", fleet.releases),
             APIRoute(.get, "/v1/stream", stream.stream),
             APIRoute(.get, "/v1/alerts", fleet.alerts),
             APIRoute(.post, "/v1/webhooks", hooks.create),

@@ -29,7 +29,10 @@ struct ReleaseHealthTests {
 
     @Test("2.0 broken on 60 of 100 devices against 1.9 on 2 of 100 is a regression, compared with 1.9")
     func regression() throws {
-        let findings = ReleaseRegression.evaluate(["1.9": Self.release(active: 100, broken: 2), "2.0": Self.release(active: 100, broken: 60)], minimumDevices: 50)
+        let findings = ReleaseRegression.evaluate(
+            ["1.9": Self.release(active: 100, broken: 2), "2.0": Self.release(active: 100, broken: 60)],
+            minimumDevices: 50
+        )
         let finding = try #require(findings["2.0"])
         #expect(finding.previous == "1.9")
         #expect(finding.share == 0.6 && finding.previousShare == 0.02)
@@ -39,13 +42,29 @@ struct ReleaseHealthTests {
 
     @Test("equal shares, fewer active devices than the minimum, or less than twice the share give no regression")
     func noRegression() {
-        #expect(ReleaseRegression.evaluate(["1.9": Self.release(active: 100, broken: 30), "2.0": Self.release(active: 100, broken: 30)], minimumDevices: 50).isEmpty)
-        #expect(ReleaseRegression.evaluate(["1.9": Self.release(active: 100, broken: 2), "2.0": Self.release(active: 49, broken: 40)], minimumDevices: 50).isEmpty)
+        #expect(
+            ReleaseRegression.evaluate(
+                ["1.9": Self.release(active: 100, broken: 30), "2.0": Self.release(active: 100, broken: 30)],
+                minimumDevices: 50
+            ).isEmpty
+        )
+        #expect(
+            ReleaseRegression.evaluate(
+                ["1.9": Self.release(active: 100, broken: 2), "2.0": Self.release(active: 49, broken: 40)],
+                minimumDevices: 50
+            ).isEmpty
+        )
         // Significant (z ≈ 7) but not twice the share: 60% against 40%, on many devices.
-        let many = ReleaseRegression.evaluate(["1.9": Self.release(active: 600, broken: 240), "2.0": Self.release(active: 600, broken: 360)], minimumDevices: 50)
+        let many = ReleaseRegression.evaluate(
+            ["1.9": Self.release(active: 600, broken: 240), "2.0": Self.release(active: 600, broken: 360)],
+            minimumDevices: 50
+        )
         #expect(many.isEmpty)
         // Twice the share but not significant: 4 of 50 against 2 of 50.
-        #expect(ReleaseRegression.evaluate(["1.9": Self.release(active: 50, broken: 2), "2.0": Self.release(active: 50, broken: 4)], minimumDevices: 50).isEmpty)
+        #expect(
+            ReleaseRegression.evaluate(["1.9": Self.release(active: 50, broken: 2), "2.0": Self.release(active: 50, broken: 4)], minimumDevices: 50)
+                .isEmpty
+        )
         #expect(ReleaseRegression.evaluate(["2.0": Self.release(active: 100, broken: 100)], minimumDevices: 50).isEmpty, "nothing to compare with")
     }
 
@@ -62,13 +81,26 @@ struct ReleaseHealthTests {
         )
         #expect(try #require(findings["1.10"]).previous == "1.9")
         #expect(findings.count == 1)
-        #expect(["1.10", "1.9", "2.0-beta", "1.9.1", "10.0", "2.0"].sorted(by: ReleaseOrder.less) == ["1.9", "1.9.1", "1.10", "2.0-beta", "2.0", "10.0"])
+        #expect(
+            ["1.10", "1.9", "2.0-beta", "1.9.1", "10.0", "2.0"].sorted(by: ReleaseOrder.less) == ["1.9", "1.9.1", "1.10", "2.0-beta", "2.0", "10.0"]
+        )
     }
 
     @Test("a release counts its devices' worst errors by signature, most first")
     func topErrors() {
         var r = Self.release(active: 3, broken: 3, error: ckQuota)
-        r.add(FleetContribution(appId: "app", containerId: nil, summary: .error, notSyncing: false, errorClass: .developer, silent: true, error: ckBadContainer), 1)
+        r.add(
+            FleetContribution(
+                appId: "app",
+                containerId: nil,
+                summary: .error,
+                notSyncing: false,
+                errorClass: .developer,
+                silent: true,
+                error: ckBadContainer
+            ),
+            1
+        )
         let top = r.topErrors(limit: 5)
         #expect(top.map(\.signature) == [ErrorSignature(ckQuota), ErrorSignature(ckBadContainer)])
         #expect(top.map(\.devices) == [3, 1])
