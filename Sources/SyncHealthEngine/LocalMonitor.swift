@@ -110,6 +110,13 @@ public final class LocalMonitor: MonitorEngine, GroupPipeline {
         return cache.withLock { $0.releases.releases(appId: appId, by: dimension) }
     }
 
+    public func appVersions() async throws(EngineError) -> [String: [String: ReleaseCounts]] {
+        try queue.checkReadable()
+        return cache.withLock { c in
+            Dictionary(uniqueKeysWithValues: c.releases.appIds.map { ($0, c.releases.releases(appId: $0, by: .appVersion)) })
+        }
+    }
+
     public func alerts(_ query: AlertQuery) async throws(EngineError) -> AlertPage {
         try await readAlerts(query)
     }

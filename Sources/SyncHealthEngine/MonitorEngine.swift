@@ -43,6 +43,9 @@ public protocol MonitorEngine: Service, Sendable {
     func summaries() async throws(EngineError) -> [FleetScope: FleetCounts]
     /// An app's releases along `dimension` (`""`: devices that reported none), with their counters.
     func releases(appId: String, by dimension: ReleaseDimension) async throws(EngineError) -> [String: ReleaseCounts]
+    /// Every app's releases by app version, for the metrics: live on the embedded store, at most a minute old on a
+    /// shared one (which counts them from every device).
+    func appVersions() async throws(EngineError) -> [String: [String: ReleaseCounts]]
     /// A page of alerts, newest first.
     func alerts(_ query: AlertQuery) async throws(EngineError) -> AlertPage
     /// The stored fleet history of a scope, oldest first.

@@ -26,6 +26,8 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
     let policy: Mutex<NotificationPolicy>
     let passes = Mutex(SharedPasses())
     let cache: Mutex<SharedCache>
+    /// The last count of every app's releases, for the metrics.
+    let releaseCache = Mutex<(at: Timestamp, apps: [String: [String: ReleaseCounts]])?>(nil)
 
     /// Creates a monitor over `store`. Call `run()` (as a service) to prepare the store and serve.
     public init(
@@ -106,19 +108,33 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
 
     /// Counted from the app's stored devices, a page at a time: a read proportional to the app's devices.
     public func releases(appId: String, by dimension: ReleaseDimension) async throws(EngineError) -> [String: ReleaseCounts] {
+        try await countReleases(DeviceQuery(appId: appId)).releases(appId: appId, by: dimension)
+    }
+
+    /// Counted from every stored device, at most once a minute.
+    public func appVersions() async throws(EngineError) -> [String: [String: ReleaseCounts]] {
+        let now = clock.now
+        if let kept = releaseCache.withLock({ $0 }), now < kept.at + .seconds(60) { return kept.apps }
+        let counters = try await countReleases(DeviceQuery())
+        let apps = Dictionary(uniqueKeysWithValues: counters.appIds.map { ($0, counters.releases(appId: $0, by: .appVersion)) })
+        releaseCache.withLock { $0 = (now, apps) }
+        return apps
+    }
+
+    private func countReleases(_ query: DeviceQuery) async throws(EngineError) -> ReleaseCounters {
         try queue.checkReadable()
         let now = clock.now
         var counters = ReleaseCounters()
         var position: Int64? = 0
         while let after = position {
-            let page = try await read { try await store.devices(DeviceQuery(appId: appId), after: after, limit: 2_000) }
+            let page = try await read { try await store.devices(query, after: after, limit: 2_000) }
             for record in page.records {
                 let contribution = record.fleetContribution(now: now, configuration: configuration.alerts)
                 counters.replace(nil, with: contribution, firstSeenAt: record.firstSeenAt, lastSeenAt: record.lastSeenAt)
             }
             position = page.nextCursor
         }
-        return counters.releases(appId: appId, by: dimension)
+        return counters
     }
 
     public func alerts(_ query: AlertQuery) async throws(EngineError) -> AlertPage {

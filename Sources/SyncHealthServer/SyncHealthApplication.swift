@@ -257,6 +257,14 @@ struct ServiceRoutes<Engine: MonitorEngine> {
         if engine.isReady, let scopes = try? await engine.summaries() {
             FleetMetrics.write(scopes, maxLabelSets: maxFleetLabelSets, into: &buffer)
         }
+        if engine.isReady, let releases = try? await engine.appVersions() {
+            ReleaseMetrics.write(
+                releases,
+                minimumDevices: engine.configuration.alerts.releaseMinimumDevices,
+                maxLabelSets: maxFleetLabelSets,
+                into: &buffer
+            )
+        }
         return Response(
             status: .ok,
             headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],

@@ -92,3 +92,32 @@ struct ReleaseEndpointTests {
         }
     }
 }
+
+@Suite("Release health: /metrics")
+struct ReleaseMetricsTests {
+    @Test("/metrics has per-version series and the regression flag, capped to the largest versions with the rest as other")
+    func series() async throws {
+        let service = TestService()
+        try await service.test { client in
+            for i in 0..<60 { try await ReleaseEndpointTests.post(client, "old-\(i)", version: "1.9", broken: i < 1) }
+            for i in 0..<60 { try await ReleaseEndpointTests.post(client, "new-\(i)", version: "2.0", broken: i < 40) }
+            let metrics = String(buffer: try await client.get("/metrics", key: nil).body)
+            #expect(metrics.contains(#"synchealth_release_devices{app_id="com.example.notes",app_version="2.0",summary="error"} 40"#))
+            #expect(metrics.contains(#"synchealth_release_devices{app_id="com.example.notes",app_version="1.9",summary="succeeded"} 59"#))
+            #expect(metrics.contains(#"synchealth_release_regression{app_id="com.example.notes",app_version="2.0"} 1"#))
+            #expect(metrics.contains(#"synchealth_release_regression{app_id="com.example.notes",app_version="1.9"} 0"#))
+        }
+
+        var small = ReleaseCounts()
+        small.counts.devices = 1
+        var big = ReleaseCounts()
+        big.counts.devices = 5
+        var out: [UInt8] = []
+        ReleaseMetrics.write(["a": ["1": big, "2": small], "b": ["9": small]], minimumDevices: 50, maxLabelSets: 1, into: &out)
+        let text = String(decoding: out, as: UTF8.self)
+        #expect(text.contains(#"synchealth_release_devices{app_id="a",app_version="1",summary="error"} 0"#))
+        #expect(!text.contains(#"app_version="2""#) && !text.contains(#"app_id="b""#), "over the cap")
+        #expect(text.contains(#"app_id="other",app_version="other""#))
+        #expect(!text.contains(#"synchealth_release_regression{app_id="other""#))
+    }
+}
