@@ -40,6 +40,15 @@ struct Simulate: AsyncParsableCommand {
     @Option(help: "Share of devices that go offline for a while (0-1).")
     var offlineShare = 0.05
 
+    @Option(help: "Comma-separated app versions the devices run, oldest first; each device runs one.")
+    var appVersions = "1.0,1.1,1.2"
+
+    @Option(help: "An app version whose rollout breaks sync: most of its devices fail with CKError.serverRejectedRequest.")
+    var badRelease: String?
+
+    @Option(help: "Share of --bad-release's devices that break (0-1).")
+    var badReleaseShare = 0.6
+
     @Option(help: "Devices sending at once.")
     var concurrency = 32
 
@@ -62,6 +71,10 @@ struct Simulate: AsyncParsableCommand {
         guard let endpoint = URL(string: url), endpoint.scheme != nil else { throw ValidationError("--url is not a URL") }
         if let rounds, rounds < 1 { throw ValidationError("--rounds must be at least 1") }
         if drain && storage == nil { throw ValidationError("--drain needs --storage") }
+        var versions = appVersions.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        if let badRelease, !versions.contains(badRelease) { versions.append(badRelease) }
+        guard !versions.isEmpty else { throw ValidationError("--app-versions names no version") }
+        let release = SimulatedDevice.Release(versions: versions, bad: badRelease, badShare: badReleaseShare)
         let root = URL(
             fileURLWithPath: storage ?? FileManager.default.temporaryDirectory.appendingPathComponent("synchealth-simulate-\(UUID().uuidString)").path
         )
@@ -69,7 +82,7 @@ struct Simulate: AsyncParsableCommand {
 
         let transport = URLSessionTransport()
         let fleet = try (0..<devices).map { index in
-            let script = SimulatedDevice(index: index, brokenShare: brokenShare, offlineShare: offlineShare)
+            let script = SimulatedDevice(index: index, brokenShare: brokenShare, offlineShare: offlineShare, release: release)
             var configuration = SyncHealthReporter.Configuration(
                 endpoint: endpoint,
                 ingestKey: key,
@@ -79,6 +92,7 @@ struct Simulate: AsyncParsableCommand {
                 storageDirectory: root.appendingPathComponent(script.deviceId)
             )
             configuration.batchSize = batchSize
+            configuration.appVersion = script.appVersion
             configuration.transport = transport
             configuration.heartbeatOnStart = false
             configuration.observesNetworkAndAccount = false
@@ -173,20 +187,31 @@ actor SimulationStats {
 /// One device's script: what it records in each round.
 struct SimulatedDevice: Sendable {
     enum Fate: CaseIterable {
-        case healthy, offline, developerError, quotaFull, transientFailure, zoneDeleted, notSyncing, stalled, exportAtRisk
+        case healthy, offline, developerError, quotaFull, transientFailure, zoneDeleted, notSyncing, stalled, exportAtRisk, badRelease
+    }
+
+    /// The app versions a fleet runs, and the one whose rollout breaks.
+    struct Release: Sendable {
+        var versions: [String]
+        var bad: String?
+        var badShare: Double
     }
 
     let deviceId: String
+    let appVersion: String
     let fate: Fate
 
-    init(index: Int, brokenShare: Double, offlineShare: Double) {
+    init(index: Int, brokenShare: Double, offlineShare: Double, release: Release = Release(versions: ["1.0"], bad: nil, badShare: 0)) {
         deviceId = String(format: "SIM-%08d", index)
         // Deterministic per index, so that a run is repeatable.
         var hash = UInt64(truncatingIfNeeded: index) &* 0x9E37_79B9_7F4A_7C15
         hash ^= hash >> 29
         let draw = Double(hash % 10_000) / 10_000
+        appVersion = release.versions[Int((hash >> 40) % UInt64(max(1, release.versions.count)))]
         let broken: [Fate] = [.developerError, .quotaFull, .transientFailure, .zoneDeleted, .notSyncing, .stalled, .exportAtRisk]
-        if draw < brokenShare {
+        if appVersion == release.bad, Double((hash >> 20) % 10_000) / 10_000 < release.badShare {
+            fate = .badRelease
+        } else if draw < brokenShare {
             fate = broken[Int(hash / 10_000 % UInt64(broken.count))]
         } else if draw < brokenShare + offlineShare {
             fate = .offline
@@ -224,8 +249,9 @@ struct SimulatedDevice: Sendable {
                 (0, .pending(count: round, oldestPendingAt: Date().addingTimeInterval(-Double(round) * 10))),
                 (0.1, activity(.export, .started)), (0.5, activity(.export, .failed)),
             ]
-        case .developerError, .quotaFull, .transientFailure, .zoneDeleted:
-            let code = [Fate.developerError: 5, .quotaFull: 25, .transientFailure: 4, .zoneDeleted: 26][fate] ?? 4
+        case .developerError, .quotaFull, .transientFailure, .zoneDeleted, .badRelease:
+            // A bad release's typical failure: a record type missing from the production schema.
+            let code = [Fate.developerError: 5, .quotaFull: 25, .transientFailure: 4, .zoneDeleted: 26, .badRelease: 15][fate] ?? 4
             return [(0, activity(.export, .started)), (0.4, activity(.export, .failed, code: code))]
         case .healthy:
             break

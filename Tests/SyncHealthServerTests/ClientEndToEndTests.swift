@@ -212,3 +212,26 @@ struct ClientEndToEndTests {
         #expect(duplicates <= 3 * 4, "at most the batch in flight per device is sent again")
     }
 }
+
+@Suite("Simulator: a bad release", .serialized)
+struct SimulatedReleaseTests {
+    @Test("simulate --bad-release 1.3 plays a rollout that breaks: GET /v1/releases names 1.3 a regression of 1.2")
+    func badRelease() async throws {
+        let server = try LiveServer(environment: ["SYNCHEALTH_INGEST_KEYS": "in", "SYNCHEALTH_READ_KEYS": "read"])
+        defer { server.stop() }
+        try await server.waitUntilReady()
+        _ = try simulate([
+            "--url", "http://127.0.0.1:\(server.port)", "--key", "in", "--devices", "400", "--rounds", "2", "--duration", "60",
+            "--broken-share", "0.02", "--app-versions", "1.1,1.2", "--bad-release", "1.3", "--app-id", "com.example.sim",
+        ])
+        let response = try await server.request("GET", "/v1/releases?appId=com.example.sim", key: "read")
+        let body = try #require(try JSONSerialization.jsonObject(with: response.body) as? [String: Any])
+        let data = try #require(body["data"] as? [[String: Any]])
+        #expect(data.map { $0["version"] as? String } == ["1.3", "1.2", "1.1"])
+        let bad = try #require(data.first)
+        #expect((bad["regression"] as? [String: Any])?["previous"] as? String == "1.2")
+        let top = try #require((bad["topErrors"] as? [[String: Any]])?.first)
+        #expect(top["name"] as? String == "serverRejectedRequest")
+        #expect(data.dropFirst().allSatisfy { $0["regression"] is NSNull })
+    }
+}

@@ -515,6 +515,61 @@ async function webhooksView() {
   listen(null);
 }
 
+// ---- Releases --------------------------------------------------------------------------------------------
+
+async function releasesView(params) {
+  const scopes = await api("/v1/summary/scopes");
+  const apps = [...new Set(scopes.data.filter((s) => s.appId && !s.containerId).map((s) => s.appId))].sort();
+  const appId = params.get("appId") || apps[0] || "";
+  const by = params.get("by") === "osVersion" ? "osVersion" : "appVersion";
+  const form = h("form", { class: "filters", id: "release-filters" },
+    h("label", {}, "App", h("select", { name: "appId" }, apps.map((a) => h("option", { value: a, selected: a === appId }, a)))),
+    h("label", {}, "By", h("select", { name: "by" },
+      h("option", { value: "appVersion", selected: by === "appVersion" }, "App version"),
+      h("option", { value: "osVersion", selected: by === "osVersion" }, "OS version"))));
+  form.addEventListener("change", () => {
+    const data = new FormData(form);
+    location.hash = `#/releases${query({ appId: data.get("appId") || "", by: data.get("by") || "" })}`;
+  });
+  if (!appId) {
+    show(h("h1", {}, "Releases"), h("p", { class: "muted" }, "No device has reported yet."));
+    return;
+  }
+  const releases = await api(`/v1/releases${query({ appId, by })}`);
+  const most = Math.max(0.0001, ...releases.data.map((r) => r.brokenShare || 0));
+  const row = (r) => {
+    const share = r.brokenShare;
+    const bar = h("div", { class: "share-bar", role: "img", "aria-label": `Broken share ${share === null ? "unknown" : Math.round(share * 100) + "%"}` },
+      h("span", { class: r.regression ? "c-red" : "c-warn" }));
+    bar.firstChild.style.width = `${share === null ? 0 : Math.max(0.5, (100 * share) / most)}%`;
+    const top = r.topErrors[0];
+    return h("tr", { "data-release": r.version || "", class: r.regression ? "bad" : "" },
+      h("td", { class: "version" }, r.version || h("span", { class: "muted" }, "not reported"),
+        r.regression ? [" ", h("span", { class: "badge firing", title: `z = ${r.regression.z}` }, `regression from ${r.regression.previous}`)] : null),
+      h("td", { class: "num" }, fmt(r.devices)), h("td", { class: "num" }, fmt(r.active)), h("td", { class: "num broken" }, fmt(r.activeBroken)),
+      h("td", { class: "share" }, bar, h("span", { class: "share-text" }, share === null ? "–" : `${(100 * share).toFixed(1)}%`)),
+      h("td", {}, top ? [h("span", {}, `${top.domain} ${top.code}`, top.name ? h("strong", {}, ` (${top.name})`) : null, ` · ${fmt(top.devices)}`),
+        top.advice ? h("div", { class: "muted advice" }, `${ADVICE_WHO[top.advice.who] || top.advice.who}: ${top.advice.text}`) : null] : "–"),
+      h("td", {}, time(r.lastSeenAt)));
+  };
+  const regressions = releases.data.filter((r) => r.regression);
+  show(
+    h("h1", {}, "Releases"),
+    form,
+    regressions.length ? h("p", { class: "panel error", id: "regressions", role: "status" }, regressions.map((r) =>
+      `${r.version}: ${(100 * r.regression.share).toFixed(1)}% of active devices broken, against ${(100 * r.regression.previousShare).toFixed(1)}% on ${r.regression.previous}. `))
+      : null,
+    h("section", { class: "panel scroll" }, h("h2", {}, by === "appVersion" ? "Broken share by app version" : "Broken share by OS version"),
+      h("table", { id: "releases" }, h("thead", {}, h("tr", {}, h("th", {}, "Version"), ["Devices", "Active", "Broken"].map((t) => h("th", { class: "num" }, t)),
+        h("th", {}, "Broken share of active devices"), h("th", {}, "Top error and what to do"), h("th", {}, "Last seen"))),
+        h("tbody", {}, releases.data.map(row))),
+      h("p", { class: "muted" }, by === "appVersion"
+        ? `A version with at least ${fmt(releases.minimumDevices)} active devices is marked a regression when its broken share is significantly higher (p < 0.001) and at least twice the previous version's.`
+        : "OS versions are compared for reading only; regressions are judged between app versions.")),
+  );
+  listen(null);
+}
+
 // ---- Routing ---------------------------------------------------------------------------------------------
 
 async function route() {
@@ -528,6 +583,7 @@ async function route() {
     if (parts[0] === "devices") await devicesView(params);
     else if (parts[0] === "device" && parts.length >= 3) await deviceView(parts[1], parts.slice(2).join("/"));
     else if (parts[0] === "alerts") await alertsView();
+    else if (parts[0] === "releases") await releasesView(params);
     else if (parts[0] === "webhooks") await webhooksView();
     else await fleetView();
     document.body.dataset.view = parts[0] || "fleet";
