@@ -26,13 +26,13 @@ public enum ReleaseRegression {
     /// The previous release of `v` is the greatest release below it (in `ReleaseOrder`) with an active device;
     /// releases the devices did not name (`""`) are neither judged nor compared with.
     public static func evaluate(_ releases: [String: ReleaseCounts], minimumDevices: Int) -> [String: Finding] {
-        let ordered = releases.filter { !$0.key.isEmpty && $0.value.counts.active > 0 }.sorted { ReleaseOrder.less($0.key, $1.key) }
+        let ordered = ReleaseOrder.sorted(releases.lazy.filter { !$0.key.isEmpty && $0.value.counts.active > 0 }.map(\.key))
         var findings: [String: Finding] = [:]
-        for (i, (release, counts)) in ordered.enumerated() where i > 0 && counts.counts.active >= max(1, minimumDevices) {
-            let previous = ordered[i - 1]
-            if let finding = compare(counts.counts, with: previous.value.counts, previous: previous.key) {
-                findings[release] = finding
+        for (previous, release) in zip(ordered, ordered.dropFirst()) {
+            guard let counts = releases[release]?.counts, counts.active >= max(1, minimumDevices), let base = releases[previous]?.counts else {
+                continue
             }
+            if let finding = compare(counts, with: base, previous: previous) { findings[release] = finding }
         }
         return findings
     }
@@ -57,7 +57,27 @@ public enum ReleaseRegression {
 public enum ReleaseOrder {
     /// Whether `a` comes before `b`.
     public static func less(_ a: String, _ b: String) -> Bool {
-        let (pa, pb) = (parts(a), parts(b))
+        less(Key(a), Key(b))
+    }
+
+    /// `versions` in order, each split into its parts once.
+    public static func sorted(_ versions: some Sequence<String>) -> [String] {
+        versions.map(Key.init).sorted(by: less).map(\.version)
+    }
+
+    /// A version with its parts.
+    struct Key {
+        var version: String
+        var parts: [Substring]
+
+        init(_ version: String) {
+            self.version = version
+            parts = version.split(whereSeparator: { $0 == "." || $0 == "-" || $0 == " " || $0 == "(" || $0 == ")" })
+        }
+    }
+
+    static func less(_ a: Key, _ b: Key) -> Bool {
+        let (pa, pb) = (a.parts, b.parts)
         for (x, y) in zip(pa, pb) where x != y {
             switch (Int(x), Int(y)) {
             case (let i?, let j?): return i < j
@@ -66,12 +86,8 @@ public enum ReleaseOrder {
             case (nil, nil): return x < y
             }
         }
-        guard pa.count != pb.count else { return a < b }
+        guard pa.count != pb.count else { return a.version < b.version }
         // One is the other with more parts: a number makes it later (`1.9.1`), text earlier (`2.0-beta`).
         return pa.count < pb.count ? Int(pb[pa.count]) != nil : Int(pa[pb.count]) == nil
-    }
-
-    private static func parts(_ version: String) -> [Substring] {
-        version.split(whereSeparator: { $0 == "." || $0 == "-" || $0 == " " || $0 == "(" || $0 == ")" })
     }
 }

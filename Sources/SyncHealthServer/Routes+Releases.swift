@@ -17,16 +17,16 @@ extension FleetRoutes {
         // Only app versions follow one another; OS versions are not releases of the app, so they are not judged.
         let findings = dimension == .appVersion ? ReleaseRegression.evaluate(releases, minimumDevices: minimum) : [:]
         // Newest first; devices that named no release last.
-        let ordered = releases.sorted { a, b in
-            a.key.isEmpty != b.key.isEmpty ? b.key.isEmpty : ReleaseOrder.less(b.key, a.key)
-        }
+        let ordered = ReleaseOrder.sorted(releases.keys.filter { !$0.isEmpty }).reversed() + (releases[""] == nil ? [] : [""])
         return try JSONResponse.make(
             ReleasesDTO(
                 appId: appId,
                 by: dimension.rawValue,
                 minimumDevices: minimum,
                 generatedAt: engine.now.rfc3339,
-                data: ordered.map { ReleaseDTO(release: $0.key, counts: $0.value, regression: findings[$0.key], topErrors: Self.topErrorCount) }
+                data: ordered.compactMap { release in
+                    releases[release].map { ReleaseDTO(release: release, counts: $0, regression: findings[release], topErrors: Self.topErrorCount) }
+                }
             )
         )
     }
