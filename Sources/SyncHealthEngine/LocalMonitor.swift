@@ -62,6 +62,15 @@ public final class LocalMonitor: MonitorEngine, GroupPipeline {
         }
     }
 
+    public func infos(_ keys: [DeviceKey]) async throws(EngineError) -> [DeviceKey: DeviceInfo] {
+        try queue.checkReadable()
+        return cache.withLock { c in
+            var infos: [DeviceKey: DeviceInfo] = [:]
+            for key in keys { if let i = c.devices.index[key] { infos[key] = c.devices.records[i].info } }
+            return infos
+        }
+    }
+
     public func devices(withId deviceId: String) async throws(EngineError) -> [DeviceKey] {
         try queue.checkReadable()
         return cache.withLock { $0.devices.keys(deviceId: deviceId) }

@@ -64,6 +64,11 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
         return try await read { try await store.device(key) }.map { DeviceSnapshot(record: $0, now: now, configuration: configuration.alerts) }
     }
 
+    public func infos(_ keys: [DeviceKey]) async throws(EngineError) -> [DeviceKey: DeviceInfo] {
+        try queue.checkReadable()
+        return try await read { try await store.devices(keys) }.mapValues(\.info)
+    }
+
     public func devices(withId deviceId: String) async throws(EngineError) -> [DeviceKey] {
         try queue.checkReadable()
         return try await read { try await store.deviceKeys(deviceId: deviceId) }

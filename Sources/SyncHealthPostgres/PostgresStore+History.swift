@@ -6,7 +6,7 @@ extension PostgresStore {
     public func recordHistory(_ points: [HistoryPoint], resolution: HistoryResolution) async throws {
         guard !points.isEmpty else { return }
         // One statement for the whole sample: the points as arrays, unnested.
-        try await client.query(
+        try await run(
             """
             INSERT INTO fleet_history (resolution, at, app_id, container_id, counts)
             SELECT \(resolution.rawValue), * FROM unnest(\(points.map(\.at.microseconds))::bigint[], \(points.map { $0.scope.appId ?? "" })::text[],
@@ -19,7 +19,7 @@ extension PostgresStore {
 
     public func history(_ scope: FleetScope, resolution: HistoryResolution, from: Timestamp, to: Timestamp) async throws -> [HistoryPoint] {
         var points: [HistoryPoint] = []
-        let rows = try await client.query(
+        let rows = try await run(
             """
             SELECT at, counts FROM fleet_history
             WHERE resolution = \(resolution.rawValue) AND app_id = \(scope.appId ?? "") AND container_id = \(scope.containerId ?? "")
@@ -35,7 +35,7 @@ extension PostgresStore {
     }
 
     public func pruneHistory(_ resolution: HistoryResolution, before cutoff: Timestamp) async throws {
-        try await client.query(
+        try await run(
             "DELETE FROM fleet_history WHERE resolution = \(resolution.rawValue) AND at < \(cutoff.microseconds)",
             logger: logger
         )

@@ -5,7 +5,7 @@ public import SyncHealthStore
 extension PostgresStore {
     public func silences() async throws -> [Silence] {
         var all: [Silence] = []
-        let rows = try await client.query(
+        let rows = try await run(
             """
             SELECT id, matchers, starts_at, ends_at, comment, created_at, released FROM silences ORDER BY created_at, id
             """,
@@ -30,7 +30,7 @@ extension PostgresStore {
     }
 
     public func saveSilence(_ s: Silence) async throws {
-        try await client.query(
+        try await run(
             """
             INSERT INTO silences (id, matchers, starts_at, ends_at, comment, created_at, released)
             VALUES (\(s.id), \(s.matchersJSON), \(s.startsAt.microseconds), \(s.endsAt.microseconds), \(s.comment), \(s.createdAt.microseconds), \(s.released))

@@ -5,7 +5,7 @@ public import SyncHealthStore
 extension PostgresStore {
     public func webhooks() async throws -> [WebhookSubscription] {
         var all: [WebhookSubscription] = []
-        let rows = try await client.query(
+        let rows = try await run(
             """
             SELECT id, url, kinds, description, secret, created_at, disabled_reason, options FROM webhooks ORDER BY created_at, id
             """,
@@ -30,7 +30,7 @@ extension PostgresStore {
     }
 
     public func saveWebhook(_ w: WebhookSubscription) async throws {
-        try await client.query(
+        try await run(
             """
             INSERT INTO webhooks (id, url, kinds, description, secret, created_at, disabled_reason, options)
             VALUES (\(w.id), \(w.url), \(w.kinds.map(\.rawValue).joined(separator: ",")), \(w.description), \(w.secret),
@@ -59,7 +59,7 @@ extension PostgresStore {
     /// an attempt is recorded. A replica that dies mid-send leaves its messages to the others after the lease.
     public func dueMessages(now: Timestamp, limit: Int) async throws -> [OutboxMessage] {
         let leaseUntil = (now + deliveryLease).microseconds
-        let rows = try await client.query(
+        let rows = try await run(
             """
             UPDATE outbox SET lease_until = \(leaseUntil) WHERE seq IN (
                 SELECT o.seq FROM outbox o
@@ -94,7 +94,7 @@ extension PostgresStore {
     }
 
     public func nextDueTime() async throws -> Timestamp? {
-        for try await due in try await client.query(
+        for try await due in try await run(
             """
             SELECT MIN(GREATEST(next_attempt_at, COALESCE(lease_until, 0))) FROM outbox WHERE state = 'pending'
             """,
@@ -139,7 +139,7 @@ extension PostgresStore {
     }
 
     public func deliveries(webhookId: String, limit: Int, before cursor: Int64?) async throws -> (attempts: [DeliveryAttempt], nextCursor: Int64?) {
-        let rows = try await client.query(
+        let rows = try await run(
             """
             SELECT seq, webhook_id, message_id, attempt, attempted_at, status_code, error, next_retry_at, outcome FROM deliveries
             WHERE webhook_id = \(webhookId) AND seq < \(cursor ?? Int64.max) ORDER BY seq DESC LIMIT \(limit + 1)
@@ -169,7 +169,7 @@ extension PostgresStore {
 
     public func resend(webhookId: String, messageId: String, now: Timestamp) async throws -> Bool {
         var found = false
-        for try await _ in try await client.query(
+        for try await _ in try await run(
             """
             UPDATE outbox SET state = 'pending', attempts = 0, next_attempt_at = \(now.microseconds), lease_until = NULL
             WHERE id = \(messageId) AND webhook_id = \(webhookId) AND state = 'failed' RETURNING id

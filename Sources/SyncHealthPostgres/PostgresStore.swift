@@ -31,6 +31,16 @@ public final class PostgresStore: SharedSyncStore {
     private let groupRoundTripsSoFar = Atomic<Int>(0)
     /// The round trips of every commit group so far (`synchealth_postgres_round_trips_per_group` has them per group).
     public var groupRoundTrips: Int { groupRoundTripsSoFar.load(ordering: .relaxed) }
+    private let queriesSoFar = Atomic<Int>(0)
+    /// The statements sent outside commit groups so far (reads, webhook and silence writes, history): what a read
+    /// endpoint costs in round trips.
+    public var queriesSent: Int { queriesSoFar.load(ordering: .relaxed) }
+
+    /// Sends one statement outside a commit group, and counts it.
+    func run(_ query: PostgresQuery, logger: Logger) async throws -> PostgresRowSequence {
+        queriesSoFar.add(1, ordering: .relaxed)
+        return try await client.query(query, logger: logger)
+    }
 
     /// Creates a store for `url` (`postgres://user:password@host:port/database?sslmode=disable|prefer|require`).
     ///
@@ -89,7 +99,7 @@ public final class PostgresStore: SharedSyncStore {
     }
 
     public func heartbeat(now: Timestamp, deadBefore: Timestamp) async throws {
-        try await client.query(
+        try await run(
             """
             INSERT INTO replicas (shard, seen_at) VALUES (\(shard), \(now.microseconds))
             ON CONFLICT (shard) DO UPDATE SET seen_at = excluded.seen_at
@@ -97,7 +107,7 @@ public final class PostgresStore: SharedSyncStore {
             logger: logger
         )
         // One statement: the dead replicas' rows move to shard 0 at once, or not at all.
-        try await client.query(
+        try await run(
             """
             WITH dead AS (DELETE FROM replicas WHERE seen_at < \(deadBefore.microseconds) RETURNING shard),
             moved AS (DELETE FROM fleet_counters WHERE shard IN (SELECT shard FROM dead) RETURNING app_id, container_id, field, n)
@@ -139,12 +149,12 @@ public final class PostgresStore: SharedSyncStore {
 
     public func loadState() async throws -> PersistedState {
         var devices: [DeviceRecord] = []
-        let rows = try await client.query("SELECT app_id, device_id, state FROM devices ORDER BY seq", logger: logger)
+        let rows = try await run("SELECT app_id, device_id, state FROM devices ORDER BY seq", logger: logger)
         for try await (appId, deviceId, state) in rows.decode((String, String, ByteBuffer).self) {
             devices.append(try Self.record(DeviceKey(appId: appId, deviceId: deviceId), state))
         }
         var fleet: [String: Timestamp] = [:]
-        for try await (container, startsAt) in try await client.query("SELECT container_id, starts_at FROM fleet_alerts", logger: logger)
+        for try await (container, startsAt) in try await run("SELECT container_id, starts_at FROM fleet_alerts", logger: logger)
             .decode((String, Int64).self)
         {
             fleet[container] = Timestamp(microseconds: startsAt)
@@ -168,7 +178,7 @@ public final class PostgresStore: SharedSyncStore {
     }
 
     public func alerts(_ query: AlertQuery) async throws -> AlertPage {
-        let rows = try await client.query(
+        let rows = try await run(
             """
             SELECT seq, id, kind, state, app_id, device_id, container_id, starts_at, ends_at, summary, detail FROM alerts
             WHERE seq < \(query.cursor ?? Int64.max)
@@ -209,7 +219,7 @@ public final class PostgresStore: SharedSyncStore {
 
     public func pruneEventIds(recordedBefore cutoff: Timestamp, limit: Int) async throws -> Int {
         var removed = 0
-        for try await n in try await client.query(
+        for try await n in try await run(
             """
             WITH gone AS (
                 DELETE FROM seen_events WHERE ctid IN
@@ -230,14 +240,32 @@ public final class PostgresStore: SharedSyncStore {
     // MARK: SharedSyncStore reads
 
     public func device(_ key: DeviceKey) async throws -> DeviceRecord? {
-        let rows = try await client.query("SELECT state FROM devices WHERE app_id = \(key.appId) AND device_id = \(key.deviceId)", logger: logger)
+        let rows = try await run("SELECT state FROM devices WHERE app_id = \(key.appId) AND device_id = \(key.deviceId)", logger: logger)
         for try await state in rows.decode(ByteBuffer.self) { return try Self.record(key, state) }
         return nil
     }
 
+    public func devices(_ keys: [DeviceKey]) async throws -> [DeviceKey: DeviceRecord] {
+        guard !keys.isEmpty else { return [:] }
+        let rows = try await run(
+            """
+            SELECT d.app_id, d.device_id, d.state FROM devices d
+            JOIN unnest(\(keys.map(\.appId))::text[], \(keys.map(\.deviceId))::text[]) AS k(app_id, device_id)
+              ON d.app_id = k.app_id AND d.device_id = k.device_id
+            """,
+            logger: logger
+        )
+        var records: [DeviceKey: DeviceRecord] = [:]
+        for try await (appId, deviceId, state) in rows.decode((String, String, ByteBuffer).self) {
+            let key = DeviceKey(appId: appId, deviceId: deviceId)
+            records[key] = try Self.record(key, state)
+        }
+        return records
+    }
+
     public func deviceKeys(deviceId: String) async throws -> [DeviceKey] {
         var keys: [DeviceKey] = []
-        for try await appId in try await client.query("SELECT app_id FROM devices WHERE device_id = \(deviceId) ORDER BY seq", logger: logger)
+        for try await appId in try await run("SELECT app_id FROM devices WHERE device_id = \(deviceId) ORDER BY seq", logger: logger)
             .decode(String.self)
         {
             keys.append(DeviceKey(appId: appId, deviceId: deviceId))
@@ -250,7 +278,7 @@ public final class PostgresStore: SharedSyncStore {
         after cursor: Int64,
         limit: Int
     ) async throws -> (records: [DeviceRecord], positions: [Int64], nextCursor: Int64?) {
-        let rows = try await client.query(
+        let rows = try await run(
             """
             SELECT seq, app_id, device_id, state FROM devices
             WHERE seq > \(cursor)
@@ -274,7 +302,7 @@ public final class PostgresStore: SharedSyncStore {
 
     public func counts(_ scope: FleetScope) async throws -> FleetCounts {
         var fields: [(name: String, value: Int)] = []
-        for try await (field, n) in try await client.query(
+        for try await (field, n) in try await run(
             """
             SELECT field, sum(n)::bigint FROM fleet_counters WHERE app_id = \(scope.appId ?? "") AND container_id = \(scope.containerId ?? "")
             GROUP BY field
@@ -288,7 +316,7 @@ public final class PostgresStore: SharedSyncStore {
 
     public func allCounts() async throws -> [FleetScope: FleetCounts] {
         var fields: [FleetScope: [(name: String, value: Int)]] = [:]
-        for try await (appId, containerId, field, n) in try await client.query(
+        for try await (appId, containerId, field, n) in try await run(
             """
             SELECT app_id, container_id, field, n FROM
                 (SELECT app_id, container_id, field, sum(n)::bigint AS n FROM fleet_counters GROUP BY app_id, container_id, field) AS sums
@@ -303,7 +331,7 @@ public final class PostgresStore: SharedSyncStore {
     }
 
     public func nextDeviceDeadline() async throws -> Timestamp? {
-        for try await due in try await client.query("SELECT MIN(due_at) FROM devices WHERE due_at IS NOT NULL", logger: logger)
+        for try await due in try await run("SELECT MIN(due_at) FROM devices WHERE due_at IS NOT NULL", logger: logger)
             .decode(Int64?.self)
         {
             return due.map(Timestamp.init(microseconds:))

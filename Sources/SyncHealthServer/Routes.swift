@@ -262,19 +262,16 @@ struct FleetRoutes<Engine: MonitorEngine> {
             cursor: try query.cursor()
         )
         let page = try await mapEngine { () async throws(EngineError) in try await engine.alerts(alertQuery) }
-        var data: [AlertJSON] = []
+        // The devices of the firing alerts, for the silences that match on platform and versions: one read.
+        let keys = page.alerts.compactMap { alert in
+            alert.state == .firing ? alert.appId.flatMap { app in alert.deviceId.map { DeviceKey(appId: app, deviceId: $0) } } : nil
+        }
+        let infos = try await mapEngine { () async throws(EngineError) in try await engine.infos(Array(Set(keys))) }
         let now = engine.now
-        for alert in page.alerts {
-            var silencedBy: [String] = []
-            if alert.state == .firing {
-                var info: DeviceInfo?
-                if let appId = alert.appId, let deviceId = alert.deviceId {
-                    info = try await mapEngine { () async throws(EngineError) in try await engine.device(DeviceKey(appId: appId, deviceId: deviceId))
-                    }?.record.info
-                }
-                silencedBy = engine.webhooks.silences.silencedBy(alert, info: info, now: now)
-            }
-            data.append(AlertJSON(alert, silencedBy: silencedBy))
+        let data = page.alerts.map { alert in
+            guard alert.state == .firing else { return AlertJSON(alert, silencedBy: []) }
+            let info = alert.appId.flatMap { app in alert.deviceId.flatMap { infos[DeviceKey(appId: app, deviceId: $0)] } }
+            return AlertJSON(alert, silencedBy: engine.webhooks.silences.silencedBy(alert, info: info, now: now))
         }
         return try JSONResponse.make(PageDTO(data: data, nextCursor: page.nextCursor.map(String.init)))
     }

@@ -21,6 +21,9 @@ public protocol SharedSyncStore: SyncStore {
     /// One device.
     func device(_ key: DeviceKey) async throws -> DeviceRecord?
 
+    /// The devices among `keys` that exist, in one read whatever their number.
+    func devices(_ keys: [DeviceKey]) async throws -> [DeviceKey: DeviceRecord]
+
     /// Every device with this id, in any app.
     func deviceKeys(deviceId: String) async throws -> [DeviceKey]
 
