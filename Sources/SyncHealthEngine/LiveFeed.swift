@@ -10,6 +10,11 @@ import Synchronization
 /// process's epoch: after a restart, or when more transitions happened than are kept, a reader cannot resume
 /// and receives `.reset` (reload from `GET /v1/alerts`) instead of a silent gap.
 ///
+/// During a storm, transitions are coalesced: each reader receives at most `alertBudget` of them a tick (the ticker
+/// ticks once a second). Past it, the reader gets no more transitions, only the summaries; once a tick has seen no
+/// more than `alertBudget` transitions published, it gets `.reset` (reload from `GET /v1/alerts`) and follows live
+/// again. So a storm costs each open page a bounded rate, and a page converges within two ticks of its end.
+///
 /// Each subscriber has a bounded buffer. A reader that falls behind by more than `bufferLimit` messages (of at
 /// most 100 alerts each) is cut off (`onOverflow`, then its stream ends) rather than buffered without bound.
 public final class LiveFeed: Sendable {
@@ -54,8 +59,13 @@ public final class LiveFeed: Sendable {
     }
 
     struct Subscriber {
+        var id: Int
         var continuation: AsyncStream<Message>.Continuation
         var onOverflow: @Sendable () -> Void
+        /// Transitions sent since the last tick.
+        var sent = 0
+        /// Over its budget: sent summaries only, until a quiet tick sends it `.reset`.
+        var coalescing = false
     }
 
     struct State {
@@ -65,6 +75,8 @@ public final class LiveFeed: Sendable {
         var nextSubscriber = 0
         var summaries: [FleetScope: FleetCounts] = [:]
         var finished = false
+        /// Transitions published since the last tick.
+        var published = 0
     }
 
     /// Most alerts in one message.
@@ -73,14 +85,17 @@ public final class LiveFeed: Sendable {
     public let replayCapacity: Int
     /// Messages a subscriber may fall behind by before it is cut off.
     public let bufferLimit: Int
+    /// Transitions a subscriber receives a tick before it is coalesced.
+    public let alertBudget: Int
     /// Names this process's numbering: ids from another run do not resume.
     let epoch: String
     private let state = Mutex(State())
 
     /// Creates a feed.
-    public init(replayCapacity: Int = 10_000, bufferLimit: Int = 256, epoch: String = LiveFeed.newEpoch()) {
+    public init(replayCapacity: Int = 10_000, bufferLimit: Int = 256, alertBudget: Int = 200, epoch: String = LiveFeed.newEpoch()) {
         self.replayCapacity = max(1, replayCapacity)
         self.bufferLimit = max(1, bufferLimit)
+        self.alertBudget = max(1, alertBudget)
         self.epoch = epoch
     }
 
@@ -100,7 +115,8 @@ public final class LiveFeed: Sendable {
         let (stream, id) = state.withLock { s -> (AsyncStream<Message>, Int) in
             var initial: [Message] = []
             if let lastEventId {
-                if let replay = Self.replay(after: lastEventId, epoch: epoch, state: s) {
+                // A replay longer than a tick's budget is a storm missed: reload instead.
+                if let replay = Self.replay(after: lastEventId, epoch: epoch, state: s), replay.count <= alertBudget {
                     initial += Self.messages(replay.map { (messageId($0.sequence), $0.alert) })
                 } else {
                     initial.append(Message(.reset))
@@ -114,7 +130,7 @@ public final class LiveFeed: Sendable {
             if s.finished {
                 continuation.finish()
             } else {
-                s.subscribers[id] = Subscriber(continuation: continuation, onOverflow: onOverflow)
+                s.subscribers[id] = Subscriber(id: id, continuation: continuation, onOverflow: onOverflow)
                 continuation.onTermination = { [weak self] _ in self?.remove(id) }
             }
             return (stream, id)
@@ -153,7 +169,33 @@ public final class LiveFeed: Sendable {
                 if s.recent.count > replayCapacity { s.recent.removeFirst() }
                 numbered.append((messageId(sequence), alert))
             }
-            return Self.send(Self.messages(numbered), in: &s)
+            guard !numbered.isEmpty else { return [] }
+            s.published += numbered.count
+            let messages = Self.messages(numbered)
+            return Self.send(messages, in: &s) { subscriber in
+                guard !subscriber.coalescing else { return false }
+                subscriber.sent += numbered.count
+                subscriber.coalescing = subscriber.sent > alertBudget
+                return !subscriber.coalescing
+            }
+        }.forEach(Self.cutOff)
+    }
+
+    /// Starts a new tick: readers coalesced during the last one get `.reset` if it published no more than a
+    /// reader's budget (the storm is over), and every reader's budget is renewed. The ticker calls it once a second.
+    public func tick() {
+        state.withLock { s -> [Subscriber] in
+            let calm = s.published <= alertBudget
+            s.published = 0
+            var resets: [Int] = []
+            for id in Array(s.subscribers.keys) {
+                s.subscribers[id]?.sent = 0
+                if calm, s.subscribers[id]?.coalescing == true {
+                    s.subscribers[id]?.coalescing = false
+                    resets.append(id)
+                }
+            }
+            return Self.send([Message(.reset)], in: &s) { subscriber in resets.contains(subscriber.id) }
         }.forEach(Self.cutOff)
     }
 
@@ -184,12 +226,21 @@ public final class LiveFeed: Sendable {
         for subscriber in ended { subscriber.continuation.finish() }
     }
 
-    /// Yields `messages` to every subscriber; returns (and unregisters) those whose buffer is full. They are cut
-    /// off outside the lock, since ending a stream runs its termination handler.
-    private static func send(_ messages: [Message], in s: inout State) -> [Subscriber] {
+    /// Yields `messages` to every subscriber that `include` accepts (it may update the subscriber); returns (and
+    /// unregisters) those whose buffer is full. They are cut off outside the lock, since ending a stream runs its
+    /// termination handler.
+    private static func send(
+        _ messages: [Message],
+        in s: inout State,
+        include: (inout Subscriber) -> Bool = { _ in true }
+    ) -> [Subscriber] {
         guard !messages.isEmpty else { return [] }
         var overflowed: [Int] = []
-        for (id, subscriber) in s.subscribers {
+        for id in Array(s.subscribers.keys) {
+            guard var subscriber = s.subscribers[id] else { continue }
+            let included = include(&subscriber)
+            s.subscribers[id] = subscriber
+            guard included else { continue }
             for message in messages {
                 if case .dropped = subscriber.continuation.yield(message) {
                     overflowed.append(id)

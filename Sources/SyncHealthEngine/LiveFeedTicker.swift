@@ -2,8 +2,9 @@ public import Logging
 public import ServiceLifecycle
 import SyncHealthCore
 
-/// Drives the engine's `LiveFeed` while anyone listens: once a second, the summaries of the scopes that changed
-/// (at most `maxScopes`, the largest); every `keepaliveInterval`, a keepalive. At graceful shutdown it ends every
+/// Drives the engine's `LiveFeed` while anyone listens: once a second, a tick (which renews each reader's budget of
+/// transitions, and resets the readers a storm coalesced once it is over) and the summaries of the scopes that
+/// changed (at most `maxScopes`, the largest); every `keepaliveInterval`, a keepalive. At graceful shutdown it ends every
 /// subscription, so that open streams end and the HTTP server can drain.
 public struct LiveFeedTicker: Service {
     let engine: any MonitorEngine
@@ -25,6 +26,7 @@ public struct LiveFeedTicker: Service {
                 var lastKeepalive = engine.now
                 while !Task.isCancelled {
                     do { try await engine.clock.sleep(until: engine.now + .seconds(1)) } catch { return }
+                    engine.feed.tick()
                     await publishSummaries()
                     if engine.now - lastKeepalive >= keepaliveInterval {
                         engine.feed.keepalive()

@@ -116,7 +116,7 @@ struct LiveFeedTests {
 
     @Test("a burst of transitions is cut into messages of at most 100 alerts, in order")
     func burstsAreChunked() async {
-        let feed = LiveFeed(epoch: "e")
+        let feed = LiveFeed(alertBudget: 1_000, epoch: "e")
         let s = feed.subscribe(lastEventId: nil)
         feed.publish((0..<250).map { alert("a\($0)", .syncError, .firing) })
         var iterator = s.messages.makeAsyncIterator()
@@ -158,5 +158,85 @@ struct LiveFeedTests {
             }
         }
         #expect(calls.withLock { $0 } == 1)
+    }
+}
+
+@Suite("The live feed in a storm: budgets, coalescing, reset")
+struct LiveFeedStormTests {
+    /// Everything a subscription receives until its stream ends.
+    static func collect(_ subscription: LiveFeed.Subscription) async -> [LiveFeed.Content] {
+        var out: [LiveFeed.Content] = []
+        for await message in subscription.messages { out.append(message.content) }
+        return out
+    }
+
+    @Test("10,000 transitions with 20 readers, one never reading: each gets at most its budget, then summaries, then one reset; nothing is queued without bound")
+    func stormIsCoalesced() async {
+        let feed = LiveFeed(bufferLimit: 64, alertBudget: 200, epoch: "e")
+        let silent = feed.subscribe(lastEventId: nil)
+        let readers = (0..<19).map { _ in feed.subscribe(lastEventId: nil) }
+        let results = Task {
+            await withTaskGroup(of: [LiveFeed.Content].self) { group in
+                for reader in readers { group.addTask { await Self.collect(reader) } }
+                return await group.reduce(into: []) { $0.append($1) }
+            }
+        }
+        var counts = FleetCounts()
+        // 10 ticks of 1,000 transitions in commits of 100, summaries after each tick; then two quiet ticks.
+        for tick in 0..<12 {
+            if tick < 10 {
+                for commit in 0..<10 {
+                    feed.publish((0..<100).map { alert("t\(tick)-\(commit)-\($0)", .syncError, .firing) })
+                }
+                counts.devices += 1_000
+                counts.broken += 1_000
+            }
+            feed.tick()
+            feed.publishSummaries([.all: counts])
+            await Task.yield()
+        }
+        #expect(feed.subscriberCount == 20, "no reader was cut off: the silent one holds a few summaries, not the storm")
+        feed.finishAll()
+        let received = await results.value
+        #expect(received.count == 19)
+        for contents in received {
+            let alerts = LiveFeedTests.alertIds(contents)
+            #expect(alerts.count == 200, "the first tick's budget, then nothing more of the storm")
+            let resets = contents.filter { if case .reset = $0 { true } else { false } }
+            #expect(resets.count == 1, "one reset once the storm is over")
+            let summaries = contents.compactMap { content -> [(scope: FleetScope, counts: FleetCounts)]? in
+                if case .summaries(let scopes) = content { scopes } else { nil }
+            }
+            guard let last = summaries.last else {
+                Issue.record("summaries kept coming during the storm")
+                continue
+            }
+            #expect(summaries.count == 10, "one a tick while the counts changed")
+            guard case .reset? = contents.last else {
+                Issue.record("the reset comes last, once the storm is over")
+                continue
+            }
+            #expect(last.first { $0.scope == .all }?.counts == counts, "the reader ends with the fleet's counts")
+        }
+        let held = await Self.collect(silent)
+        #expect(held.count <= 64, "the reader that never reads holds at most its buffer (\(held.count) messages)")
+    }
+
+    @Test("below the budget every transition is sent; a replay longer than the budget is a reset")
+    func calmAndLongReplay() async {
+        let feed = LiveFeed(alertBudget: 50, epoch: "e")
+        let reader = feed.subscribe(lastEventId: nil)
+        for tick in 0..<3 {
+            feed.publish((0..<40).map { alert("c\(tick)-\($0)", .syncError, .firing) })
+            feed.tick()
+        }
+        let calm = await LiveFeedTests.drain(reader, count: 120)
+        #expect(LiveFeedTests.alertIds(calm).count == 120)
+        #expect(!calm.contains { if case .reset = $0 { true } else { false } })
+        let late = feed.subscribe(lastEventId: "e-0")
+        guard case .reset? = await LiveFeedTests.drain(late, count: 1).first else {
+            Issue.record("120 transitions to replay, more than the budget of 50: reset")
+            return
+        }
     }
 }
