@@ -170,7 +170,9 @@ struct LiveFeedStormTests {
         return out
     }
 
-    @Test("10,000 transitions with 20 readers, one never reading: each gets at most its budget, then summaries, then one reset; nothing is queued without bound")
+    @Test(
+        "10,000 transitions with 20 readers, one never reading: each gets at most its budget, then summaries, then one reset; nothing is queued without bound"
+    )
     func stormIsCoalesced() async {
         let feed = LiveFeed(bufferLimit: 64, alertBudget: 200, epoch: "e")
         let silent = feed.subscribe(lastEventId: nil)

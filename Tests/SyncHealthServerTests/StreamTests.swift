@@ -139,3 +139,76 @@ struct StreamTests {
         #expect(ContinuousClock.now - started < .seconds(30))
     }
 }
+
+@Suite("The live stream in a storm, over real HTTP", .serialized)
+struct StreamStormTests {
+    /// The whole fleet's counts in the last `summary` event that has them.
+    static func lastFleetSummary(_ reader: StreamReader) -> [String: Any]? {
+        for e in reader.events.reversed() where e.event == "summary" {
+            guard let body = try? JSONSerialization.jsonObject(with: Data(e.data.utf8)) as? [String: Any],
+                let scopes = body["data"] as? [[String: Any]]
+            else { continue }
+            if let fleet = scopes.first(where: { $0["appId"] is NSNull && $0["containerId"] is NSNull }) { return fleet }
+        }
+        return nil
+    }
+
+    @Test("10,000 transitions, 20 readers, one never reading: ingestion goes on, and every reader ends with /v1/summary's counts after a reset")
+    func storm() async throws {
+        let service = TestService()
+        try await service.test(.live) { client in
+            let port = try #require(client.port)
+            let readers = try (0..<19).map { _ in try StreamReader(port: port, key: readKey) }
+            let stuck = try StreamReader(port: port, key: readKey)
+            defer {
+                kill(stuck.process.processIdentifier, SIGCONT)
+                stuck.stop()
+                for r in readers { r.stop() }
+            }
+            for r in readers + [stuck] { #expect(try await eventually { r.received.text.withLock { $0.contains(": connected") } }) }
+            kill(stuck.process.processIdentifier, SIGSTOP)
+
+            // 5,000 devices break and then recover: 10,000 transitions, a tick every 1,000.
+            let devices = 5_000
+            for phase in 0..<2 {
+                for start in stride(from: 0, to: devices, by: 1_000) {
+                    try await withThrowingTaskGroup(of: Void.self) { group in
+                        for worker in 0..<8 {
+                            group.addTask {
+                                for i in stride(from: start + worker, to: start + 1_000, by: 8) {
+                                    let body =
+                                        phase == 0
+                                        ? [event("n", #""kind": "network", "available": true"#), event("f", "2026-11-22T10:00:01Z", urgentError)]
+                                        : [event("s", "2026-11-22T10:00:05Z", #""kind": "activity", "phase": "export", "state": "succeeded""#)]
+                                    let response = try await client.post(batch(device: "d\(i)", body))
+                                    #expect(response.status == .accepted)
+                                }
+                            }
+                        }
+                        try await group.waitForAll()
+                    }
+                    service.clock.advance(by: .seconds(1))
+                }
+            }
+            // Two quiet ticks: the last summaries, then the reset.
+            for _ in 0..<2 {
+                try await Task.sleep(for: .milliseconds(200))
+                service.clock.advance(by: .seconds(1))
+            }
+            let summary = try json(try await client.get("/v1/summary"))
+            #expect(summary["devices"] as? Int == devices)
+            let firing = try json(try await client.get("/v1/alerts?state=firing&kind=syncError"))
+            #expect((firing["data"] as? [Any])?.isEmpty == true, "every device broke and recovered: 10,000 transitions")
+            for r in readers {
+                #expect(try await eventually { r.events.contains { $0.event == "reset" } }, "a reset once the storm is over")
+                #expect(try await eventually { Self.lastFleetSummary(r)?["devices"] as? Int == devices })
+                let fleet = Self.lastFleetSummary(r)
+                for field in ["devices", "active", "broken", "notSyncing", "silent"] {
+                    #expect(fleet?[field] as? Int == summary[field] as? Int, "\(field): the stream's last summary is /v1/summary's")
+                }
+                #expect(r.alerts.count < 1_000, "coalesced: \(r.alerts.count) of 10,000 transitions sent")
+            }
+            #expect(service.engine.feed.subscriberCount == 20, "the reader that never reads was not cut off: it holds little")
+        }
+    }
+}
