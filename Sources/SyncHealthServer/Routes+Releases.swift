@@ -49,17 +49,21 @@ struct ReleaseDTO: Encodable {
     let topErrors: Int
 
     enum Key: String, CodingKey {
-        case version, devices, active, silent, broken, activeBroken, brokenShare, notSyncing, bySummary, byErrorClass, topErrors
-        case firstSeenAt, lastSeenAt, regression
+        case version, activeBroken, brokenShare, topErrors, firstSeenAt, lastSeenAt, regression
     }
 
+    /// An error signature as errors are shown everywhere (class, CloudKit name, advice), with its devices.
     struct TopError: Encodable {
-        let domain: String
-        let code: Int
-        let name: String?
-        let `class`: String
+        let error: ErrorDTO
         let devices: Int
-        let advice: [String: String]?
+
+        enum Key: String, CodingKey { case devices }
+
+        func encode(to encoder: any Encoder) throws {
+            try error.encode(to: encoder)
+            var c = encoder.container(keyedBy: Key.self)
+            try c.encode(devices, forKey: .devices)
+        }
     }
 
     struct Regression: Encodable {
@@ -70,29 +74,15 @@ struct ReleaseDTO: Encodable {
     }
 
     func encode(to encoder: any Encoder) throws {
+        // The counters as `GET /v1/summary` writes them, then what a release adds, in the same object.
+        try FleetSummaryDTO(counts: counts.counts).encode(to: encoder)
         var c = encoder.container(keyedBy: Key.self)
-        let n = counts.counts
         try c.encode(release.isEmpty ? nil : release, forKey: .version)
-        try c.encode(n.devices, forKey: .devices)
-        try c.encode(n.active, forKey: .active)
-        try c.encode(n.silent, forKey: .silent)
-        try c.encode(n.broken, forKey: .broken)
-        try c.encode(n.activeBroken, forKey: .activeBroken)
+        try c.encode(counts.counts.activeBroken, forKey: .activeBroken)
         try c.encode(counts.brokenShare, forKey: .brokenShare)
-        try c.encode(n.notSyncing, forKey: .notSyncing)
-        try c.encode(OrderedCounts(pairs: n.bySummary.map { ($0.0.rawValue, $0.1) }), forKey: .bySummary)
-        try c.encode(OrderedCounts(pairs: n.byErrorClass.map { ($0.0.rawValue, $0.1) }), forKey: .byErrorClass)
+        // The class and advice of the bare code: a partial failure's items are not kept per release.
         let top = counts.topErrors(limit: topErrors).map { signature, devices in
-            // The class and advice of the bare code: a partial failure's items are not kept per release.
-            let error = SyncErrorReport(domain: signature.domain, code: signature.code)
-            return TopError(
-                domain: signature.domain,
-                code: signature.code,
-                name: error.cloudKitName,
-                class: error.errorClass.rawValue,
-                devices: devices,
-                advice: error.advice.map { ["who": $0.who.rawValue, "text": $0.text] }
-            )
+            TopError(error: ErrorDTO(SyncErrorReport(domain: signature.domain, code: signature.code)), devices: devices)
         }
         try c.encode(top, forKey: .topErrors)
         try c.encode(counts.firstSeenAt?.rfc3339, forKey: .firstSeenAt)
