@@ -9,8 +9,9 @@ public import SyncHealthWebhooks
 ///
 /// - `LocalMonitor`, over a store that one process owns (SQLite, or memory in tests): every device is cached in
 ///   memory, and the cache is the authority between commits.
-/// - `SharedMonitor`, over a store that several replicas share (PostgreSQL): nothing about devices is cached; the
-///   database is the authority, and every group locks the devices it changes.
+/// - `SharedMonitor`, over a store that several replicas share (PostgreSQL): the database is the authority. A
+///   replica remembers the devices it last read or wrote (`SharedCache`) only to plan on them; a group writes only
+///   if none of what it planned on changed meanwhile, else it reads and plans again.
 ///
 /// Both run as a service: `run()` loads or prepares the store, then commits groups (queued requests, due timers)
 /// until graceful shutdown, and commits what was accepted before it returns.
