@@ -73,7 +73,15 @@ struct ByteReader {
 
 extension DeviceRecord {
     /// The storage format version written first in every record.
+    ///
+    /// How the format changes, so that replicas of two consecutive releases read each other's records during a
+    /// rolling upgrade: a release may append fields at the end, which the release before skips (the reader below
+    /// stops after the fields it knows) and which read as absent from records the release before wrote. A change
+    /// that cannot be made that way takes a new version, and a reader accepts its own and the one before
+    /// (`oldestReadableBinaryVersion`). `StoredFormatTests` holds every version to golden bytes.
     static let binaryVersion: UInt8 = 1
+    /// The oldest version this release reads.
+    static let oldestReadableBinaryVersion: UInt8 = 1
 
     /// A compact binary form of everything but the key (which the store keeps in its own columns).
     public func binaryEncoded() -> [UInt8] {
@@ -110,7 +118,7 @@ extension DeviceRecord {
     /// Decodes `binaryEncoded()` output for the device `key`.
     public init(key: DeviceKey, binary: [UInt8]) throws {
         var r = ByteReader(binary)
-        guard try r.u8() == Self.binaryVersion else { throw ByteReader.Invalid() }
+        guard (Self.oldestReadableBinaryVersion...Self.binaryVersion).contains(try r.u8()) else { throw ByteReader.Invalid() }
         let info = DeviceInfo(
             containerId: try r.optional { try $0.string() },
             platform: try r.optional { try $0.string() },
@@ -136,7 +144,7 @@ extension DeviceRecord {
         }
         clockSkewDetected = try r.bool()
         stalledActivityStart = try r.optional { try $0.time() }
-        guard r.isAtEnd else { throw ByteReader.Invalid() }
+        // Anything after is a later release's fields: skipped (see `binaryVersion`).
     }
 
     static func write(_ slot: PhaseSlot, _ w: inout ByteWriter) {
