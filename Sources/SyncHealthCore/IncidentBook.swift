@@ -1,0 +1,114 @@
+/// Groups device alerts into incidents and decides what to tell ops about them, as Alertmanager's `group_wait` and
+/// `group_interval` do: an incident is told once it has been open for `groupWait`, again at most every
+/// `groupInterval` while its device count changes, and once more when its last device recovers (an incident that
+/// resolves before it was told is never told).
+///
+/// A value with no I/O: `step` takes the open incidents as stored and the firing alerts as counted now, and
+/// returns the records to write and the notices to deliver; the caller writes both in one transaction.
+public enum IncidentBook {
+    /// Delays.
+    public struct Configuration: Sendable, Equatable {
+        /// How long an incident is open before its first message, so that its devices gather.
+        public var groupWait: Duration = .seconds(30)
+        /// Least time between two messages about one incident.
+        public var groupInterval: Duration = .seconds(300)
+
+        /// The defaults: 30 s and 5 min.
+        public init() {}
+    }
+
+    /// Devices a record and a message name, at most.
+    public static let sampleSize = 5
+
+    /// What a message says about an incident.
+    public enum Notice: String, Sendable, Hashable {
+        case opened
+        case updated
+        case resolved
+    }
+
+    /// What one step decided.
+    public struct Step: Sendable {
+        /// Records to write, each with its `revision` one above the one read (1 for a new incident).
+        public var records: [IncidentRecord] = []
+        /// Messages to deliver, in order, each with the record as written.
+        public var notices: [(notice: Notice, record: IncidentRecord)] = []
+        /// When `step` next has something to decide, if the counts do not change before.
+        public var nextWake: Timestamp?
+    }
+
+    /// One step at `now`.
+    ///
+    /// - Parameters:
+    ///   - open: the open incidents, as stored.
+    ///   - groups: the firing device alerts now, by incident key.
+    public static func step(open: [IncidentRecord], groups: [IncidentKey: IncidentGroup], now: Timestamp, configuration: Configuration) -> Step {
+        var step = Step()
+        let openKeys = Set(open.map(\.key))
+        var wakes: [Timestamp] = []
+        for var record in open.sorted(by: { $0.key < $1.key }) {
+            let before = record
+            var notice: Notice?
+            if let group = groups[record.key] {
+                record.devices = group.devices
+                record.peakDevices = max(record.peakDevices, group.devices)
+                record.byVersion = group.byVersion
+                record.samples = Array(group.samples.prefix(sampleSize))
+                if record.messages == 0 {
+                    let due = record.openedAt + configuration.groupWait
+                    if now >= due { notice = .opened } else { wakes.append(due) }
+                } else if record.devices != record.notifiedDevices {
+                    let due = (record.notifiedAt ?? now) + configuration.groupInterval
+                    if now >= due { notice = .updated } else { wakes.append(due) }
+                }
+            } else {
+                record.state = .resolved
+                record.resolvedAt = now
+                record.devices = 0
+                record.byVersion = [:]
+                if record.messages > 0 { notice = .resolved }
+            }
+            if let notice { tell(&record, notice, now: now) }
+            guard record != before else { continue }
+            record.revision = before.revision + 1
+            step.append(record, notice)
+        }
+        for (key, group) in groups.sorted(by: { $0.key < $1.key }) where !openKeys.contains(key) {
+            let openedAt = min(group.since ?? now, now)
+            var record = IncidentRecord(
+                id: IncidentRecord.id(key: key, openedAt: openedAt),
+                key: key,
+                openedAt: openedAt,
+                devices: group.devices,
+                peakDevices: group.devices,
+                byVersion: group.byVersion,
+                samples: Array(group.samples.prefix(sampleSize)),
+                revision: 1
+            )
+            let due = openedAt + configuration.groupWait
+            var notice: Notice?
+            if now >= due {
+                notice = .opened
+                tell(&record, .opened, now: now)
+            } else {
+                wakes.append(due)
+            }
+            step.append(record, notice)
+        }
+        step.nextWake = wakes.min()
+        return step
+    }
+
+    private static func tell(_ record: inout IncidentRecord, _ notice: Notice, now: Timestamp) {
+        record.messages += 1
+        record.notifiedAt = now
+        record.notifiedDevices = record.devices
+    }
+}
+
+extension IncidentBook.Step {
+    mutating func append(_ record: IncidentRecord, _ notice: IncidentBook.Notice?) {
+        records.append(record)
+        if let notice { notices.append((notice, record)) }
+    }
+}
