@@ -16,7 +16,13 @@ struct StoredFormatTests {
         let key = DeviceKey(appId: "com.example.notes", deviceId: "golden-1")
         var record = DeviceRecord(key: key, firstSeenAt: Timestamp(microseconds: 1_700_000_000_000_000))
         let now = Timestamp(microseconds: 1_700_000_060_000_000)
-        let partial = SyncErrorReport(domain: "CKErrorDomain", code: 2, message: "Partial failure", retryAfterSeconds: 2.5, partialErrors: [14: 2, 25: 1])
+        let partial = SyncErrorReport(
+            domain: "CKErrorDomain",
+            code: 2,
+            message: "Partial failure",
+            retryAfterSeconds: 2.5,
+            partialErrors: [14: 2, 25: 1]
+        )
         var events = [
             f.account(.available, at: now - .seconds(50)), f.network(true, at: now - .seconds(49)),
             f.succeeded(.setup, at: now - .seconds(48)), f.started(.import, at: now - .seconds(47)),
