@@ -173,10 +173,48 @@ extension PostgresStore {
                 "ALTER TABLE seen_events ADD PRIMARY KEY (event_id, device_hash)",
             ]
         ),
+        (
+            // One open incident a key at most: the partial unique index refuses a second one.
+            "v8: incidents; migrations say whether the release before can run on them",
+            [
+                "ALTER TABLE synchealth_migrations ADD COLUMN additive BOOLEAN NOT NULL DEFAULT FALSE",
+                """
+                CREATE TABLE incidents (
+                    seq BIGSERIAL PRIMARY KEY,
+                    id TEXT NOT NULL UNIQUE,
+                    incident_key TEXT NOT NULL,
+                    app_id TEXT NOT NULL,
+                    container_id TEXT,
+                    kind TEXT NOT NULL,
+                    error_domain TEXT,
+                    error_code BIGINT,
+                    state TEXT NOT NULL,
+                    opened_at BIGINT NOT NULL,
+                    resolved_at BIGINT,
+                    devices BIGINT NOT NULL,
+                    peak_devices BIGINT NOT NULL,
+                    by_version TEXT NOT NULL,
+                    samples TEXT NOT NULL,
+                    notified_at BIGINT,
+                    notified_devices BIGINT NOT NULL,
+                    messages BIGINT NOT NULL,
+                    revision BIGINT NOT NULL
+                )
+                """,
+                "CREATE UNIQUE INDEX incidents_open_key ON incidents (incident_key) WHERE state = 'open'",
+                "CREATE INDEX incidents_state ON incidents (state, seq)",
+            ]
+        ),
     ]
 
-    /// Applies the missing migrations, one replica at a time (under a transaction-scoped advisory lock), and
-    /// refuses a database that a newer version of synchealth has migrated.
+    /// The migrations a replica of the release before runs on unchanged (they only add): recorded with each
+    /// migration, so that a replica that does not know a migration can tell whether it may start on the schema
+    /// (docs/operations.md, "Upgrading"). Every migration from v8 on that only adds belongs here.
+    static let additive: Set<Int> = [8]
+
+    /// Applies the missing migrations, one replica at a time (under a transaction-scoped advisory lock). A database
+    /// that a newer release has migrated is used if every migration this release does not know only adds (a
+    /// rolling upgrade), and refused otherwise.
     func migrate() async throws {
         try await withTransaction { connection in
             try await connection.query("SELECT pg_advisory_xact_lock(\(Self.migrationLockKey))", logger: logger)
@@ -192,13 +230,38 @@ extension PostgresStore {
             {
                 applied = version
             }
-            if applied > Self.migrations.count { throw StoreError.newerSchema(path: self.displayName) }
+            if applied > Self.migrations.count {
+                var additive = false
+                for try await all in try await connection.query(
+                    "SELECT bool_and(additive) FROM synchealth_migrations WHERE version > \(Self.migrations.count)",
+                    logger: logger
+                ).decode(Bool?.self) {
+                    additive = all ?? false
+                }
+                guard additive else { throw StoreError.newerSchema(path: self.displayName) }
+                logger.warning(
+                    "A newer release has migrated the database; this replica runs on it until it is replaced",
+                    metadata: ["schema.version": "\(applied)", "schema.known": "\(Self.migrations.count)"]
+                )
+                return
+            }
             for (index, migration) in Self.migrations.enumerated() where index + 1 > applied {
                 for statement in migration.statements { try await connection.query(statement, logger: logger) }
-                try await connection.query(
-                    "INSERT INTO synchealth_migrations (version, name) VALUES (\(index + 1), \(migration.name))",
-                    logger: logger
-                )
+                // `additive` exists from v8 on; the rows before stay false.
+                if index + 1 >= 8 {
+                    try await connection.query(
+                        """
+                        INSERT INTO synchealth_migrations (version, name, additive)
+                        VALUES (\(index + 1), \(migration.name), \(Self.additive.contains(index + 1)))
+                        """,
+                        logger: logger
+                    )
+                } else {
+                    try await connection.query(
+                        "INSERT INTO synchealth_migrations (version, name) VALUES (\(index + 1), \(migration.name))",
+                        logger: logger
+                    )
+                }
             }
         }
     }

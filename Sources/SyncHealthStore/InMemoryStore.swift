@@ -15,12 +15,14 @@ public final class InMemoryStore: LocalSyncStore {
         var history: [HistoryResolution: [HistoryKey: FleetCounts]] = [:]
         var outbox: [OutboxMessage] = []
         var deliveries: [DeliveryAttempt] = []
+        /// Incidents in the order they were opened.
+        var incidents: [IncidentRecord] = []
     }
 
     private let state = Mutex(State())
 
     /// Runs `body` on the state under its lock (for the extensions in other files).
-    func withState<T>(_ body: (inout State) -> T) -> T { state.withLock { body(&$0) } }
+    func withState<T, E: Error>(_ body: (inout State) throws(E) -> T) throws(E) -> T { try state.withLock { s throws(E) in try body(&s) } }
     /// When set, the next commit fails with this error (fault injection for tests).
     private let injectedCommitFailure = Mutex<(any Error & Sendable)?>(nil)
 

@@ -209,6 +209,36 @@ extension SQLiteStore {
                     """
             )
         }
+        migrator.registerMigration("v11: incidents") { db in
+            // One open incident a key at most: the partial unique index refuses a second one.
+            try db.execute(
+                sql: """
+                    CREATE TABLE incidents (
+                        seq INTEGER PRIMARY KEY,
+                        id TEXT NOT NULL UNIQUE,
+                        incident_key TEXT NOT NULL,
+                        app_id TEXT NOT NULL,
+                        container_id TEXT,
+                        kind TEXT NOT NULL,
+                        error_domain TEXT,
+                        error_code INTEGER,
+                        state TEXT NOT NULL,
+                        opened_at INTEGER NOT NULL,
+                        resolved_at INTEGER,
+                        devices INTEGER NOT NULL,
+                        peak_devices INTEGER NOT NULL,
+                        by_version TEXT NOT NULL,
+                        samples TEXT NOT NULL,
+                        notified_at INTEGER,
+                        notified_devices INTEGER NOT NULL,
+                        messages INTEGER NOT NULL,
+                        revision INTEGER NOT NULL
+                    );
+                    CREATE UNIQUE INDEX incidents_open_key ON incidents (incident_key) WHERE state = 'open';
+                    CREATE INDEX incidents_state ON incidents (state, seq);
+                    """
+            )
+        }
         return migrator
     }
 }

@@ -5,7 +5,7 @@ public import SyncHealthCore
 ///
 /// The atomic unit is one `StoreChanges`: "these events were applied to these devices, with these resulting
 /// states, alert transitions and outbox rows". `commit` makes all of it durable, or none of it.
-public protocol SyncStore: WebhookStore, SilenceStore, HistoryStore {
+public protocol SyncStore: WebhookStore, SilenceStore, HistoryStore, IncidentStore {
     /// Everything the service needs to rebuild its cache: devices in insertion order, firing fleet alerts.
     func loadState() async throws -> PersistedState
 

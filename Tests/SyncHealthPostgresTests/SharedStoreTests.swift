@@ -268,7 +268,7 @@ struct SharedStoreTests {
 
 @Suite("PostgreSQL schema", .enabled(if: PostgresTesting.baseURL != nil))
 struct PostgresSchemaTests {
-    @Test("preparing again changes nothing; a schema written by a newer version is refused, not altered")
+    @Test("preparing again changes nothing; a newer release's schema is used if its unknown migrations only add, else refused; never altered")
     func newerSchema() async throws {
         let url = try await PostgresTesting.freshDatabase()
         let store = try PostgresStore(url: url, logger: Logger(label: "test"))
@@ -300,6 +300,12 @@ struct PostgresSchemaTests {
             }
             await #expect(throws: StoreError.self) { try await store.prepare() }
             #expect(try await versions() == Array(1...future))
+            // The same migration marked as only adding: a replica of the release before runs on it (a rolling upgrade).
+            try await store.withTransaction { connection in
+                try await connection.query("UPDATE synchealth_migrations SET additive = TRUE WHERE version = \(future)", logger: Logger(label: "test"))
+            }
+            try await store.prepare()
+            #expect(try await versions() == Array(1...future), "and leaves the schema alone")
         }
     }
 }

@@ -1,0 +1,112 @@
+import Logging
+import PostgresNIO
+public import SyncHealthCore
+public import SyncHealthStore
+
+extension PostgresStore {
+    public func openIncidents() async throws -> [IncidentRecord] {
+        try await Self.incidents(try await run("SELECT \(unescaped: IncidentSchema.select) FROM incidents WHERE state = 'open' ORDER BY seq", logger: logger))
+            .map(\.record)
+    }
+
+    public func saveIncidents(_ records: [IncidentRecord], messages: [OutboxMessage]) async throws {
+        try await withTransaction { connection in
+            for r in records {
+                let domain = r.key.signature?.domain
+                let code = r.key.signature.map { Int64($0.code) }
+                let query: PostgresQuery =
+                    r.revision == 1
+                    ? """
+                    INSERT INTO incidents (id, incident_key, app_id, container_id, kind, error_domain, error_code, state, opened_at,
+                        resolved_at, devices, peak_devices, by_version, samples, notified_at, notified_devices, messages, revision)
+                    VALUES (\(r.id), \(r.key.identity), \(r.key.appId), \(r.key.containerId), \(r.key.kind.rawValue), \(domain), \(code),
+                        \(r.state.rawValue), \(r.openedAt.microseconds), \(r.resolvedAt?.microseconds), \(Int64(r.devices)), \(Int64(r.peakDevices)),
+                        \(r.byVersionJSON), \(r.samplesJSON), \(r.notifiedAt?.microseconds), \(Int64(r.notifiedDevices)), \(Int64(r.messages)),
+                        \(Int64(r.revision)))
+                    ON CONFLICT DO NOTHING
+                    RETURNING id
+                    """
+                    : """
+                    UPDATE incidents SET state = \(r.state.rawValue), resolved_at = \(r.resolvedAt?.microseconds), devices = \(Int64(r.devices)),
+                        peak_devices = \(Int64(r.peakDevices)), by_version = \(r.byVersionJSON), samples = \(r.samplesJSON),
+                        notified_at = \(r.notifiedAt?.microseconds), notified_devices = \(Int64(r.notifiedDevices)),
+                        messages = \(Int64(r.messages)), revision = \(Int64(r.revision))
+                    WHERE id = \(r.id) AND revision = \(Int64(r.revision - 1))
+                    RETURNING id
+                    """
+                var written = false
+                for try await _ in try await connection.query(query, logger: logger).decode(String.self) { written = true }
+                // Rolled back with everything before it: another replica got there first.
+                guard written else { throw IncidentStoreError.conflict }
+            }
+            for m in messages {
+                try await connection.query(
+                    """
+                    INSERT INTO outbox (id, webhook_id, ordering_key, payload, created_at, attempts, next_attempt_at, state)
+                    VALUES (\(m.id), \(m.webhookId), \(m.orderingKey), \(m.payload), \(m.createdAt.microseconds), \(m.attempts),
+                            \(m.nextAttemptAt.microseconds), \(m.state.rawValue))
+                    ON CONFLICT (id) DO NOTHING
+                    """,
+                    logger: logger
+                )
+            }
+        }
+    }
+
+    public func incidents(_ query: IncidentQuery) async throws -> IncidentPage {
+        let rows = try await Self.incidents(
+            try await run(
+                """
+                SELECT \(unescaped: IncidentSchema.select) FROM incidents
+                WHERE seq < \(query.cursor ?? Int64.max)
+                  AND (\(query.state?.rawValue)::text IS NULL OR state = \(query.state?.rawValue))
+                  AND (\(query.appId)::text IS NULL OR app_id = \(query.appId))
+                  AND (\(query.kind?.rawValue)::text IS NULL OR kind = \(query.kind?.rawValue))
+                ORDER BY seq DESC LIMIT \(query.limit + 1)
+                """,
+                logger: logger
+            )
+        )
+        let page = rows.prefix(query.limit)
+        return IncidentPage(incidents: page.map(\.record), nextCursor: rows.count > query.limit ? page.last?.seq : nil)
+    }
+
+    public func incident(id: String) async throws -> IncidentRecord? {
+        try await Self.incidents(try await run("SELECT \(unescaped: IncidentSchema.select) FROM incidents WHERE id = \(id)", logger: logger)).first?.record
+    }
+
+    static func incidents(_ rows: PostgresRowSequence) async throws -> [(seq: Int64, record: IncidentRecord)] {
+        var out: [(seq: Int64, record: IncidentRecord)] = []
+        for try await row in rows {
+            let c = row.makeRandomAccess()
+            let id = try c[1].decode(String.self)
+            guard let kind = AlertKind(rawValue: try c[4].decode(String.self)), let state = IncidentState(rawValue: try c[7].decode(String.self)) else {
+                throw StoreError.undecodableRecord("incident \(id)")
+            }
+            let domain = try c[5].decode(String?.self)
+            let code = try c[6].decode(Int64?.self)
+            let record = IncidentRecord(
+                id: id,
+                key: IncidentKey(
+                    appId: try c[2].decode(String.self),
+                    containerId: try c[3].decode(String?.self),
+                    kind: kind,
+                    signature: domain.flatMap { d in code.map { ErrorSignature(domain: d, code: Int($0)) } }
+                ),
+                state: state,
+                openedAt: Timestamp(microseconds: try c[8].decode(Int64.self)),
+                resolvedAt: try c[9].decode(Int64?.self).map(Timestamp.init(microseconds:)),
+                devices: Int(try c[10].decode(Int64.self)),
+                peakDevices: Int(try c[11].decode(Int64.self)),
+                byVersion: IncidentRecord.byVersion(json: try c[12].decode(String.self)),
+                samples: IncidentRecord.samples(json: try c[13].decode(String.self)),
+                notifiedAt: try c[14].decode(Int64?.self).map(Timestamp.init(microseconds:)),
+                notifiedDevices: Int(try c[15].decode(Int64.self)),
+                messages: Int(try c[16].decode(Int64.self)),
+                revision: Int(try c[17].decode(Int64.self))
+            )
+            out.append((try c[0].decode(Int64.self), record))
+        }
+        return out
+    }
+}

@@ -1,0 +1,78 @@
+import SyncHealthCore
+import SyncHealthTestSupport
+import Testing
+
+@testable import SyncHealthStore
+
+@Suite("Store conformance: incidents")
+struct IncidentStoreConformanceTests {
+    static func record(_ code: Int, app: String = "app", revision: Int = 1, state: IncidentState = .open, devices: Int = 3) -> IncidentRecord {
+        let key = IncidentKey(appId: app, containerId: "iCloud.c", kind: .syncError, signature: ErrorSignature(domain: "CKErrorDomain", code: code))
+        return IncidentRecord(
+            id: IncidentRecord.id(key: key, openedAt: t0),
+            key: key,
+            state: state,
+            openedAt: t0,
+            resolvedAt: state == .resolved ? t0 + .seconds(9) : nil,
+            devices: devices,
+            peakDevices: devices,
+            byVersion: ["2.0": devices],
+            samples: ["d1", "d2"],
+            notifiedAt: t0 + .seconds(30),
+            notifiedDevices: devices,
+            messages: 1,
+            revision: revision
+        )
+    }
+
+    @Test("a new incident and its messages are written together, read back whole, and listed newest first", arguments: StoreKind.allCases)
+    func writeAndRead(kind: StoreKind) async throws {
+        try await kind.withStore { store in
+            try await store.saveWebhook(subscription())
+            let first = Self.record(5)
+            try await store.saveIncidents([first, Self.record(25, app: "other")], messages: [message("m1", line: "A"), message("m2", line: "B")])
+            #expect(try await store.incident(id: first.id) == first)
+            #expect(try await store.openIncidents().map(\.id) == [first.id, Self.record(25, app: "other").id])
+            #expect(Set(try await store.dueMessages(now: t0, limit: 10).map(\.id)) == ["m1", "m2"])
+
+            var resolved = first
+            resolved.state = .resolved
+            resolved.resolvedAt = t0 + .seconds(60)
+            resolved.devices = 0
+            resolved.messages = 2
+            resolved.revision = 2
+            try await store.saveIncidents([resolved], messages: [message("m3"), message("m1")])
+            #expect(try await store.incident(id: first.id) == resolved)
+            #expect(try await store.openIncidents().map(\.key.appId) == ["other"])
+
+            let page = try await store.incidents(IncidentQuery(limit: 1))
+            #expect(page.incidents.map(\.key.appId) == ["other"], "newest first")
+            let next = try await store.incidents(IncidentQuery(limit: 1, cursor: page.nextCursor))
+            #expect(next.incidents.map(\.id) == [first.id] && next.nextCursor == nil)
+            #expect(try await store.incidents(IncidentQuery(state: .resolved)).incidents.map(\.id) == [first.id])
+            #expect(try await store.incidents(IncidentQuery(appId: "other")).incidents.count == 1)
+            #expect(try await store.incidents(IncidentQuery(kind: .notSyncing)).incidents.isEmpty)
+        }
+    }
+
+    @Test("a write planned on a stale revision, or a second open incident of one key, is refused whole", arguments: StoreKind.allCases)
+    func conflicts(kind: StoreKind) async throws {
+        try await kind.withStore { store in
+            try await store.saveWebhook(subscription())
+            let first = Self.record(5)
+            try await store.saveIncidents([first], messages: [])
+            var ahead = first
+            ahead.revision = 3
+            await #expect(throws: IncidentStoreError.conflict) { try await store.saveIncidents([Self.record(25), ahead], messages: [message("lost")]) }
+            #expect(try await store.openIncidents().map(\.id) == [first.id], "the new incident before the stale one is rolled back")
+            #expect(try await store.dueMessages(now: t0, limit: 10).isEmpty, "and so are the messages")
+
+            // Another replica opened the same key at another time.
+            var twin = Self.record(5)
+            twin.openedAt = t0 + .seconds(1)
+            twin.id = IncidentRecord.id(key: twin.key, openedAt: twin.openedAt)
+            await #expect(throws: IncidentStoreError.conflict) { try await store.saveIncidents([twin], messages: []) }
+            await #expect(throws: IncidentStoreError.conflict) { try await store.saveIncidents([first], messages: []) }
+        }
+    }
+}
