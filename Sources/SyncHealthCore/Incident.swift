@@ -43,8 +43,9 @@ public struct IncidentGroup: Hashable, Sendable {
     public var devices: Int = 0
     /// Those devices by app version (`""`: not reported).
     public var byVersion: [String: Int] = [:]
-    /// The first devices to fire, at most `IncidentBook.sampleSize`.
-    public var samples: [String] = []
+    /// The first devices to fire, at most `IncidentBook.sampleSize`, earliest first.
+    public var samples: [String] { firsts.map(\.deviceId) }
+    private var firsts: [(startsAt: Timestamp, deviceId: String)] = []
     /// When the earliest of the alerts fired.
     public var since: Timestamp?
 
@@ -55,8 +56,20 @@ public struct IncidentGroup: Hashable, Sendable {
     public mutating func add(deviceId: String, appVersion: String?, startsAt: Timestamp) {
         devices += 1
         byVersion[appVersion ?? "", default: 0] += 1
-        samples.append(deviceId)
         since = min(since ?? startsAt, startsAt)
+        let at = firsts.firstIndex { (startsAt, deviceId) < ($0.startsAt, $0.deviceId) } ?? firsts.endIndex
+        guard at < IncidentBook.sampleSize else { return }
+        firsts.insert((startsAt, deviceId), at: at)
+        if firsts.count > IncidentBook.sampleSize { firsts.removeLast() }
+    }
+
+    public static func == (a: IncidentGroup, b: IncidentGroup) -> Bool {
+        a.devices == b.devices && a.byVersion == b.byVersion && a.samples == b.samples && a.since == b.since
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(devices)
+        hasher.combine(samples)
     }
 }
 

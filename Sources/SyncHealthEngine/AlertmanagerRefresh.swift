@@ -64,21 +64,19 @@ public struct AlertmanagerRefresh: Service {
         }
     }
 
-    /// Every firing alert, with its device's context.
+    /// Every firing alert, with its device's context: a page of alerts, then their devices in one read.
     static func firingAlerts(of engine: any MonitorEngine) async throws -> [(AlertRecord, AlertContext)] {
-        var out: [(AlertRecord, AlertContext)] = []
+        try await firingAlertDevices(of: engine).map { alert, device in (alert, device.map { AlertContext(device: $0) } ?? .fleet) }
+    }
+
+    /// Every firing alert, with its device's record (`nil` for a container's fleet alert).
+    static func firingAlertDevices(of engine: any MonitorEngine) async throws -> [(AlertRecord, DeviceRecord?)] {
+        var out: [(AlertRecord, DeviceRecord?)] = []
         var cursor: Int64?
         repeat {
-            let page = try await engine.alerts(AlertQuery(state: .firing, limit: 500, cursor: cursor))
-            for alert in page.alerts {
-                var context = AlertContext.fleet
-                if let appId = alert.appId, let deviceId = alert.deviceId,
-                    let device = try await engine.device(DeviceKey(appId: appId, deviceId: deviceId))
-                {
-                    context = AlertContext(device: device.record)
-                }
-                out.append((alert, context))
-            }
+            let page = try await engine.alerts(AlertQuery(state: .firing, limit: 1_000, cursor: cursor))
+            let records = try await engine.records(page.alerts.compactMap(\.deviceKey))
+            for alert in page.alerts { out.append((alert, alert.deviceKey.flatMap { records[$0] })) }
             cursor = page.nextCursor
         } while cursor != nil
         return out

@@ -6,6 +6,8 @@ public struct EngineConfiguration: Sendable {
     public var alerts = AlertConfiguration()
     /// Flapping thresholds for webhook deliveries.
     public var notifications = NotificationPolicy.Configuration()
+    /// Group wait and interval of incidents.
+    public var incidents = IncidentBook.Configuration()
     /// How device timestamps in the future are treated.
     public var skew = SkewPolicy()
     /// Where ops open the dashboard (`https://synchealth.example.com`), for links in alert messages; none if `nil`.

@@ -62,12 +62,12 @@ public final class LocalMonitor: MonitorEngine, GroupPipeline {
         }
     }
 
-    public func infos(_ keys: [DeviceKey]) async throws(EngineError) -> [DeviceKey: DeviceInfo] {
+    public func records(_ keys: [DeviceKey]) async throws(EngineError) -> [DeviceKey: DeviceRecord] {
         try queue.checkReadable()
         return cache.withLock { c in
-            var infos: [DeviceKey: DeviceInfo] = [:]
-            for key in keys { if let i = c.devices.index[key] { infos[key] = c.devices.records[i].info } }
-            return infos
+            var records: [DeviceKey: DeviceRecord] = [:]
+            for key in keys { if let i = c.devices.index[key] { records[key] = c.devices.records[i] } }
+            return records
         }
     }
 

@@ -34,9 +34,8 @@ public protocol MonitorEngine: Service, Sendable {
     func ingest(_ batch: EventBatch) async throws(EngineError) -> IngestReceipt
     /// A device's state now, or `nil` if unknown.
     func device(_ key: DeviceKey) async throws(EngineError) -> DeviceSnapshot?
-    /// What the devices among `keys` last reported (platform, versions), in one read whatever their number: what
-    /// silences match on.
-    func infos(_ keys: [DeviceKey]) async throws(EngineError) -> [DeviceKey: DeviceInfo]
+    /// The devices among `keys` that exist, in one read whatever their number.
+    func records(_ keys: [DeviceKey]) async throws(EngineError) -> [DeviceKey: DeviceRecord]
     /// Every device with `deviceId`, in any app (for lookups that leave out the app).
     func devices(withId deviceId: String) async throws(EngineError) -> [DeviceKey]
     /// A page of devices matching `filter`, in first-seen order.

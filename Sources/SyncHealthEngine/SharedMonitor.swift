@@ -64,9 +64,9 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
         return try await read { try await store.device(key) }.map { DeviceSnapshot(record: $0, now: now, configuration: configuration.alerts) }
     }
 
-    public func infos(_ keys: [DeviceKey]) async throws(EngineError) -> [DeviceKey: DeviceInfo] {
+    public func records(_ keys: [DeviceKey]) async throws(EngineError) -> [DeviceKey: DeviceRecord] {
         try queue.checkReadable()
-        return try await read { try await store.devices(keys) }.mapValues(\.info)
+        return try await read { try await store.devices(keys) }
     }
 
     public func devices(withId deviceId: String) async throws(EngineError) -> [DeviceKey] {

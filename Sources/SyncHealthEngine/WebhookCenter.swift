@@ -45,6 +45,7 @@ public struct WebhookRequestFields: Sendable {
     public var appIds: [String] = []
     public var containerIds: [String] = []
     public var errorClasses: [String] = []
+    public var grouping: String?
 
     /// The fields of a request.
     public init(
@@ -55,7 +56,8 @@ public struct WebhookRequestFields: Sendable {
         routingKey: String? = nil,
         appIds: [String] = [],
         containerIds: [String] = [],
-        errorClasses: [String] = []
+        errorClasses: [String] = [],
+        grouping: String? = nil
     ) {
         self.url = url
         self.kinds = kinds
@@ -65,6 +67,7 @@ public struct WebhookRequestFields: Sendable {
         self.appIds = appIds
         self.containerIds = containerIds
         self.errorClasses = errorClasses
+        self.grouping = grouping
     }
 }
 
@@ -126,9 +129,24 @@ public final class WebhookCenter: Service, Sendable {
         subscribers(for: alert, context: context, now: clock.now)
     }
 
+    /// The subscriptions that hear of an alert's transition: a device's alert goes to those that group by device
+    /// (the others hear of its incident), a container's fleet alert to every one that wants it.
     func subscribers(for alert: AlertRecord, context: AlertContext, now: Timestamp) -> [WebhookSubscription] {
         guard !silences.holds(alert, info: context.info, now: now) else { return [] }
-        return subscriptions.withLock { $0.values.filter { $0.wants(alert, errorClass: context.errorClass) }.sorted { $0.id < $1.id } }
+        let perDevice = alert.deviceId != nil
+        return subscriptions.withLock {
+            $0.values.filter { $0.wants(alert, errorClass: context.errorClass) && (!perDevice || $0.effectiveGrouping == .device) }
+                .sorted { $0.id < $1.id }
+        }
+    }
+
+    /// The subscriptions that hear of an incident: those that group by incident and want its alerts (`alert` is a
+    /// representative one: the incident's kind, app and container), unless a silence holds them.
+    func incidentSubscribers(for alert: AlertRecord, errorClass: ErrorClass?, now: Timestamp) -> [WebhookSubscription] {
+        guard !silences.holds(alert, info: nil, now: now) else { return [] }
+        return subscriptions.withLock {
+            $0.values.filter { $0.effectiveGrouping == .incident && $0.wants(alert, errorClass: errorClass) }.sorted { $0.id < $1.id }
+        }
     }
 
     /// Tells the delivery loop that new messages are waiting.
@@ -175,6 +193,18 @@ public final class WebhookCenter: Service, Sendable {
             }
             if !errorClasses.contains(errorClass) { errorClasses.append(errorClass) }
         }
+        let grouping = try fields.grouping.map { name in
+            guard let grouping = WebhookGrouping(rawValue: name) else {
+                throw WebhookError.invalidField(pointer: "/grouping", detail: "\(name) is not a grouping; use incident or device")
+            }
+            return grouping
+        }
+        if format == .alertmanager && grouping == .incident {
+            throw WebhookError.invalidField(
+                pointer: "/grouping",
+                detail: "Alertmanager groups alerts itself: use device (its group_by does the rest)"
+            )
+        }
         for (pointer, list) in [("/appIds", fields.appIds), ("/containerIds", fields.containerIds)]
         where list.contains(where: { $0.isEmpty || $0.count > 256 }) {
             throw WebhookError.invalidField(pointer: pointer, detail: "each entry must be 1-256 characters")
@@ -198,7 +228,8 @@ public final class WebhookCenter: Service, Sendable {
             routingKey: routingKey,
             appIds: Array(Set(fields.appIds)).sorted(),
             containerIds: Array(Set(fields.containerIds)).sorted(),
-            errorClasses: errorClasses
+            errorClasses: errorClasses,
+            grouping: grouping
         )
         try await management { try await store.saveWebhook(subscription) }
         subscriptions.withLock { $0[subscription.id] = subscription }

@@ -5,8 +5,10 @@ public import SyncHealthStore
 
 extension PostgresStore {
     public func openIncidents() async throws -> [IncidentRecord] {
-        try await Self.incidents(try await run("SELECT \(unescaped: IncidentSchema.select) FROM incidents WHERE state = 'open' ORDER BY seq", logger: logger))
-            .map(\.record)
+        try await Self.incidents(
+            try await run("SELECT \(unescaped: IncidentSchema.select) FROM incidents WHERE state = 'open' ORDER BY seq", logger: logger)
+        )
+        .map(\.record)
     }
 
     public func saveIncidents(_ records: [IncidentRecord], messages: [OutboxMessage]) async throws {
@@ -72,7 +74,8 @@ extension PostgresStore {
     }
 
     public func incident(id: String) async throws -> IncidentRecord? {
-        try await Self.incidents(try await run("SELECT \(unescaped: IncidentSchema.select) FROM incidents WHERE id = \(id)", logger: logger)).first?.record
+        try await Self.incidents(try await run("SELECT \(unescaped: IncidentSchema.select) FROM incidents WHERE id = \(id)", logger: logger)).first?
+            .record
     }
 
     static func incidents(_ rows: PostgresRowSequence) async throws -> [(seq: Int64, record: IncidentRecord)] {
@@ -80,7 +83,8 @@ extension PostgresStore {
         for try await row in rows {
             let c = row.makeRandomAccess()
             let id = try c[1].decode(String.self)
-            guard let kind = AlertKind(rawValue: try c[4].decode(String.self)), let state = IncidentState(rawValue: try c[7].decode(String.self)) else {
+            guard let kind = AlertKind(rawValue: try c[4].decode(String.self)), let state = IncidentState(rawValue: try c[7].decode(String.self))
+            else {
                 throw StoreError.undecodableRecord("incident \(id)")
             }
             let domain = try c[5].decode(String?.self)

@@ -17,6 +17,7 @@ struct WebhookRoutes {
         var appIds: [String]?
         var containerIds: [String]?
         var errorClasses: [String]?
+        var grouping: String?
     }
 
     func create(_ request: Request, context: AppRequestContext) async throws -> Response {
@@ -24,7 +25,7 @@ struct WebhookRoutes {
         let body = try await JSONRequest.decode(
             CreateBody.self,
             from: request,
-            shape: #"{"url", "kinds", "description", "format", "routingKey", "appIds", "containerIds", "errorClasses"}"#
+            shape: #"{"url", "kinds", "description", "format", "routingKey", "appIds", "containerIds", "errorClasses", "grouping"}"#
         )
         guard let url = body.url else { throw APIError.invalidBody([.init(pointer: "/url", detail: "url is required")]) }
         if let description = body.description, description.count > 1024 {
@@ -40,7 +41,8 @@ struct WebhookRoutes {
                     routingKey: body.routingKey,
                     appIds: body.appIds ?? [],
                     containerIds: body.containerIds ?? [],
-                    errorClasses: body.errorClasses ?? []
+                    errorClasses: body.errorClasses ?? [],
+                    grouping: body.grouping
                 )
             )
             return try JSONResponse.make(WebhookDTO(subscription, includeSecret: true), status: .created)
@@ -107,6 +109,7 @@ struct WebhookDTO: Encodable {
 
     enum Key: String, CodingKey {
         case id, url, kinds, description, secret, createdAt, disabled, disabledReason, format, routingKey, appIds, containerIds, errorClasses
+        case grouping
     }
 
     func encode(to encoder: any Encoder) throws {
@@ -124,6 +127,7 @@ struct WebhookDTO: Encodable {
         try c.encode(subscription.appIds, forKey: .appIds)
         try c.encode(subscription.containerIds, forKey: .containerIds)
         try c.encode(subscription.errorClasses.map(\.rawValue), forKey: .errorClasses)
+        try c.encode(subscription.effectiveGrouping.rawValue, forKey: .grouping)
     }
 }
 

@@ -266,7 +266,7 @@ struct FleetRoutes<Engine: MonitorEngine> {
         let keys = page.alerts.compactMap { alert in
             alert.state == .firing ? alert.appId.flatMap { app in alert.deviceId.map { DeviceKey(appId: app, deviceId: $0) } } : nil
         }
-        let infos = try await mapEngine { () async throws(EngineError) in try await engine.infos(Array(Set(keys))) }
+        let infos = try await mapEngine { () async throws(EngineError) in try await engine.records(Array(Set(keys))) }.mapValues(\.info)
         let now = engine.now
         let data = page.alerts.map { alert in
             guard alert.state == .firing else { return AlertJSON(alert, silencedBy: []) }

@@ -75,6 +75,12 @@ extension ServiceSetting {
         duration("stalled-after", "Delay of syncStalled.", \.engine.alerts.stalledAfter),
         duration("export-at-risk-after", "Delay of exportAtRisk.", \.engine.alerts.exportAtRiskAfter),
         duration("silent-after", "When a device counts as silent.", \.engine.alerts.silentAfter),
+        duration("group-wait", "How long an incident is open before its first message, so that its devices gather.", \.engine.incidents.groupWait),
+        duration(
+            "group-interval",
+            "Least time between two messages about one incident whose device count changes.",
+            \.engine.incidents.groupInterval
+        ),
         ServiceSetting(
             flag: "release-min-devices",
             help: "Fewest active devices a release needs before it can be a regression.",

@@ -62,6 +62,8 @@ public enum SyncHealthApplication {
             APIRoute(.get, "/v1/releases", fleet.releases),
             APIRoute(.get, "/v1/stream", stream.stream),
             APIRoute(.get, "/v1/alerts", fleet.alerts),
+            APIRoute(.get, "/v1/incidents", fleet.incidents),
+            APIRoute(.get, "/v1/incidents/:id", fleet.incident),
             APIRoute(.post, "/v1/webhooks", hooks.create),
             APIRoute(.get, "/v1/webhooks", hooks.list),
             APIRoute(.get, "/v1/webhooks/:id", hooks.get),
@@ -189,6 +191,7 @@ public enum SyncHealthApplication {
             services: (storeService.map { [$0] } ?? []) + [
                 engine, engine.webhooks, AlertmanagerRefresh(engine: engine, logger: logger),
                 SilenceRelease(engine: engine, logger: logger),
+                IncidentWatch(engine: engine, logger: logger),
                 HistoryRecorder(engine: engine, store: store.store, logger: logger),
                 LiveFeedTicker(engine: engine, logger: logger),
                 HeapTrimmer(logger: logger),

@@ -79,7 +79,12 @@ extension SQLiteStore {
         let code: Int? = row[6]
         return IncidentRecord(
             id: row[1],
-            key: IncidentKey(appId: row[2], containerId: row[3], kind: kind, signature: domain.flatMap { d in code.map { ErrorSignature(domain: d, code: $0) } }),
+            key: IncidentKey(
+                appId: row[2],
+                containerId: row[3],
+                kind: kind,
+                signature: domain.flatMap { d in code.map { ErrorSignature(domain: d, code: $0) } }
+            ),
             state: state,
             openedAt: Timestamp(microseconds: row[8]),
             resolvedAt: (row[9] as Int64?).map(Timestamp.init(microseconds:)),

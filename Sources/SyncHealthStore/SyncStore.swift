@@ -125,6 +125,13 @@ public struct StoreChanges: Sendable {
     public var isEmpty: Bool { devices.isEmpty && eventIds.isEmpty && alerts.isEmpty && fleetAlerts.isEmpty && outbox.isEmpty }
 }
 
+extension AlertRecord {
+    /// The device of a per-device alert.
+    public var deviceKey: DeviceKey? {
+        appId.flatMap { app in deviceId.map { DeviceKey(appId: app, deviceId: $0) } }
+    }
+}
+
 /// Firing or resolved.
 public enum AlertState: String, Sendable, Codable, CaseIterable {
     case firing

@@ -13,6 +13,24 @@ public enum WebhookFormat: String, Sendable, Hashable, CaseIterable, Codable {
     case alertmanager
 }
 
+/// Whether a subscription hears of each device's alert, or of incidents (`IncidentBook`).
+public enum WebhookGrouping: String, Sendable, Hashable, CaseIterable, Codable {
+    /// One message per incident: when it opens (after the group wait), as its device count changes (at most every
+    /// group interval), and when it resolves.
+    case incident
+    /// One message per device alert transition.
+    case device
+
+    /// What a subscription of `format` gets unless it says: incidents for the formats people read (Slack, PagerDuty),
+    /// every transition for machines (Standard Webhooks) and for Alertmanager, which groups by itself.
+    public static func defaultFor(_ format: WebhookFormat) -> WebhookGrouping {
+        switch format {
+        case .slack, .pagerduty: .incident
+        case .standardWebhooks, .alertmanager: .device
+        }
+    }
+}
+
 /// A webhook subscription.
 public struct WebhookSubscription: Sendable, Hashable {
     /// `wh_` + random.
@@ -39,6 +57,11 @@ public struct WebhookSubscription: Sendable, Hashable {
     public var containerIds: [String]
     /// Error classes whose alerts are delivered (an alert's class is its device's worst visible error); empty means all.
     public var errorClasses: [ErrorClass]
+    /// Incidents or device alerts; `nil` takes the format's default (`WebhookGrouping.defaultFor`).
+    public var grouping: WebhookGrouping?
+
+    /// The grouping in force.
+    public var effectiveGrouping: WebhookGrouping { grouping ?? .defaultFor(format) }
 
     /// Creates a subscription.
     public init(
@@ -53,7 +76,8 @@ public struct WebhookSubscription: Sendable, Hashable {
         routingKey: String? = nil,
         appIds: [String] = [],
         containerIds: [String] = [],
-        errorClasses: [ErrorClass] = []
+        errorClasses: [ErrorClass] = [],
+        grouping: WebhookGrouping? = nil
     ) {
         self.id = id
         self.url = url
@@ -67,6 +91,7 @@ public struct WebhookSubscription: Sendable, Hashable {
         self.appIds = appIds
         self.containerIds = containerIds
         self.errorClasses = errorClasses
+        self.grouping = grouping
     }
 
     /// Whether an alert goes to this subscription: it is active, and every list it has names the alert's kind,
@@ -86,11 +111,19 @@ extension WebhookSubscription {
         var appIds: [String]?
         var containerIds: [String]?
         var errorClasses: [ErrorClass]?
+        var grouping: WebhookGrouping?
     }
 
     /// The stored JSON of the options.
     public var optionsJSON: String {
-        let options = Options(format: format, routingKey: routingKey, appIds: appIds, containerIds: containerIds, errorClasses: errorClasses)
+        let options = Options(
+            format: format,
+            routingKey: routingKey,
+            appIds: appIds,
+            containerIds: containerIds,
+            errorClasses: errorClasses,
+            grouping: grouping
+        )
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
         return (try? encoder.encode(options)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
@@ -104,6 +137,7 @@ extension WebhookSubscription {
         appIds = options.appIds ?? []
         containerIds = options.containerIds ?? []
         errorClasses = options.errorClasses ?? []
+        grouping = options.grouping
     }
 }
 

@@ -302,7 +302,10 @@ struct PostgresSchemaTests {
             #expect(try await versions() == Array(1...future))
             // The same migration marked as only adding: a replica of the release before runs on it (a rolling upgrade).
             try await store.withTransaction { connection in
-                try await connection.query("UPDATE synchealth_migrations SET additive = TRUE WHERE version = \(future)", logger: Logger(label: "test"))
+                try await connection.query(
+                    "UPDATE synchealth_migrations SET additive = TRUE WHERE version = \(future)",
+                    logger: Logger(label: "test")
+                )
             }
             try await store.prepare()
             #expect(try await versions() == Array(1...future), "and leaves the schema alone")

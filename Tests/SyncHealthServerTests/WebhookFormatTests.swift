@@ -64,7 +64,7 @@ struct WebhookFormatTests {
         let service = TestService(transport: CurlTransport(totalTimeout: .seconds(5)), webhooks: Self.privateAllowed)
         try await withReceiver(receiver) { port in
             try await service.test { client in
-                _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:\#(port)/hook", "format": "slack"}"#)
+                _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:\#(port)/hook", "format": "slack", "grouping": "device"}"#)
                 try await breakAndRecover(client)
                 #expect(try await eventually { receiver.count == 1 })
                 let firing = receiver.all[0]
@@ -98,7 +98,7 @@ struct WebhookFormatTests {
         configuration.publicURL = "https://synchealth.example.com/"
         let service = TestService(configuration: configuration, transport: transport, webhooks: Self.privateAllowed)
         try await service.test { client in
-            _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:9/slack", "format": "slack"}"#)
+            _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:9/slack", "format": "slack", "grouping": "device"}"#)
             try await breakAndRecover(client)
             #expect(try await eventually { transport.requests(to: "/slack").count == 1 })
             let body = try #require(transport.requests(to: "/slack").first?.json as? [String: Any])
@@ -117,7 +117,7 @@ struct WebhookFormatTests {
             try await service.test { client in
                 _ = try await createWebhook(
                     client,
-                    json: #"{"url": "http://127.0.0.1:\#(port)/hook", "format": "pagerduty", "routingKey": "R0UTING"}"#
+                    json: #"{"url": "http://127.0.0.1:\#(port)/hook", "format": "pagerduty", "routingKey": "R0UTING", "grouping": "device"}"#
                 )
                 try await breakAndRecover(client)
                 #expect(try await eventually { receiver.count == 1 })
@@ -236,8 +236,17 @@ struct WebhookFormatTests {
             #expect(read["appIds"] as? [String] == ["a", "b"])
             #expect(read["containerIds"] as? [String] == ["c"])
             #expect(read["errorClasses"] as? [String] == ["dataLoss", "developer"])
+            #expect(read["grouping"] as? String == "incident", "PagerDuty hears of incidents unless told otherwise")
             let plain = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:9/y"}"#)
-            #expect(try json(try await client.get("/v1/webhooks/\(plain)", key: adminKey))["format"] as? String == "standardWebhooks")
+            let plainRead = try json(try await client.get("/v1/webhooks/\(plain)", key: adminKey))
+            #expect(plainRead["format"] as? String == "standardWebhooks" && plainRead["grouping"] as? String == "device")
+            for bad in [
+                #"{"url": "http://127.0.0.1:9/z", "grouping": "container"}"#,
+                #"{"url": "http://127.0.0.1:9/z", "format": "alertmanager", "grouping": "incident"}"#,
+            ] {
+                let response = try await client.execute(uri: "/v1/webhooks", method: .post, headers: headers(adminKey), body: ByteBuffer(string: bad))
+                #expect(response.status == .badRequest, "\(bad)")
+            }
         }
     }
 
@@ -249,7 +258,10 @@ struct WebhookFormatTests {
         let clock = ManualClock(testStart)
         let service = TestService(clock: clock, transport: transport, webhooks: webhooks)
         try await service.test { client in
-            let id = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:9/pd", "format": "pagerduty", "routingKey": "k"}"#)
+            let id = try await createWebhook(
+                client,
+                json: #"{"url": "http://127.0.0.1:9/pd", "format": "pagerduty", "routingKey": "k", "grouping": "device"}"#
+            )
             try await breakAndRecover(client)
             #expect(try await eventually { try await deliveryLog(client, id).first?["statusCode"] as? Int == 429 })
             #expect(try await deliveryLog(client, id).first?["nextRetryAt"] as? String == (testStart + .seconds(40)).rfc3339)

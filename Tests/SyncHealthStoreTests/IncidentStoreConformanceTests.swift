@@ -63,7 +63,9 @@ struct IncidentStoreConformanceTests {
             try await store.saveIncidents([first], messages: [])
             var ahead = first
             ahead.revision = 3
-            await #expect(throws: IncidentStoreError.conflict) { try await store.saveIncidents([Self.record(25), ahead], messages: [message("lost")]) }
+            await #expect(throws: IncidentStoreError.conflict) {
+                try await store.saveIncidents([Self.record(25), ahead], messages: [message("lost")])
+            }
             #expect(try await store.openIncidents().map(\.id) == [first.id], "the new incident before the stale one is rolled back")
             #expect(try await store.dueMessages(now: t0, limit: 10).isEmpty, "and so are the messages")
 

@@ -1,0 +1,147 @@
+public import Logging
+public import ServiceLifecycle
+public import SyncHealthCore
+public import SyncHealthStore
+
+/// Groups the firing device alerts into incidents (`IncidentBook`), stores them, and writes their messages for the
+/// subscriptions that group by incident, in the same transaction.
+///
+/// Every replica runs one. A step reads the firing alerts and the open incidents, decides, and writes only if no
+/// other replica wrote the same incidents meanwhile (`IncidentStoreError.conflict`); a message's id names the
+/// incident and the message's number, so a message is written once whichever replica writes it.
+public struct IncidentWatch: Service {
+    let engine: any MonitorEngine
+    let logger: Logger
+
+    /// Watches `engine`'s alerts.
+    public init(engine: any MonitorEngine, logger: Logger) {
+        self.engine = engine
+        self.logger = logger
+    }
+
+    /// How often the alerts are read: a third of the group wait, between 1 and 10 s.
+    var pollInterval: Duration {
+        min(max(engine.configuration.incidents.groupWait / 3, .seconds(1)), .seconds(10))
+    }
+
+    public func run() async throws {
+        let wake = WakeSignal()
+        await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                var next = engine.now + (engine.isReady ? pollInterval : .seconds(1))
+                if engine.isReady {
+                    do {
+                        if let due = try await step() { next = min(next, max(due, engine.now)) }
+                    } catch {
+                        logger.warning("Grouping alerts into incidents failed", metadata: ["error": "\(error)"])
+                    }
+                }
+                await wake.wait(until: next, clock: engine.clock)
+            }
+        }
+    }
+
+    /// One step; returns when the book next has something to decide.
+    @discardableResult
+    func step() async throws -> Timestamp? {
+        let now = engine.now
+        let store = engine.webhooks.store
+        let groups = try await Self.groups(of: engine)
+        let open = try await store.openIncidents()
+        let step = IncidentBook.step(open: open, groups: groups, now: now, configuration: engine.configuration.incidents)
+        guard !step.records.isEmpty else { return step.nextWake }
+        var messages: [OutboxMessage] = []
+        for (notice, record) in step.notices {
+            let representative = AlertRecord(
+                id: record.id,
+                kind: record.key.kind,
+                state: .firing,
+                deviceId: nil,
+                appId: record.key.appId,
+                containerId: record.key.containerId,
+                startsAt: record.openedAt,
+                endsAt: nil,
+                summary: "",
+                detail: ""
+            )
+            let errorClass = record.key.signature.map { SyncErrorReport(domain: $0.domain, code: $0.code).errorClass }
+            messages += IncidentMessage.messages(
+                record,
+                notice: notice,
+                subscribers: engine.webhooks.incidentSubscribers(for: representative, errorClass: errorClass, now: now),
+                now: now,
+                publicURL: engine.configuration.publicURL
+            )
+        }
+        do {
+            try await store.saveIncidents(step.records, messages: messages)
+        } catch IncidentStoreError.conflict {
+            // Another replica wrote these incidents first: read again at once.
+            logger.debug("Incidents changed meanwhile; reading them again")
+            return now
+        }
+        for (notice, record) in step.notices {
+            logger.info(
+                "Incident told",
+                metadata: ["incident.id": "\(record.id)", "incident.notice": "\(notice.rawValue)", "incident.devices": "\(record.devices)"]
+            )
+        }
+        if !messages.isEmpty { engine.webhooks.notify() }
+        return step.nextWake
+    }
+
+    /// The firing device alerts, by incident key.
+    static func groups(of engine: any MonitorEngine) async throws -> [IncidentKey: IncidentGroup] {
+        var groups: [IncidentKey: IncidentGroup] = [:]
+        for (alert, device) in try await AlertmanagerRefresh.firingAlertDevices(of: engine) {
+            guard let device, AlertKind.deviceKinds.contains(alert.kind) else { continue }
+            groups[IncidentKey(device: device, kind: alert.kind), default: IncidentGroup()]
+                .add(deviceId: device.key.deviceId, appVersion: device.info.appVersion, startsAt: alert.startsAt)
+        }
+        return groups
+    }
+}
+
+/// One device of an incident: its alert fires.
+public struct IncidentDevice: Sendable {
+    /// The device.
+    public var key: DeviceKey
+    /// Its app version.
+    public var appVersion: String?
+    /// When its alert fired.
+    public var since: Timestamp
+}
+
+extension MonitorEngine {
+    /// A page of incidents, newest first.
+    public func incidents(_ query: IncidentQuery) async throws(EngineError) -> IncidentPage {
+        guard isReady else { throw .starting }
+        return try await readIncidents { try await webhooks.store.incidents(query) }
+    }
+
+    /// One incident.
+    public func incident(id: String) async throws(EngineError) -> IncidentRecord? {
+        guard isReady else { throw .starting }
+        return try await readIncidents { try await webhooks.store.incident(id: id) }
+    }
+
+    /// The devices of an open incident now, the first to fire first.
+    public func devices(of incident: IncidentRecord) async throws(EngineError) -> [IncidentDevice] {
+        guard incident.state == .open else { return [] }
+        let firing = try await readIncidents { try await AlertmanagerRefresh.firingAlertDevices(of: self) }
+        return firing.compactMap { alert, device -> IncidentDevice? in
+            guard let device, alert.kind == incident.key.kind, IncidentKey(device: device, kind: alert.kind) == incident.key else { return nil }
+            return IncidentDevice(key: device.key, appVersion: device.info.appVersion, since: alert.startsAt)
+        }.sorted { ($0.since, $0.key.deviceId) < ($1.since, $1.key.deviceId) }
+    }
+
+    private func readIncidents<T>(_ body: () async throws -> T) async throws(EngineError) -> T {
+        do {
+            return try await body()
+        } catch let error as EngineError {
+            throw error
+        } catch {
+            throw .storeUnavailable
+        }
+    }
+}

@@ -1,0 +1,99 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import SyncHealthCore
+import SyncHealthEngine
+import SyncHealthStore
+import SyncHealthTestSupport
+import SyncHealthWebhooks
+import Testing
+
+@testable import SyncHealthServer
+
+@Suite("Incidents: one message per incident, not per device", .serialized)
+struct IncidentTests {
+    static func breakDevice(_ client: some TestClientProtocol, _ device: String, version: String = "2.0") async throws {
+        let body =
+            #"{"device": {"deviceId": "\#(device)", "appId": "com.example.notes", "containerId": "iCloud.com.example.notes", "appVersion": "\#(version)"}, "events": [\#(event("n", #""kind": "network", "available": true"#)), \#(event("f", "2026-11-22T10:00:01Z", urgentError))]}"#
+        #expect(try await client.post(ByteBuffer(string: body)).status == .accepted)
+    }
+
+    static func recover(_ client: some TestClientProtocol, _ device: String) async throws {
+        let events = [event("s", "2026-11-22T10:00:05Z", #""kind": "activity", "phase": "export", "state": "started""#)]
+        #expect(try await client.post(batch(device: device, events)).status == .accepted)
+    }
+
+    /// Runs `body` with three receivers on loopback: Slack's, PagerDuty's and a Standard Webhooks one.
+    static func withReceivers(
+        _ body: @escaping @Sendable (_ slack: TestReceiver, _ pd: TestReceiver, _ standard: TestReceiver, _ ports: [Int]) async throws -> Void
+    )
+        async throws
+    {
+        let (slack, pd, standard) = (TestReceiver(), TestReceiver(), TestReceiver())
+        try await withReceiver(slack) { a in
+            try await withReceiver(pd) { b in
+                try await withReceiver(standard) { c in try await body(slack, pd, standard, [a, b, c]) }
+            }
+        }
+    }
+
+    @Test("100 devices break with one error: Slack and PagerDuty get one trigger naming 100 devices and one resolve; Standard Webhooks gets 100")
+    func grouping() async throws {
+        var configuration = EngineConfiguration()
+        configuration.incidents.groupWait = .seconds(2)
+        // The fleet rule held device messages back while it fired: this test is about incidents alone.
+        configuration.alerts.fleetMinimumActive = 1_000
+        let clock = ManualClock(testStart)
+        let service = TestService(
+            clock: clock,
+            configuration: configuration,
+            transport: CurlTransport(totalTimeout: .seconds(5)),
+            webhooks: WebhookFormatTests.privateAllowed
+        )
+        try await Self.withReceivers { slack, pd, standard, ports in
+            try await service.test { client in
+                _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:\#(ports[0])/hook", "format": "slack"}"#)
+                _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:\#(ports[1])/hook", "format": "pagerduty", "routingKey": "R"}"#)
+                _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:\#(ports[2])/hook"}"#)
+                for i in 0..<100 { try await Self.breakDevice(client, "dev-\(i)", version: i < 60 ? "2.0" : "1.9") }
+                #expect(try await eventually { standard.count == 100 }, "Standard Webhooks groups by device by default")
+                try await advance(clock, by: .seconds(1))
+                #expect(slack.count == 0 && pd.count == 0, "nothing before the group wait")
+                try await advance(clock, by: .seconds(1))
+                try await advance(clock, by: .seconds(1))
+                let told = try await eventually { slack.count == 1 && pd.count == 1 }
+                let listing = String(buffer: try await client.get("/v1/incidents").body)
+                #expect(told, "\(slack.count) \(pd.count) \(standard.count) \(listing)")
+                guard slack.count == 1, pd.count == 1 else { return }
+                let text = slack.all[0].json["text"] as? String ?? ""
+                #expect(text.contains("on 100 devices") && text.contains("badContainer"), "\(text)")
+                let trigger = pd.all[0].json
+                #expect(trigger["event_action"] as? String == "trigger")
+                let details = (trigger["payload"] as? [String: Any])?["custom_details"] as? [String: String] ?? [:]
+                #expect(details["devices"] == "100" && details["appVersions"] == "2.0: 60, 1.9: 40" && details["adviceWho"] == "developer")
+                let incidentId = try #require(trigger["dedup_key"] as? String)
+
+                let listed = try json(try await client.get("/v1/incidents?state=open"))
+                let incidents = try #require(listed["data"] as? [[String: Any]])
+                #expect(incidents.count == 1 && incidents[0]["id"] as? String == incidentId && incidents[0]["devices"] as? Int == 100)
+                #expect((incidents[0]["error"] as? [String: Any])?["name"] as? String == "badContainer")
+                let detail = try json(try await client.get("/v1/incidents/\(incidentId)?limit=30"))
+                #expect((detail["devices"] as? [[String: Any]])?.count == 30 && detail["nextCursor"] as? String == "30")
+                #expect(try await client.get("/v1/incidents/in_nope").status == .notFound)
+
+                for i in 0..<100 { try await Self.recover(client, "dev-\(i)") }
+                #expect(try await eventually { standard.count == 200 })
+                try await advance(clock, by: .seconds(1))
+                #expect(try await eventually { slack.count == 2 && pd.count == 2 })
+                #expect((slack.all[1].json["text"] as? String)?.hasPrefix("✅ Resolved") == true)
+                #expect(pd.all[1].json["event_action"] as? String == "resolve" && pd.all[1].json["dedup_key"] as? String == incidentId)
+                let resolved = try json(try await client.get("/v1/incidents?state=resolved"))
+                #expect((resolved["data"] as? [[String: Any]])?.first?["peakDevices"] as? Int == 100)
+                try await advance(clock, by: .seconds(10))
+                #expect(slack.count == 2 && pd.count == 2, "each told once")
+            }
+        }
+    }
+}
