@@ -455,8 +455,38 @@ function alertRow(a) {
     h("td", {}, time(a.startsAt)), h("td", {}, time(a.endsAt)));
 }
 
+function incidentWhat(i) {
+  return i.error ? `${KIND_LABELS[i.kind] || i.kind}: ${i.error.domain} ${i.error.code}${i.error.name ? ` (${i.error.name})` : ""}` : (KIND_LABELS[i.kind] || i.kind);
+}
+
+function incidentRow(i) {
+  const versions = Object.entries(i.byAppVersion).sort((a, b) => b[1] - a[1]).map(([v, n]) => `${v || "unknown"}: ${fmt(n)}`).join(", ");
+  const devices = h("div", { class: "incident-devices" });
+  const details = h("details", { "data-incident": i.id },
+    h("summary", {}, h("strong", {}, incidentWhat(i)), ` · ${i.appId}${i.containerId ? ` (${i.containerId})` : ""} · `,
+      h("strong", { class: i.state === "open" ? "error" : "" }, `${fmt(i.devices)} device${i.devices === 1 ? "" : "s"}`),
+      i.state === "open" ? [" since ", time(i.openedAt)] : [" · resolved ", time(i.resolvedAt), `, at most ${fmt(i.peakDevices)}`]),
+    versions ? h("p", { class: "muted" }, `App versions: ${versions}`) : null,
+    i.error && i.error.advice ? h("p", { class: "advice" }, h("strong", {}, ADVICE_WHO[i.error.advice.who] || i.error.advice.who), ` · ${i.error.advice.text}`) : null,
+    devices);
+  details.addEventListener("toggle", async () => {
+    if (!details.open || devices.childElementCount) return;
+    const d = await api(`/v1/incidents/${encodeURIComponent(i.id)}?limit=50`);
+    devices.replaceChildren(d.devices.length ? h("ul", {}, d.devices.map((x) => h("li", {},
+      h("a", { href: `#/device/${encodeURIComponent(i.appId)}/${encodeURIComponent(x.deviceId)}` }, x.deviceId),
+      h("span", { class: "muted" }, ` ${x.appVersion || ""} · since `, time(x.since))))) : h("p", { class: "muted" }, "No device fires now."),
+      d.nextCursor ? h("p", { class: "muted" }, `The first 50 of ${fmt(i.devices)}.`) : null);
+  });
+  return details;
+}
+
 async function alertsView() {
-  const [firing, resolved] = await Promise.all([api("/v1/alerts?state=firing&limit=500"), api("/v1/alerts?state=resolved&limit=100")]);
+  const [firing, resolved, incidents] = await Promise.all([
+    api("/v1/alerts?state=firing&limit=500"), api("/v1/alerts?state=resolved&limit=100"), api("/v1/incidents?limit=50")]);
+  const open = incidents.data.filter((i) => i.state === "open");
+  const incidentBox = h("section", { class: "panel", id: "incidents" }, h("h2", {}, `Incidents (${open.length} open)`),
+    incidents.data.length ? incidents.data.map(incidentRow) : h("p", { class: "muted" }, "No incident so far."),
+    h("p", { class: "muted" }, "Device alerts with the same app, container, kind and error are one incident; the list refreshes with the page."));
   const alerts = new Map();
   for (const a of [...resolved.data, ...firing.data]) alerts.set(a.id, a);
   const box = h("div", { id: "alert-groups" });
@@ -479,7 +509,7 @@ async function alertsView() {
       h("section", { class: "panel", id: "resolved" }, h("h2", {}, "Recently resolved"), groups("resolved")));
   };
   render();
-  show(h("h1", {}, "Alerts"), h("p", { class: "muted" }, "Updates live as alerts fire and resolve."), box);
+  show(h("h1", {}, "Alerts"), incidentBox, h("p", { class: "muted" }, "Device alerts update live as they fire and resolve."), box);
   listen((type, a) => {
     if (type === "alert" && a) { alerts.set(a.id, a); render(a.id); }
     if (type === "reset") route();
