@@ -5,6 +5,7 @@ import HummingbirdTesting
 import NIOCore
 import SyncHealthCore
 import SyncHealthEngine
+import SyncHealthPostgres
 import SyncHealthStore
 import SyncHealthTestSupport
 import SyncHealthWebhooks
@@ -14,13 +15,13 @@ import Testing
 
 @Suite("Incidents: one message per incident, not per device", .serialized)
 struct IncidentTests {
-    static func breakDevice(_ client: some TestClientProtocol, _ device: String, version: String = "2.0") async throws {
+    static func breakDevice(_ client: any TestClientProtocol, _ device: String, version: String = "2.0") async throws {
         let body =
             #"{"device": {"deviceId": "\#(device)", "appId": "com.example.notes", "containerId": "iCloud.com.example.notes", "appVersion": "\#(version)"}, "events": [\#(event("n", #""kind": "network", "available": true"#)), \#(event("f", "2026-11-22T10:00:01Z", urgentError))]}"#
         #expect(try await client.post(ByteBuffer(string: body)).status == .accepted)
     }
 
-    static func recover(_ client: some TestClientProtocol, _ device: String) async throws {
+    static func recover(_ client: any TestClientProtocol, _ device: String) async throws {
         let events = [event("s", "2026-11-22T10:00:05Z", #""kind": "activity", "phase": "export", "state": "started""#)]
         #expect(try await client.post(batch(device: device, events)).status == .accepted)
     }
@@ -93,6 +94,47 @@ struct IncidentTests {
                 #expect((resolved["data"] as? [[String: Any]])?.first?["peakDevices"] as? Int == 100)
                 try await advance(clock, by: .seconds(10))
                 #expect(slack.count == 2 && pd.count == 2, "each told once")
+            }
+        }
+    }
+}
+
+@Suite("Incidents on two PostgreSQL replicas", .serialized, .enabled(if: PostgresTesting.baseURL != nil))
+struct SharedIncidentTests {
+    @Test("two replicas grouping the same storm write one incident and deliver its messages once")
+    func onceAcrossReplicas() async throws {
+        let url = try await PostgresTesting.freshDatabase()
+        var configuration = EngineConfiguration()
+        configuration.incidents.groupWait = .seconds(2)
+        configuration.alerts.fleetMinimumActive = 1_000
+        let clock = ManualClock(testStart)
+        func replica() throws -> TestService {
+            TestService(
+                store: .shared(try PostgresStore(url: url, logger: testLogger())),
+                clock: clock,
+                configuration: configuration,
+                transport: CurlTransport(totalTimeout: .seconds(5)),
+                webhooks: WebhookFormatTests.privateAllowed
+            )
+        }
+        let (a, b) = (try replica(), try replica())
+        let slack = TestReceiver()
+        try await withReceiver(slack) { port in
+            try await a.test { clientA in
+                try await b.test { clientB in
+                    _ = try await createWebhook(clientA, json: #"{"url": "http://127.0.0.1:\#(port)/hook", "format": "slack"}"#)
+                    for i in 0..<40 { try await IncidentTests.breakDevice(i % 2 == 0 ? clientA : clientB, "dev-\(i)") }
+                    for _ in 0..<4 { try await advance(clock, by: .seconds(1)) }
+                    #expect(try await eventually { slack.count == 1 })
+                    #expect((slack.all.first?.json["text"] as? String)?.contains("on 40 devices") == true)
+                    let open = try json(try await clientB.get("/v1/incidents?state=open"))
+                    #expect((open["data"] as? [Any])?.count == 1, "one incident, whichever replica wrote it")
+                    for i in 0..<40 { try await IncidentTests.recover(i % 2 == 0 ? clientB : clientA, "dev-\(i)") }
+                    for _ in 0..<4 { try await advance(clock, by: .seconds(1)) }
+                    #expect(try await eventually { slack.count == 2 })
+                    try await advance(clock, by: .seconds(5))
+                    #expect(slack.count == 2, "each message once")
+                }
             }
         }
     }
