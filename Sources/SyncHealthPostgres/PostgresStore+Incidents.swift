@@ -41,17 +41,7 @@ extension PostgresStore {
                 // Rolled back with everything before it: another replica got there first.
                 guard written else { throw IncidentStoreError.conflict }
             }
-            for m in messages {
-                try await connection.query(
-                    """
-                    INSERT INTO outbox (id, webhook_id, ordering_key, payload, created_at, attempts, next_attempt_at, state)
-                    VALUES (\(m.id), \(m.webhookId), \(m.orderingKey), \(m.payload), \(m.createdAt.microseconds), \(m.attempts),
-                            \(m.nextAttemptAt.microseconds), \(m.state.rawValue))
-                    ON CONFLICT (id) DO NOTHING
-                    """,
-                    logger: logger
-                )
-            }
+            try await Self.insertOutbox(messages, connection, logger: logger)
         }
     }
 

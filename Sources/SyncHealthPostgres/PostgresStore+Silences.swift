@@ -42,18 +42,21 @@ extension PostgresStore {
     }
 
     public func enqueue(_ messages: [OutboxMessage]) async throws {
-        try await withTransaction { connection in
-            for m in messages {
-                try await connection.query(
-                    """
-                    INSERT INTO outbox (id, webhook_id, ordering_key, payload, created_at, attempts, next_attempt_at, state)
-                    VALUES (\(m.id), \(m.webhookId), \(m.orderingKey), \(m.payload), \(m.createdAt.microseconds), \(m.attempts),
-                            \(m.nextAttemptAt.microseconds), \(m.state.rawValue))
-                    ON CONFLICT (id) DO NOTHING
-                    """,
-                    logger: logger
-                )
-            }
+        try await withTransaction { connection in try await Self.insertOutbox(messages, connection, logger: logger) }
+    }
+
+    /// Writes outbox messages on `connection`; a message already there (same id) is not written again.
+    static func insertOutbox(_ messages: [OutboxMessage], _ connection: PostgresConnection, logger: Logger) async throws {
+        for m in messages {
+            try await connection.query(
+                """
+                INSERT INTO outbox (id, webhook_id, ordering_key, payload, created_at, attempts, next_attempt_at, state)
+                VALUES (\(m.id), \(m.webhookId), \(m.orderingKey), \(m.payload), \(m.createdAt.microseconds), \(m.attempts),
+                        \(m.nextAttemptAt.microseconds), \(m.state.rawValue))
+                ON CONFLICT (id) DO NOTHING
+                """,
+                logger: logger
+            )
         }
     }
 }
