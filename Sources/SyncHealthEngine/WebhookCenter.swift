@@ -129,14 +129,19 @@ public final class WebhookCenter: Service, Sendable {
         subscribers(for: alert, context: context, now: clock.now)
     }
 
-    /// The subscriptions that hear of an alert's transition: a device's alert goes to those that group by device
-    /// (the others hear of its incident), a container's fleet alert to every one that wants it.
+    /// The subscriptions that hear of an alert's transition. Those that group by device hear of every one they want.
+    /// Those that group by incident hear of the incidents instead: of a container's `fleetDegraded` only if they
+    /// name that kind, since its causes reach them as incidents.
     func subscribers(for alert: AlertRecord, context: AlertContext, now: Timestamp) -> [WebhookSubscription] {
         guard !silences.holds(alert, info: context.info, now: now) else { return [] }
         let perDevice = alert.deviceId != nil
         return subscriptions.withLock {
-            $0.values.filter { $0.wants(alert, errorClass: context.errorClass) && (!perDevice || $0.effectiveGrouping == .device) }
-                .sorted { $0.id < $1.id }
+            $0.values.filter { subscription in
+                guard subscription.wants(alert, errorClass: context.errorClass) else { return false }
+                guard subscription.effectiveGrouping == .incident else { return true }
+                return !perDevice && subscription.kinds.contains(alert.kind)
+            }
+            .sorted { $0.id < $1.id }
         }
     }
 

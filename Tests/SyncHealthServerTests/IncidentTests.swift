@@ -99,6 +99,28 @@ struct IncidentTests {
     }
 }
 
+extension IncidentTests {
+    @Test("a subscription that groups by incident hears of fleetDegraded only when it names that kind")
+    func fleetAlertForIncidentSubscribers() async throws {
+        let transport = RecordingTransport()
+        var configuration = EngineConfiguration()
+        configuration.incidents.groupWait = .seconds(2)
+        let clock = ManualClock(testStart)
+        let service = TestService(clock: clock, configuration: configuration, transport: transport, webhooks: WebhookFormatTests.privateAllowed)
+        try await service.test { client in
+            _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:9/plain", "format": "slack"}"#)
+            _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:9/fleet", "format": "slack", "kinds": ["fleetDegraded"]}"#)
+            for i in 0..<30 { try await Self.breakDevice(client, "dev-\(i)") }
+            #expect(try await eventually { transport.requests(to: "/fleet").count == 1 }, "it named fleetDegraded")
+            for _ in 0..<3 { try await advance(clock, by: .seconds(1)) }
+            #expect(try await eventually { transport.requests(to: "/plain").count == 1 })
+            let text = (transport.requests(to: "/plain").first?.json as? [String: Any])?["text"] as? String ?? ""
+            #expect(text.contains("on 30 devices"), "the one message is the incident: \(text)")
+            #expect(transport.requests(to: "/fleet").count == 1, "no incident for a subscription that names only fleetDegraded")
+        }
+    }
+}
+
 @Suite("Incidents on two PostgreSQL replicas", .serialized, .enabled(if: PostgresTesting.baseURL != nil))
 struct SharedIncidentTests {
     @Test("two replicas grouping the same storm write one incident and deliver its messages once")
