@@ -224,3 +224,59 @@ struct ReplicaTests {
         }
     }
 }
+
+@Suite("Incidents on two PostgreSQL replicas, one killed", .serialized, .enabled(if: PostgresTesting.baseURL != nil))
+struct ReplicaIncidentTests {
+    @Test("30 devices break across two replicas, one is SIGKILLed: Slack gets one incident and one resolve, each once")
+    func incidentThroughAKill() async throws {
+        let url = try await PostgresTesting.freshDatabase()
+        let receiver = TestReceiver()
+        try await withReceiver(receiver) { port in
+            let environment = [
+                "SYNCHEALTH_DATABASE_URL": url, "SYNCHEALTH_INGEST_KEYS": "crash-ingest", "SYNCHEALTH_READ_KEYS": "crash-read",
+                "SYNCHEALTH_ADMIN_KEYS": "crash-admin", "SYNCHEALTH_ERROR_AFTER": "1s", "SYNCHEALTH_GROUP_WAIT": "2s",
+                "SYNCHEALTH_WEBHOOK_ALLOW_PRIVATE": "1", "SYNCHEALTH_WEBHOOK_LEASE": "20s", "SYNCHEALTH_DEVICE_RATE_LIMIT": "off",
+            ]
+            let a = try LiveServer(environment: environment)
+            let b = try LiveServer(environment: environment)
+            defer {
+                a.stop()
+                b.stop()
+            }
+            for server in [a, b] { #expect(try await eventually { try await server.request("GET", "/readyz").status == 200 }) }
+            let hook = try await a.request(
+                "POST",
+                "/v1/webhooks",
+                key: "crash-admin",
+                body: Data(#"{"url": "http://127.0.0.1:\#(port)/hook", "format": "slack"}"#.utf8)
+            )
+            #expect(hook.status == 201)
+            let replicas = Replicas([a, b])
+            let devices = (0..<30).map { "inc-\($0)" }
+            for id in devices {
+                try await postUntilAcknowledged(id, breakingEvents(id, at: Timestamp(seconds: Date().timeIntervalSince1970)), to: replicas)
+            }
+            // Killed while the alerts fire and the incident gathers: either replica may be the one that writes it.
+            try await Task.sleep(for: .milliseconds(Int.random(in: 500...2_500)))
+            kill(b.process.processIdentifier, SIGKILL)
+            replicas.remove(b)
+            b.process.waitUntilExit()
+
+            func texts() -> [String] { receiver.all.compactMap { $0.json["text"] as? String } }
+            for _ in 0..<300 where texts().isEmpty { try await Task.sleep(for: .milliseconds(100)) }
+            #expect(texts().count == 1 && texts().first?.contains("on 30 devices") == true, "\(texts())")
+            for id in devices {
+                try await postUntilAcknowledged(id, recoveryEvents(id, at: Timestamp(seconds: Date().timeIntervalSince1970)), to: replicas)
+            }
+            for _ in 0..<300 where texts().count < 2 { try await Task.sleep(for: .milliseconds(100)) }
+            try await Task.sleep(for: .seconds(3))
+            // A message b sent and could not record before it died is sent again after its lease, with the same body:
+            // delivery is at least once. Two distinct messages, each told once by whichever replica wrote it.
+            #expect(Set(texts()).count == 2, "\(texts())")
+            #expect(texts().filter { $0.hasPrefix("✅ Resolved") }.count == 1)
+            let incidents = try await a.request("GET", "/v1/incidents", key: "crash-read")
+            let data = (try JSONSerialization.jsonObject(with: incidents.body) as? [String: Any])?["data"] as? [[String: Any]] ?? []
+            #expect(data.count == 1 && data.first?["state"] as? String == "resolved" && data.first?["peakDevices"] as? Int == 30)
+        }
+    }
+}
