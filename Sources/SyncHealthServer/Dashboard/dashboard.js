@@ -537,7 +537,7 @@ async function webhooksView() {
       } }, "Resend") : null)));
     sections.push(h("section", { class: "panel scroll", "data-webhook": w.id },
       h("h2", {}, `${w.url} `, h("span", { class: "muted" }, `(${w.format})`), w.disabled ? h("span", { class: "error" }, ` disabled: ${w.disabledReason}`) : null),
-      h("p", { class: "muted" }, `Kinds: ${(w.kinds || []).join(", ") || "all"} · Apps: ${(w.appIds || []).join(", ") || "all"} · Containers: ${(w.containerIds || []).join(", ") || "all"}`),
+      h("p", { class: "muted" }, `Kinds: ${(w.kinds || []).join(", ") || "all"} · Apps: ${(w.appIds || []).join(", ") || "all"} · Containers: ${(w.containerIds || []).join(", ") || "all"} · Messages: ${w.grouping === "incident" ? "one per incident" : "one per device alert"}`),
       rows.length ? h("table", {}, h("thead", {}, h("tr", {}, ["When", "Outcome", "HTTP status", "Error or next retry", ""].map((t) => h("th", {}, t)))), h("tbody", {}, rows))
         : h("p", { class: "muted" }, "No delivery yet.")));
   }
