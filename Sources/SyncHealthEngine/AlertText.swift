@@ -45,6 +45,21 @@ enum AlertText {
         return told
     }
 
+    /// A resolve that happened because the device left the store, not because its condition ended.
+    static func resolved(_ alert: AlertRecord, because reason: ResolveReason, configuration: EngineConfiguration) -> AlertRecord {
+        var told = alert
+        told.reason = reason
+        switch reason {
+        case .forgotten:
+            let after = configuration.forgetAfter.map { duration in
+                let seconds = duration.components.seconds
+                return seconds >= 86_400 && seconds % 86_400 == 0 ? " for \(seconds / 86_400) days" : " for \(duration.configurationText)"
+            } ?? ""
+            told.detail += " Resolved because the device was not seen\(after) and was forgotten (SYNCHEALTH_FORGET_AFTER)."
+        }
+        return told
+    }
+
     /// A fleet alert's resolve, noting the device alert changes held back while it fired.
     static func heldBack(_ alert: AlertRecord, count: Int) -> AlertRecord {
         guard count > 0 else { return alert }

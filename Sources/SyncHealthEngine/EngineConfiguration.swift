@@ -14,6 +14,8 @@ public struct EngineConfiguration: Sendable {
     public var publicURL: String?
     /// How long event ids are remembered for dedupe.
     public var dedupeRetention: Duration = .seconds(7 * 86_400)
+    /// A device not seen for this long is forgotten (`DeviceRemoval.Reason.forgotten`); `nil` keeps every device.
+    public var forgetAfter: Duration? = .seconds(180 * 86_400)
     /// Most expired event ids forgotten in one transaction. Forgetting runs hourly, a transaction of this size
     /// at a time between groups: 500 random keys take ~10 ms on SQLite, where an hour of ids (1M) in one
     /// transaction held every request up for ~9 s. See docs/benchmarks-log.md.
@@ -37,6 +39,19 @@ public struct EngineConfiguration: Sendable {
 
     /// The defaults.
     public init() {}
+
+    /// When a device's timers next need it: its alert rules' next deadline, or the time it is to be forgotten if
+    /// that is sooner.
+    func deadline(_ alerts: Timestamp?, for record: DeviceRecord) -> Timestamp? {
+        guard let forgetAfter else { return alerts }
+        let forgetAt = record.lastSeenAt + forgetAfter
+        return min(alerts ?? forgetAt, forgetAt)
+    }
+
+    /// Whether a device not seen since its last event is to be forgotten at `now`.
+    func isForgotten(_ record: DeviceRecord, now: Timestamp) -> Bool {
+        forgetAfter.map { now >= record.lastSeenAt + $0 } ?? false
+    }
 }
 
 /// Why the engine could not take or finish a request.

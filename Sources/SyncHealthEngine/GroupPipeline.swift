@@ -128,10 +128,20 @@ extension GroupPipeline {
         }
     }
 
-    /// Answers every request of a failed group.
-    func fail(_ jobs: [IngestJob], error: any Error) {
+    /// Answers the erasures of a committed group, and logs them.
+    func finish(_ erasures: [ErasureJob], plan: GroupPlan, at now: Timestamp) {
+        for (job, existed) in zip(erasures, plan.erased) {
+            if existed { logger.notice("Device erased", metadata: ["app.id": "\(job.key.appId)"]) }
+            job.continuation.resume(returning: .success((existed, now)))
+        }
+        for job in erasures.dropFirst(plan.erased.count) { job.continuation.resume(returning: .failure(.storeUnavailable)) }
+    }
+
+    /// Answers every request and erasure of a failed group.
+    func fail(_ jobs: [IngestJob], erasures: [ErasureJob] = [], error: any Error) {
         metrics.commitFailures.increment()
         logger.error("Store commit failed; the group was not applied", metadata: ["error": "\(error)", "group.requests": "\(jobs.count)"])
         for job in jobs { job.continuation.resume(returning: .failure(.storeUnavailable)) }
+        for job in erasures { job.continuation.resume(returning: .failure(.storeUnavailable)) }
     }
 }

@@ -17,6 +17,8 @@ struct GroupPlan {
         var contribution: FleetContribution
         /// When its timers next need it.
         var deadline: Timestamp?
+        /// Why it leaves the store, if it does (`DeviceRemoval`).
+        var removal: DeviceRemoval.Reason?
     }
 
     /// An alert that fired or resolved in the group.
@@ -41,17 +43,21 @@ struct GroupPlan {
     var transitions: [Transition] = []
     /// Containers a touched device left or joined, sorted: the fleet rule is evaluated for these.
     var containers: [String] = []
+    /// Per erasure asked for, whether its device was stored (or created in the group).
+    var erased: [Bool] = []
 
     /// Plans a group over `devices`, deciding on `policy` in place.
     ///
     /// - Parameters:
     ///   - seen: per batch, the ids its device sent before this group.
-    ///   - due: positions in `devices` whose timers came due.
+    ///   - due: positions in `devices` whose timers came due; those not seen for `forgetAfter` are forgotten.
+    ///   - erasures: devices to erase, after the requests (`DeviceRemoval`).
     ///   - subscribers: the subscriptions that want an alert.
     static func make(
         batches: some Collection<EventBatch>,
         seen: [Set<String>],
         due: [Int],
+        erasures: [DeviceKey] = [],
         devices: DeviceTable,
         counters: FleetCounters,
         releases: ReleaseCounters = ReleaseCounters(),
@@ -71,6 +77,7 @@ struct GroupPlan {
         planner.apply(batches, seen: seen, policy: &policy)
         planner.evaluate(due: due, policy: &policy)
         planner.settle(policy: &policy)
+        planner.erase(erasures)
         planner.count()
         return planner.plan
     }
@@ -114,17 +121,24 @@ private struct GroupPlanner {
                 index: index,
                 record: record,
                 contribution: contribution,
-                deadline: evaluation.transitions.isEmpty ? evaluation.nextDeadline : now
+                deadline: evaluation.transitions.isEmpty ? configuration.deadline(evaluation.nextDeadline, for: record) : now
             )
         )
         slot[key] = plan.touched.count - 1
         return plan.touched.count - 1
     }
 
-    /// Records a device's transitions, and the messages the policy lets through.
-    mutating func record(_ transitions: [AlertTransition], of device: DeviceRecord, policy: inout NotificationPolicy) {
+    /// Records a device's transitions, and the messages the policy lets through; `reason` says why resolves
+    /// happened when their conditions did not end.
+    mutating func record(
+        _ transitions: [AlertTransition],
+        of device: DeviceRecord,
+        policy: inout NotificationPolicy,
+        reason: ResolveReason? = nil
+    ) {
         for transition in transitions {
-            let alert = AlertText.record(for: transition, device: device)
+            var alert = AlertText.record(for: transition, device: device)
+            if let reason { alert = AlertText.resolved(alert, because: reason, configuration: configuration) }
             plan.changes.alerts.append(alert)
             plan.transitions.append(GroupPlan.Transition(id: alert.id, kind: alert.kind, change: transition.change))
             let line = AlertLine.device(device.key, alert.kind)
@@ -187,20 +201,50 @@ private struct GroupPlanner {
             let result = device.ingest(events, info: batch.info, now: now, skew: configuration.skew, configuration: configuration.alerts)
             record(result.transitions, of: device, policy: &policy)
             plan.touched[s].record = device
-            plan.touched[s].deadline = result.nextDeadline
+            plan.touched[s].deadline = configuration.deadline(result.nextDeadline, for: device)
         }
     }
 
-    /// Evaluates the devices whose timers came due.
+    /// Evaluates the devices whose timers came due, and forgets those not seen for `forgetAfter`.
     mutating func evaluate(due: [Int], policy: inout NotificationPolicy) {
         for i in due {
             let stored = devices.records[i]
             let s = touch(stored.key) { stored }
+            guard plan.touched[s].removal == nil else { continue }
             var device = plan.touched[s].record
+            if configuration.isForgotten(device, now: now) {
+                forget(s, policy: &policy)
+                continue
+            }
             let evaluation = device.evaluateAlerts(now: now, configuration: configuration.alerts)
             record(evaluation.transitions, of: device, policy: &policy)
             plan.touched[s].record = device
-            plan.touched[s].deadline = evaluation.nextDeadline
+            plan.touched[s].deadline = configuration.deadline(evaluation.nextDeadline, for: device)
+        }
+    }
+
+    /// Forgets a device: its firing alerts resolve (`reason` `forgotten`, told like any resolve), then it leaves.
+    mutating func forget(_ s: Int, policy: inout NotificationPolicy) {
+        let device = plan.touched[s].record
+        let resolves = device.firingAlerts.map { AlertTransition(kind: $0.kind, change: .resolve, startsAt: $0.startsAt, endsAt: now) }
+        record(resolves, of: device, policy: &policy, reason: .forgotten)
+        plan.touched[s].removal = .forgotten
+        plan.touched[s].deadline = nil
+    }
+
+    /// Erases devices, after everything else in the group: nothing about them is told, and the store deletes
+    /// their alerts and queued messages with them (`DeviceRemoval`).
+    mutating func erase(_ keys: [DeviceKey]) {
+        for key in keys {
+            guard slot[key] != nil || devices.index[key] != nil else {
+                plan.erased.append(false)
+                continue
+            }
+            let now = now
+            let s = touch(key) { DeviceRecord(key: key, firstSeenAt: now) }
+            plan.touched[s].removal = .erased
+            plan.touched[s].deadline = nil
+            plan.erased.append(true)
         }
     }
 
@@ -210,6 +254,7 @@ private struct GroupPlanner {
             guard let key = line.deviceKey, let i = devices.index[key] else { continue }
             let stored = devices.records[i]
             let s = touch(key) { stored }
+            guard plan.touched[s].removal == nil else { continue }
             let alert = AlertText.record(for: transition, device: plan.touched[s].record)
             let context = AlertContext(device: plan.touched[s].record)
             plan.changes.outbox += OutboxBuilder.messages(
@@ -224,23 +269,29 @@ private struct GroupPlanner {
         }
     }
 
-    /// The fleet counters after the group, and the containers whose fleet rule must be evaluated.
+    /// The fleet counters after the group, and the containers whose fleet rule must be evaluated. A device that
+    /// leaves takes its part of the counters with it.
     mutating func count() {
         var containers = Set<String>()
         for s in plan.touched.indices {
-            let old = plan.touched[s].index.map { _ in plan.touched[s].contribution }
-            let new = plan.touched[s].record.fleetContribution(now: now, configuration: configuration.alerts)
+            let item = plan.touched[s]
+            let old = item.index.map { _ in item.contribution }
+            let new = item.removal == nil ? item.record.fleetContribution(now: now, configuration: configuration.alerts) : nil
             plan.counters.replace(old, with: new)
-            let record = plan.touched[s].record
-            plan.releases.replace(old, with: new, firstSeenAt: record.firstSeenAt, lastSeenAt: record.lastSeenAt)
+            plan.releases.replace(old, with: new, firstSeenAt: item.record.firstSeenAt, lastSeenAt: item.record.lastSeenAt)
             if let c = old?.containerId { containers.insert(c) }
-            if let c = new.containerId { containers.insert(c) }
-            plan.touched[s].contribution = new
+            if let c = new?.containerId { containers.insert(c) }
+            if let new { plan.touched[s].contribution = new }
         }
         plan.containers = containers.sorted()
-        plan.changes.devices = plan.touched.map(\.record)
+        plan.changes.devices = plan.touched.filter { $0.removal == nil }.map(\.record)
         for item in plan.touched {
-            if let deadline = item.deadline { plan.changes.deadlines[item.record.key] = deadline }
+            if item.removal == nil, let deadline = item.deadline { plan.changes.deadlines[item.record.key] = deadline }
+            // A device created in this group and erased in it is still written as a removal: the store forgets the
+            // ids the group records for it.
+            if let reason = item.removal, item.index != nil || reason == .erased {
+                plan.changes.removals.append(DeviceRemoval(key: item.record.key, reason: reason))
+            }
         }
     }
 }

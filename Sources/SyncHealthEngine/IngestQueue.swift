@@ -11,6 +11,7 @@ final class IngestQueue: Sendable {
     }
 
     private let jobs = Mutex<[IngestJob]>([])
+    private let erasures = Mutex<[ErasureJob]>([])
     private let phaseValue = Atomic<UInt8>(Phase.starting.rawValue)
     /// Signalled when a request arrives or shutdown begins; the pipeline's loop waits on it.
     let wake = WakeSignal()
@@ -56,6 +57,28 @@ final class IngestQueue: Sendable {
         return try result.get()
     }
 
+    /// Queues an erasure and waits for the group that commits it; returns whether the device was stored, and the
+    /// time of that group.
+    func submitErasure(_ key: DeviceKey) async throws(EngineError) -> (existed: Bool, at: Timestamp) {
+        let phase = self.phase
+        guard phase == .ready || phase == .starting else { throw .stopping }
+        let result: Result<(existed: Bool, at: Timestamp), EngineError> = await withCheckedContinuation { continuation in
+            erasures.withLock { $0.append(ErasureJob(key: key, continuation: continuation)) }
+            wake.signal()
+        }
+        return try result.get()
+    }
+
+    /// Up to `limit` queued erasures, oldest first.
+    func takeErasures(limit: Int) -> [ErasureJob] {
+        erasures.withLock { erasures -> [ErasureJob] in
+            let n = min(erasures.count, limit)
+            let taken = Array(erasures.prefix(n))
+            erasures.removeFirst(n)
+            return taken
+        }
+    }
+
     /// Up to `limit` queued requests, oldest first.
     func take(limit: Int) -> [IngestJob] {
         jobs.withLock { jobs -> [IngestJob] in
@@ -74,4 +97,10 @@ struct IngestJob {
 
     /// The (device, event ids) pair a group claims for it.
     var claim: (key: DeviceKey, eventIds: [String]) { (batch.key, batch.events.map(\.eventId)) }
+}
+
+/// A queued erasure (`MonitorEngine.erase`).
+struct ErasureJob {
+    var key: DeviceKey
+    var continuation: CheckedContinuation<Result<(existed: Bool, at: Timestamp), EngineError>, Never>
 }

@@ -1,5 +1,6 @@
 import HeapModule
 import SyncHealthCore
+import SyncHealthStore
 
 /// A due time in the timer heap; `index` is the device's position in the table.
 struct Deadline: Comparable {
@@ -47,14 +48,35 @@ struct LocalCache {
     /// Rebuilds the heap from `deadlineOf` once stale entries outnumber live ones (entries of deadlines that moved
     /// earlier), so that the heap stays the size of the fleet.
     mutating func compactDeadlinesIfNeeded() {
-        guard deadlines.count > 2 * devices.count + 1024 else { return }
+        guard deadlines.count > 2 * devices.liveCount + 1024 else { return }
         var live: [Deadline] = []
-        live.reserveCapacity(devices.count)
+        live.reserveCapacity(devices.liveCount)
         for i in deadlineOf.indices {
             let at = deadlineOf[i]
             queuedAt[i] = at
             if at != .max { live.append(Deadline(at: Timestamp(microseconds: at), index: Int32(i))) }
         }
+        deadlines = Heap(live)
+    }
+
+    /// Builds the table again without the devices that left (`DeviceTable.compacted`), with their timers.
+    ///
+    /// A pass over every device under the lock, once a quarter of the positions are gone: under churn, memory
+    /// follows the devices kept rather than every device ever seen.
+    mutating func compact() {
+        let (table, from) = devices.compacted()
+        var deadlineOf = ChunkedArray<Int64>()
+        var queuedAt = ChunkedArray<Int64>()
+        var live: [Deadline] = []
+        for (i, old) in from.enumerated() {
+            let at = self.deadlineOf[old]
+            deadlineOf.append(at)
+            queuedAt.append(at)
+            if at != .max { live.append(Deadline(at: Timestamp(microseconds: at), index: Int32(i))) }
+        }
+        devices = table
+        self.deadlineOf = deadlineOf
+        self.queuedAt = queuedAt
         deadlines = Heap(live)
     }
 
@@ -85,6 +107,15 @@ struct LocalCache {
     /// Installs a committed plan.
     mutating func install(_ plan: GroupPlan) {
         for item in plan.touched {
+            if let removal = item.removal {
+                // A forgotten device's alerts resolved in the group's transitions; an erased one's just go.
+                if removal == .erased { for (kind, _) in item.record.firingAlerts { firing[kind, default: 0] -= 1 } }
+                if let i = item.index {
+                    setDeadline(nil, for: i)
+                    devices.remove(at: i)
+                }
+                continue
+            }
             let i: Int
             if let index = item.index {
                 i = index
@@ -95,7 +126,7 @@ struct LocalCache {
             }
             setDeadline(item.deadline, for: i)
         }
-        compactDeadlinesIfNeeded()
+        if devices.wantsCompaction { compact() } else { compactDeadlinesIfNeeded() }
         counters = plan.counters
         releases = plan.releases
         fleetAlerts = plan.fleetAlerts

@@ -46,7 +46,7 @@ public final class LocalMonitor: MonitorEngine, GroupPipeline {
     public var isReady: Bool { queue.isReady }
 
     /// The number of devices tracked.
-    public var deviceCount: Int { cache.withLock { $0.devices.count } }
+    public var deviceCount: Int { cache.withLock { $0.devices.liveCount } }
 
     // MARK: Writes and reads
 
@@ -80,28 +80,32 @@ public final class LocalMonitor: MonitorEngine, GroupPipeline {
         try queue.checkReadable()
         let now = clock.now
         // At most `scanBudget` devices are looked at per page, a chunk per hold of the cache lock: one hold over
-        // the whole budget would stall every commit and read behind it. Positions only grow, so a page taken over
-        // several holds lists each device once.
+        // the whole budget would stall every commit and read behind it. The cursor is an ordinal, which a
+        // compaction between two holds does not change, so a page taken over several holds lists each device once.
         let scanBudget = 200_000
-        let start = max(0, cursor)
         let chunk = max(1, configuration.listScanChunk)
         var result: [DeviceSnapshot] = []
-        var index = start
-        var total = 0
+        var ordinal = Int64(max(0, cursor))
+        var scanned = 0
+        var done = false
         repeat {
-            let end = min(index + chunk, start + scanBudget)
-            (index, total) = cache.withLock { c in
-                var i = index
-                while i < min(end, c.devices.count), result.count < limit {
-                    if filter.matches(c.devices.contributions[i]), !filter.filtersInfo || filter.matches(c.devices.records[i].info) {
+            (ordinal, done, scanned) = cache.withLock { c in
+                var i = c.devices.position(atOrAfter: ordinal)
+                let end = min(c.devices.count, i + min(chunk, scanBudget - scanned))
+                let first = i
+                while i < end, result.count < limit {
+                    if c.devices.present[i], filter.matches(c.devices.contributions[i]),
+                        !filter.filtersInfo || filter.matches(c.devices.records[i].info)
+                    {
                         result.append(DeviceSnapshot(record: c.devices.records[i], now: now, configuration: configuration.alerts))
                     }
                     i += 1
                 }
-                return (i, c.devices.count)
+                let atEnd = i >= c.devices.count
+                return (atEnd ? c.devices.nextOrdinal : c.devices.ordinals[i], atEnd, scanned + (i - first))
             }
-        } while index < total && result.count < limit && index - start < scanBudget
-        return DevicePage(devices: result, nextCursor: index < total ? index : nil)
+        } while !done && result.count < limit && scanned < scanBudget
+        return DevicePage(devices: result, nextCursor: done ? nil : Int(ordinal))
     }
 
     public func summary(_ scope: FleetScope) async throws(EngineError) -> FleetCounts {
@@ -128,6 +132,10 @@ public final class LocalMonitor: MonitorEngine, GroupPipeline {
 
     public func alerts(_ query: AlertQuery) async throws(EngineError) -> AlertPage {
         try await readAlerts(query)
+    }
+
+    public func erase(_ key: DeviceKey) async throws(EngineError) -> Bool {
+        try await queue.submitErasure(key).existed
     }
 
     public func history(
@@ -164,7 +172,7 @@ public final class LocalMonitor: MonitorEngine, GroupPipeline {
                 // through the pipeline, so that its transitions are committed like any other.
                 var probe = record
                 let evaluation = probe.evaluateAlerts(now: now, configuration: alerts)
-                c.setDeadline(evaluation.transitions.isEmpty ? evaluation.nextDeadline : now, for: i)
+                c.setDeadline(evaluation.transitions.isEmpty ? configuration.deadline(evaluation.nextDeadline, for: record) : now, for: i)
                 for (kind, _) in record.firingAlerts { c.firing[kind, default: 0] += 1 }
             }
             c.fleetAlerts = FleetAlerts(firing: state.fleetAlerts)
@@ -186,18 +194,21 @@ public final class LocalMonitor: MonitorEngine, GroupPipeline {
         } catch {
             // The series could not start (a fold it needed failed): what waits fails, as its commit would have.
             let jobs = queue.take(limit: configuration.maxGroupRequests)
+            let erasures = queue.takeErasures(limit: Self.maxErasuresPerGroup)
             let due = cache.withLock { c in
                 let due = c.popDue(now: now, limit: configuration.maxTimersPerGroup)
                 for i in due { c.setDeadline(now + .seconds(1), for: i) }
                 return due
             }
-            if !jobs.isEmpty { fail(jobs, error: error) }
-            return !jobs.isEmpty || !due.isEmpty
+            if !jobs.isEmpty || !erasures.isEmpty { fail(jobs, erasures: erasures, error: error) }
+            return !jobs.isEmpty || !erasures.isEmpty || !due.isEmpty
         }
     }
 
     /// How long one series may run before the loop looks at pruning and shutdown.
     static let seriesLimit = Duration.milliseconds(20)
+    /// Most erasures in one group.
+    static let maxErasuresPerGroup = 64
 
     /// The groups of one series; returns whether there was anything to do.
     private func series(_ committer: any GroupCommitter, startingAt start: Timestamp) -> Bool {
@@ -223,44 +234,55 @@ public final class LocalMonitor: MonitorEngine, GroupPipeline {
     /// answered.
     private func commitGroup(_ committer: any GroupCommitter, now: Timestamp) -> GroupOutcome {
         let jobs = queue.take(limit: configuration.maxGroupRequests)
+        let erasures = queue.takeErasures(limit: Self.maxErasuresPerGroup)
         let (due, settling) = cache.withLock { c in
             (c.popDue(now: now, limit: configuration.maxTimersPerGroup), c.policy.nextSettleTime.map { $0 <= now } ?? false)
         }
-        if jobs.isEmpty && due.isEmpty && !settling { return .idle }
+        if jobs.isEmpty && erasures.isEmpty && due.isEmpty && !settling { return .idle }
 
         let started = ContinuousClock.now
         let plan: GroupPlan
         do {
             // Dedupe, plan and write in one step of the series; the plan is computed on copies of the cache.
-            plan = try committer.commit(claiming: jobs.map(\.claim), at: now) { seen in self.plan(jobs, seen: seen, due: due, now: now) }
+            plan = try committer.commit(claiming: jobs.map(\.claim), at: now) { seen in
+                self.plan(jobs, seen: seen, due: due, erasures: erasures.map(\.key), now: now)
+            }
         } catch {
             cache.withLock { c in
                 c.policy.discardChanges()
                 // The timers come back a second later.
                 for i in due { c.setDeadline(now + .seconds(1), for: i) }
             }
-            fail(jobs, error: error)
+            fail(jobs, erasures: erasures, error: error)
             return .failed
         }
         let deviceCount = cache.withLock { c in
             c.install(plan)
-            return c.devices.count
+            return c.devices.liveCount
         }
         metrics.devices.record(deviceCount)
         if !plan.transitions.isEmpty { updateFiringGauges() }
         finish(jobs, plan: plan, started: started)
+        finish(erasures, plan: plan, at: now)
         return .committed
     }
 
     /// Plans a group on the cache; only the notification policy is changed in place (kept by `install`, taken
     /// back on failure).
-    private func plan(_ jobs: [IngestJob], seen: [Set<String>], due: [Int], now: Timestamp) -> (changes: StoreChanges, result: GroupPlan) {
+    private func plan(
+        _ jobs: [IngestJob],
+        seen: [Set<String>],
+        due: [Int],
+        erasures: [DeviceKey],
+        now: Timestamp
+    ) -> (changes: StoreChanges, result: GroupPlan) {
         cache.withLock { c in
             c.policy.beginChanges()
             var plan = GroupPlan.make(
                 batches: jobs.lazy.map(\.batch),
                 seen: seen,
                 due: due,
+                erasures: erasures,
                 devices: c.devices,
                 counters: c.counters,
                 releases: c.releases,

@@ -51,6 +51,9 @@ public protocol MonitorEngine: Service, Sendable {
     func appVersions() async throws(EngineError) -> [String: [String: ReleaseCounts]]
     /// A page of alerts, newest first.
     func alerts(_ query: AlertQuery) async throws(EngineError) -> AlertPage
+    /// Erases a device (`DeviceRemoval.Reason.erased`): its record, counts, list entries, alerts, queued webhook
+    /// messages and event ids. Returns once that is committed, whether the device was stored.
+    func erase(_ key: DeviceKey) async throws(EngineError) -> Bool
     /// The stored fleet history of a scope, oldest first.
     func history(_ scope: FleetScope, resolution: HistoryResolution, from: Timestamp, to: Timestamp) async throws(EngineError) -> [HistoryPoint]
 }

@@ -56,7 +56,8 @@ struct WebhookPayload: Encodable {
 }
 
 /// An alert as the API and webhooks show it:
-/// `{"id", "kind", "state", "deviceId", "appId", "containerId", "startsAt", "endsAt", "summary", "detail"}`.
+/// `{"id", "kind", "state", "deviceId", "appId", "containerId", "startsAt", "endsAt", "summary", "detail"}`, and
+/// `reason` when an alert resolved for another reason than its condition ending (`ResolveReason`).
 public struct AlertJSON: Encodable, Sendable {
     let alert: AlertRecord
     /// The silences holding the alert's deliveries, for the API (webhook bodies leave it out).
@@ -74,7 +75,7 @@ public struct AlertJSON: Encodable, Sendable {
         self.silencedBy = silencedBy
     }
 
-    enum Key: String, CodingKey { case id, kind, state, deviceId, appId, containerId, startsAt, endsAt, summary, detail, silencedBy }
+    enum Key: String, CodingKey { case id, kind, state, deviceId, appId, containerId, startsAt, endsAt, summary, detail, reason, silencedBy }
 
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: Key.self)
@@ -88,6 +89,7 @@ public struct AlertJSON: Encodable, Sendable {
         try c.encode(alert.endsAt?.rfc3339, forKey: .endsAt)
         try c.encode(alert.summary, forKey: .summary)
         try c.encode(alert.detail, forKey: .detail)
+        if let reason = alert.reason { try c.encode(reason.rawValue, forKey: .reason) }
         if let silencedBy { try c.encode(silencedBy, forKey: .silencedBy) }
     }
 }

@@ -93,6 +93,7 @@ struct SharedCache {
             counts[container]?.add(deltas)
         }
         for (container, startsAt) in write.changes.fleetAlerts { fleetAlerts?[container] = startsAt }
+        for removal in write.changes.removals { devices[removal.key] = nil }
         trim()
     }
 

@@ -146,6 +146,14 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
         try await readAlerts(query)
     }
 
+    /// The device's rows go in a group like any write; its event ids after it, outside the pipeline, since
+    /// finding them reads the whole id table. Asked again, that delete runs again: a retried erasure finishes it.
+    public func erase(_ key: DeviceKey) async throws(EngineError) -> Bool {
+        let (existed, at) = try await queue.submitErasure(key)
+        try await read { try await store.eraseEventIds(of: key, recordedThrough: at) }
+        return existed
+    }
+
     public func history(
         _ scope: FleetScope,
         resolution: HistoryResolution,
@@ -182,6 +190,7 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
     func step(now: Timestamp) async -> Bool {
         await keepInTouch(now: now)
         let jobs = queue.take(limit: configuration.maxGroupRequests)
+        let erasures = queue.takeErasures(limit: LocalMonitor.maxErasuresPerGroup)
         // Which lines settle now, without settling them yet: the group settles them once their devices are read.
         let settling = policy.withLock { p in
             p.beginChanges()
@@ -189,7 +198,7 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
             return p.settle(now: now)
         }
         var listed = Set<DeviceKey>()
-        let keys = (jobs.map(\.batch.key) + settling.compactMap(\.key.deviceKey)).filter { listed.insert($0).inserted }
+        let keys = (jobs.map(\.batch.key) + settling.compactMap(\.key.deviceKey) + erasures.map(\.key)).filter { listed.insert($0).inserted }
         let (everyContainer, timersIdle) = passes.withLock { p in
             (p.fleetPassDue(now: now, interval: configuration.sharedPollInterval), p.timersIdleUntil.map { now < $0 } ?? false)
         }
@@ -202,8 +211,9 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
             plan = try await store.group { group in
                 try await self.plan(
                     jobs,
+                    erasures: erasures.map(\.key),
                     keys: keys,
-                    mayWriteFirst: !everyContainer && timersIdle,
+                    mayWriteFirst: !everyContainer && timersIdle && erasures.isEmpty,
                     everyContainer: everyContainer,
                     now: now,
                     in: group
@@ -211,8 +221,8 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
             }
         } catch {
             policy.withLock { $0.discardChanges() }
-            fail(jobs, error: error)
-            return !jobs.isEmpty
+            fail(jobs, erasures: erasures, error: error)
+            return !jobs.isEmpty || !erasures.isEmpty
         }
         let decided = policy.withLock { p in
             defer { p.keepChanges() }
@@ -221,7 +231,8 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
         if let soonest = plan.changes.deadlines.values.min() {
             passes.withLock { p in p.timersIdleUntil = p.timersIdleUntil.map { min($0, soonest) } }
         }
-        if jobs.isEmpty && plan.changes.isEmpty && !decided { return false }
+        finish(erasures, plan: plan, at: now)
+        if jobs.isEmpty && erasures.isEmpty && plan.changes.isEmpty && !decided { return false }
         finish(jobs, plan: plan, started: started)
         return true
     }
@@ -246,6 +257,7 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
     /// one of its event ids first).
     private func plan(
         _ jobs: [IngestJob],
+        erasures: [DeviceKey],
         keys: [DeviceKey],
         mayWriteFirst: Bool,
         everyContainer: Bool,
@@ -309,6 +321,7 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
                     batches: jobs.lazy.map(\.batch),
                     seen: snapshot.seen,
                     due: due,
+                    erasures: erasures,
                     devices: devices,
                     counters: FleetCounters(),
                     fleetAlerts: FleetAlerts(firing: snapshot.fleetAlerts),
@@ -318,7 +331,9 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
                     subscribers: webhooks.subscribers(for:context:)
                 )
             }
-            plan.changes.eventIds = StoreChanges.newIds(claims, seen: snapshot.seen)
+            // An erased device's ids of this group are not kept; those from before go after the group (`erase`).
+            let erased = Set(plan.changes.removals.filter { $0.reason == .erased }.map(\.key))
+            plan.changes.eventIds = StoreChanges.newIds(claims, seen: snapshot.seen).filter { !erased.contains($0.key) }
             // A fleet rule to evaluate on counts this replica does not know: read them.
             if writeFirst && !cache.withLock({ $0.knowsCounts(of: plan.containers) }) {
                 writeFirst = false

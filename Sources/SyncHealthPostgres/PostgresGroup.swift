@@ -124,16 +124,17 @@ final class PostgresGroup: SharedGroup {
     }
 }
 
-/// The arguments of `synchealth_write_group` (`PostgresGroupSQL.writeFunctionV6`), in its order.
+/// The arguments of `synchealth_write_group` (`PostgresGroupSQL.writeFunctionV9`), in its order.
 struct WriteGroupStatement: PostgresPreparedStatement {
-    static let name = "synchealth_write_group_v6"
+    static let name = "synchealth_write_group_v9"
     static let sql = """
         SELECT synchealth_write_group($1::text[], $2::text[], $3::bigint[], $4::bytea[], $5::text[], $6::text[], $7::boolean[],
             $8::bigint[], $9::boolean[], $10::bigint[], $11::bigint, $12::boolean, $13::bigint[], $14::text[],
             $15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::text[], $21::bigint[], $22::bigint[],
             $23::text[], $24::text[], $25::text[], $26::bigint[], $27::bigint[],
             $28::text[], $29::text[], $30::text[], $31::text[], $32::bigint[], $33::integer[], $34::bigint[], $35::text[],
-            $36::bigint, $37::text[], $38::text[], $39::text[], $40::bigint[])
+            $36::bigint, $37::text[], $38::text[], $39::text[], $40::bigint[],
+            $41::text[], $42::text[], $43::text[], $44::bigint[], $45::boolean[], $46::text[])
         """
     typealias Row = Int32
 
@@ -157,7 +158,9 @@ struct WriteGroupStatement: PostgresPreparedStatement {
         let fleet = changes.fleetAlerts.sorted { $0.containerId < $1.containerId }
         let outbox = changes.outbox
 
-        var b = PostgresBindings(capacity: 40)
+        let removals = PostgresGroup.lastPerKey(changes.removals, key: \.key)
+
+        var b = PostgresBindings(capacity: 46)
         // Devices. Strings stand for NULL as '' and numbers as -1: postgres-nio binds no NULL inside an array.
         b.append(devices.map(\.key.appId))
         b.append(devices.map(\.key.deviceId))
@@ -205,6 +208,13 @@ struct WriteGroupStatement: PostgresPreparedStatement {
         b.append(counters.map(\.container))
         b.append(counters.map(\.field))
         b.append(counters.map(\.delta))
+        // Why alerts resolved, and removals.
+        b.append(alerts.map { $0.reason?.rawValue ?? "" })
+        b.append(removals.map(\.key.appId))
+        b.append(removals.map(\.key.deviceId))
+        b.append(removals.map { write.versions[$0.key] ?? 0 })
+        b.append(removals.map { $0.reason == .erased })
+        b.append(removals.filter { $0.reason == .erased }.flatMap(\.orderingKeys))
         return b
     }
 

@@ -205,12 +205,21 @@ extension PostgresStore {
                 "CREATE INDEX incidents_state ON incidents (state, seq)",
             ]
         ),
+        (
+            // Additive: v6's write function stays for replicas of the release before; this one is an overload.
+            "v9: removing devices (retention and erasure); why an alert resolved",
+            [
+                "ALTER TABLE alerts ADD COLUMN reason TEXT",
+                "CREATE INDEX alerts_device ON alerts (app_id, device_id)",
+                PostgresQuery(unsafeSQL: PostgresGroupSQL.writeFunctionV9),
+            ]
+        ),
     ]
 
     /// The migrations a replica of the release before runs on unchanged (they only add): recorded with each
     /// migration, so that a replica that does not know a migration can tell whether it may start on the schema
     /// (docs/operations.md, "Upgrading"). Every migration from v8 on that only adds belongs here.
-    static let additive: Set<Int> = [8]
+    static let additive: Set<Int> = [8, 9]
 
     /// Applies the missing migrations, one replica at a time (under a transaction-scoped advisory lock). A database
     /// that a newer release has migrated is used if every migration this release does not know only adds (a

@@ -180,7 +180,7 @@ public final class PostgresStore: SharedSyncStore {
     public func alerts(_ query: AlertQuery) async throws -> AlertPage {
         let rows = try await run(
             """
-            SELECT seq, id, kind, state, app_id, device_id, container_id, starts_at, ends_at, summary, detail FROM alerts
+            SELECT seq, id, kind, state, app_id, device_id, container_id, starts_at, ends_at, summary, detail, reason FROM alerts
             WHERE seq < \(query.cursor ?? Int64.max)
               AND (\(query.state?.rawValue)::text IS NULL OR state = \(query.state?.rawValue))
               AND (\(query.kind?.rawValue)::text IS NULL OR kind = \(query.kind?.rawValue))
@@ -192,7 +192,7 @@ public final class PostgresStore: SharedSyncStore {
         )
         var alerts: [AlertRecord] = []
         var seqs: [Int64] = []
-        typealias Row = (Int64, String, String, String, String?, String?, String?, Int64, Int64?, String, String)
+        typealias Row = (Int64, String, String, String, String?, String?, String?, Int64, Int64?, String, String, String?)
         for try await row in rows.decode(Row.self) {
             guard let kind = AlertKind(rawValue: row.2), let state = AlertState(rawValue: row.3) else {
                 throw StoreError.undecodableRecord("alert \(row.1)")
@@ -209,7 +209,8 @@ public final class PostgresStore: SharedSyncStore {
                     startsAt: Timestamp(microseconds: row.7),
                     endsAt: row.8.map(Timestamp.init(microseconds:)),
                     summary: row.9,
-                    detail: row.10
+                    detail: row.10,
+                    reason: row.11.flatMap(ResolveReason.init(rawValue:))
                 )
             )
         }
@@ -261,6 +262,13 @@ public final class PostgresStore: SharedSyncStore {
             records[key] = try Self.record(key, state)
         }
         return records
+    }
+
+    public func eraseEventIds(of key: DeviceKey, recordedThrough: Timestamp) async throws {
+        _ = try await run(
+            "DELETE FROM seen_events WHERE device_hash = \(key.stableHash) AND recorded_at <= \(recordedThrough.microseconds)",
+            logger: logger
+        )
     }
 
     public func deviceKeys(deviceId: String) async throws -> [DeviceKey] {

@@ -191,18 +191,37 @@ enum IngestBody {
     }
 }
 
-/// `GET /v1/devices`, `GET /v1/devices/{deviceId}`.
+/// `GET /v1/devices`, `GET /v1/devices/{deviceId}`, `DELETE /v1/devices/{deviceId}`.
 struct DeviceRoutes<Engine: MonitorEngine> {
     let engine: Engine
 
-    func status(_ request: Request, context: AppRequestContext) async throws -> Response {
-        try context.require(.read)
+    /// The path's device id, decoded and checked.
+    private func deviceId(_ context: AppRequestContext) throws(APIError) -> String {
         // Path parameters arrive percent-encoded.
         let rawId = context.parameters.get("deviceId") ?? ""
         let deviceId = rawId.removingPercentEncoding ?? rawId
         guard DeviceKey.isValidId(deviceId) else {
             throw APIError.invalidQuery(name: "deviceId", detail: "must be 1-128 characters of A-Z a-z 0-9 . _ : -")
         }
+        return deviceId
+    }
+
+    /// Erases one device of one app (the app is required: an erasure names exactly what it erases). `204` whether
+    /// or not the device was stored, so that a retried erasure succeeds.
+    func erase(_ request: Request, context: AppRequestContext) async throws -> Response {
+        try context.require(.admin)
+        let deviceId = try deviceId(context)
+        guard let appId = try Query(request).identifier("appId") else {
+            throw APIError.invalidQuery(name: "appId", detail: "is required: an erasure names the app of the device")
+        }
+        let key = DeviceKey(appId: appId, deviceId: deviceId)
+        _ = try await mapEngine { () async throws(EngineError) in try await engine.erase(key) }
+        return Response(status: .noContent)
+    }
+
+    func status(_ request: Request, context: AppRequestContext) async throws -> Response {
+        try context.require(.read)
+        let deviceId = try deviceId(context)
         let query = Query(request)
         let key: DeviceKey
         if let appId = try query.identifier("appId") {

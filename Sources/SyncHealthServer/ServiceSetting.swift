@@ -98,6 +98,26 @@ extension ServiceSetting {
             atLeast: .seconds(7)
         ),
         ServiceSetting(
+            flag: "forget-after",
+            help: "A device not seen for this long is forgotten: its state, counts and list entries go, its alerts resolve; off keeps every device.",
+            emptyDefault: "",
+            show: { c in
+                guard let d = c.engine.forgetAfter else { return "off" }
+                let seconds = d.components.seconds
+                return seconds >= 86_400 && seconds % 86_400 == 0 && d.components.attoseconds == 0 ? "\(seconds / 86_400)d" : d.configurationText
+            },
+            apply: { c, text throws(ServiceSettingError) in
+                if ["off", "never"].contains(text.lowercased()) {
+                    c.engine.forgetAfter = nil
+                    return
+                }
+                guard let d = Duration(configuration: text), d >= .seconds(1) else {
+                    throw .init(description: "is not a duration of at least 1s (use 180d, 2h, 90s) or off")
+                }
+                c.engine.forgetAfter = d
+            }
+        ),
+        ServiceSetting(
             flag: "webhook-allow-private",
             help: "1 lets webhooks target loopback and private addresses.",
             emptyDefault: "",

@@ -56,6 +56,7 @@ public enum SyncHealthApplication {
             APIRoute(.post, "/v1/events", events.ingest),
             APIRoute(.get, "/v1/devices", devices.list),
             APIRoute(.get, "/v1/devices/:deviceId", devices.status),
+            APIRoute(.delete, "/v1/devices/:deviceId", devices.erase),
             APIRoute(.get, "/v1/summary", fleet.summary),
             APIRoute(.get, "/v1/summary/scopes", fleet.scopes),
             APIRoute(.get, "/v1/summary/history", fleet.history),

@@ -90,6 +90,7 @@ public final class InMemoryStore: LocalSyncStore {
             for message in changes.outbox where !s.outbox.contains(where: { $0.id == message.id }) {
                 s.outbox.append(message)
             }
+            for removal in changes.removals { s.remove(removal) }
         }
     }
 
@@ -208,6 +209,26 @@ public final class InMemoryStore: LocalSyncStore {
             s.outbox[i].attempts = 0
             s.outbox[i].nextAttemptAt = now
             return true
+        }
+    }
+}
+
+extension InMemoryStore.State {
+    /// Takes a device out (`DeviceRemoval`).
+    mutating func remove(_ removal: DeviceRemoval) {
+        let key = removal.key
+        guard devices.removeValue(forKey: key) != nil else { return }
+        order.removeAll { $0 == key }
+        switch removal.reason {
+        case .forgotten:
+            // Its ids aged out long ago, unless the retention is shorter than the dedupe window: they stay to age out.
+            break
+        case .erased:
+            seen[key] = nil
+            alerts.removeAll { $0.appId == key.appId && $0.deviceId == key.deviceId }
+            alertIndex = Dictionary(uniqueKeysWithValues: alerts.enumerated().map { ($1.id, $0) })
+            let keys = Set(removal.orderingKeys)
+            outbox.removeAll { keys.contains($0.orderingKey) }
         }
     }
 }

@@ -19,7 +19,7 @@ import Synchronization
 ///   backlog (looked at before the tables, as `SQLiteStore.inBacklog` says) and its ceiling in the tables
 ///   (`event_id_ceilings`, see `EventIds`). Both run on the journal's queue, where every append runs, so nothing
 ///   is recorded between the look and the ceiling;
-/// - expiry only forgets ids, so a ceiling stays true, and nothing lowers it.
+/// - expiry only forgets ids, so a ceiling stays true, and only a removed device's ceiling is lowered.
 ///
 /// On the `tables` commit path nothing is appended to the backlog, and the ceilings are not used.
 struct EventIdCeilings: Sendable {
@@ -80,6 +80,13 @@ struct EventIdCeilings: Sendable {
     /// Gives the device a ceiling, from its ids found before any later append (or keeps a higher one).
     mutating func set(_ hash: Int64, _ ceiling: Prefix) {
         ceilings[hash] = max(ceilings[hash] ?? ceiling, ceiling)
+    }
+
+    /// A removed device's ceiling (`DeviceRemoval`): an erased one starts again from zero, so that its ids from
+    /// before, still in the tables until the sweep deletes them, are not looked up; a forgotten one is dropped, and
+    /// read again if the device comes back.
+    mutating func removed(_ hash: Int64, erased: Bool) {
+        ceilings[hash] = erased ? .zero : nil
     }
 }
 

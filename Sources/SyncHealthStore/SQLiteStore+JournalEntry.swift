@@ -14,6 +14,8 @@ struct JournalEntry: Sendable {
     var alerts: [AlertRecord]
     var fleet: [(containerId: String, startsAt: Timestamp?)]
     var outbox: [OutboxMessage]
+    /// Devices that leave the store, after the rest of the entry.
+    var removals: [DeviceRemoval]
 
     /// The entry for `changes`, with `ids` as the ids to record (a claiming commit passes the claimed new ones).
     init(_ changes: StoreChanges, ids: [(hash: Int64, id: [UInt8])], seq: Int64 = 0) {
@@ -24,6 +26,7 @@ struct JournalEntry: Sendable {
         alerts = changes.alerts
         fleet = changes.fleetAlerts
         outbox = changes.outbox
+        removals = changes.removals
     }
 
     /// The entry's payload in the journal (the sequence number is in the record's header).
@@ -70,6 +73,22 @@ struct JournalEntry: Sendable {
             w.time(m.nextAttemptAt)
             w.string(m.state.rawValue)
         }
+        // The second format's section: written only when there is something in it, so that an entry without
+        // removals or reasons is the same bytes as in the first format, which the release before reads whole.
+        let reasons = alerts.enumerated().compactMap { i, a in a.reason.map { (i, $0) } }
+        if !removals.isEmpty || !reasons.isEmpty {
+            w.i64(Int64(removals.count))
+            for r in removals {
+                w.string(r.key.appId)
+                w.string(r.key.deviceId)
+                w.string(r.reason.rawValue)
+            }
+            w.i64(Int64(reasons.count))
+            for (i, reason) in reasons {
+                w.i64(Int64(i))
+                w.string(reason.rawValue)
+            }
+        }
         return w.bytes
     }
 
@@ -107,6 +126,18 @@ struct JournalEntry: Sendable {
                 nextAttemptAt: try r.time(),
                 state: try r.enumValue(OutboxMessage.State.self)
             )
+        }
+        removals = []
+        if r.isAtEnd { return }
+        removals = try (0..<r.count()).map { _ in
+            DeviceRemoval(key: DeviceKey(appId: try r.string(), deviceId: try r.string()), reason: try r.enumValue(DeviceRemoval.Reason.self))
+        }
+        if r.isAtEnd { return }
+        for _ in 0..<(try r.count()) {
+            let i = try r.i64()
+            let reason = try r.enumValue(ResolveReason.self)
+            guard i >= 0, i < Int64(alerts.count) else { throw ByteReader.Invalid() }
+            alerts[Int(i)].reason = reason
         }
     }
 }

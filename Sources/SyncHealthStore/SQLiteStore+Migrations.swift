@@ -239,6 +239,21 @@ extension SQLiteStore {
                     """
             )
         }
+        migrator.registerMigration("v12: removing devices (retention and erasure)") { db in
+            // `reason`: why an alert resolved when its condition did not end (a forgotten device). The index finds
+            // an erased device's alerts; `erased_event_ids` lists erased devices whose ids the sweep has still to
+            // delete, with the newest generation that holds them.
+            try db.execute(
+                sql: """
+                    ALTER TABLE alerts ADD COLUMN reason TEXT;
+                    CREATE INDEX alerts_device ON alerts (app_id, device_id);
+                    CREATE TABLE erased_event_ids (
+                        device_hash INTEGER PRIMARY KEY,
+                        through_gen INTEGER NOT NULL
+                    );
+                    """
+            )
+        }
         return migrator
     }
 }

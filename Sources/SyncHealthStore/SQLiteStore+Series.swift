@@ -13,7 +13,7 @@ extension SQLiteStore {
     /// journal.
     public func commitSeries<T: Sendable>(_ body: @escaping @Sendable (any GroupCommitter) throws -> T) async throws -> T {
         if commitPath == .tables {
-            return try await pool.writeWithoutTransaction { [eventIdSpan] db in try body(TablesCommitter(db: db, eventIdSpan: eventIdSpan)) }
+            return try await pool.writeWithoutTransaction { [eventIdSpan] db in try body(TablesCommitter(store: self, db: db, eventIdSpan: eventIdSpan)) }
         }
         try await foldIfOversized()
         return try await journal.perform { appender in try body(JournalCommitter(store: self, appender: appender)) }
@@ -43,6 +43,7 @@ struct JournalCommitter: GroupCommitter {
 /// Commits the groups of a series straight into the tables, each in a transaction of its own, on the writer
 /// (`SQLiteStore.commitSeries` on the `tables` path).
 struct TablesCommitter: GroupCommitter {
+    let store: SQLiteStore
     let db: Database
     let eventIdSpan: Int64
 
@@ -59,6 +60,7 @@ struct TablesCommitter: GroupCommitter {
             let (entry, result) = try SQLiteStore.judge(claims, encoded, recorded, at: recordedAt, plan: plan)
             if !entry.isEmpty { try JournalEntry.write([entry], eventIdSpan: eventIdSpan, db) }
             try db.commit()
+            if entry.erases { store.erasuresPending.store(true, ordering: .releasing) }
             return result
         } catch {
             try? db.rollback()

@@ -63,6 +63,10 @@ public final class SQLiteStore: LocalSyncStore {
     /// How long a generation of event ids takes ids, in microseconds (see `EventIds`).
     let eventIdSpan: Int64
     private let lockDescriptor: Int32
+    /// Whether erased devices' event ids are waiting for `sweepErasedEventIds`.
+    let erasuresPending = Atomic<Bool>(false)
+    /// The sweep's pass under way.
+    let erasureSweep = Mutex<EventIds.ErasureSweep?>(nil)
 
     /// Opens (creating if needed) the store in `directory`.
     ///
@@ -134,6 +138,8 @@ public final class SQLiteStore: LocalSyncStore {
                 io: journalIO
             )
             writebackFiles = WritebackFiles(paths: [path, path + "-wal"])
+            let erasures = try pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM erased_event_ids") ?? 0 }
+            erasuresPending.store(erasures > 0, ordering: .releasing)
         } catch let error as StoreError {
             closeDescriptor(lockDescriptor)
             throw error
@@ -283,6 +289,7 @@ public final class SQLiteStore: LocalSyncStore {
         case .journal: try await append(entry)
         case .tables: try await pool.write { [eventIdSpan] db in try JournalEntry.write([entry], eventIdSpan: eventIdSpan, db) }
         }
+        if commitPath == .tables && entry.erases { erasuresPending.store(true, ordering: .releasing) }
     }
 
     /// The group for the claims, given which ids were `recorded` before it: an id recorded before is seen; one
@@ -352,7 +359,7 @@ public final class SQLiteStore: LocalSyncStore {
             let rows = try Row.fetchAll(
                 db,
                 sql: """
-                    SELECT seq, id, kind, state, app_id, device_id, container_id, starts_at, ends_at, summary, detail
+                    SELECT seq, id, kind, state, app_id, device_id, container_id, starts_at, ends_at, summary, detail, reason
                     FROM alerts \(whereClause) ORDER BY seq DESC LIMIT ?
                     """,
                 arguments: StatementArguments(arguments)
@@ -373,7 +380,8 @@ public final class SQLiteStore: LocalSyncStore {
                         startsAt: Timestamp(microseconds: row[7]),
                         endsAt: (row[8] as Int64?).map(Timestamp.init(microseconds:)),
                         summary: row[9],
-                        detail: row[10]
+                        detail: row[10],
+                        reason: (row[11] as String?).flatMap(ResolveReason.init(rawValue:))
                     )
                 )
             }

@@ -43,6 +43,10 @@ public protocol SharedSyncStore: SyncStore {
 
     /// The earliest due time of any device's timers.
     func nextDeviceDeadline() async throws -> Timestamp?
+
+    /// Deletes the event ids recorded for an erased device up to `recordedThrough` (the group that erased it), so
+    /// that the ids it sends later are kept. Outside any group: it reads the whole id table.
+    func eraseEventIds(of key: DeviceKey, recordedThrough: Timestamp) async throws
 }
 
 /// The filters a shared store applies to a device listing.

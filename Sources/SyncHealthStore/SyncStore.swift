@@ -86,6 +86,8 @@ public struct StoreChanges: Sendable {
     /// When each written device's alert timers next need it (absent: never). Stores that keep the timers
     /// themselves (`SharedSyncStore`) persist it; the others rebuild timers from the records at start.
     public var deadlines: [DeviceKey: Timestamp] = [:]
+    /// Devices taken out of the store, after everything else in these changes (`DeviceRemoval`).
+    public var removals: [DeviceRemoval] = []
     /// When the changes were made (service clock), stored with the event ids.
     public var recordedAt: Timestamp
 
@@ -122,7 +124,48 @@ public struct StoreChanges: Sendable {
     }
 
     /// Whether there is nothing to write.
-    public var isEmpty: Bool { devices.isEmpty && eventIds.isEmpty && alerts.isEmpty && fleetAlerts.isEmpty && outbox.isEmpty }
+    public var isEmpty: Bool {
+        devices.isEmpty && eventIds.isEmpty && alerts.isEmpty && fleetAlerts.isEmpty && outbox.isEmpty && removals.isEmpty
+    }
+}
+
+/// A device that leaves the store. Applied after the rest of its changes, so that a group that resolves a device's
+/// alerts and then forgets it writes both.
+///
+/// - `forgotten` (retention): the device's record, its place in the lists and its event-id bookkeeping go; its
+///   alerts stay in the history, resolved.
+/// - `erased` (a request to erase it): the same, and every alert row of the device, every webhook message about
+///   it that is still queued, and its event ids. A later post from the device starts a new record.
+public struct DeviceRemoval: Sendable, Hashable {
+    /// Why the device leaves.
+    public enum Reason: String, Sendable, Hashable {
+        /// Not seen for `SYNCHEALTH_FORGET_AFTER`.
+        case forgotten
+        /// Erased on request (`DELETE /v1/devices/{deviceId}`).
+        case erased
+    }
+
+    /// The device.
+    public var key: DeviceKey
+    /// Why it leaves.
+    public var reason: Reason
+
+    /// Creates a removal.
+    public init(key: DeviceKey, reason: Reason) {
+        self.key = key
+        self.reason = reason
+    }
+
+    /// The webhook ordering keys of the device's alert lines: its queued messages are these.
+    public var orderingKeys: [String] {
+        AlertKind.deviceKinds.map { AlertLine.device(key, $0).storageKey }
+    }
+}
+
+/// Why an alert resolved, when it was not because its condition ended.
+public enum ResolveReason: String, Sendable, Hashable, CaseIterable {
+    /// Its device was not seen for `SYNCHEALTH_FORGET_AFTER` and was forgotten.
+    case forgotten
 }
 
 extension AlertRecord {
@@ -160,6 +203,8 @@ public struct AlertRecord: Sendable, Hashable {
     public var summary: String
     /// More detail for humans.
     public var detail: String
+    /// Why it resolved, when not because its condition ended.
+    public var reason: ResolveReason?
 
     /// Creates an alert.
     public init(
@@ -172,8 +217,10 @@ public struct AlertRecord: Sendable, Hashable {
         startsAt: Timestamp,
         endsAt: Timestamp?,
         summary: String,
-        detail: String
+        detail: String,
+        reason: ResolveReason? = nil
     ) {
+        self.reason = reason
         self.id = id
         self.kind = kind
         self.state = state
