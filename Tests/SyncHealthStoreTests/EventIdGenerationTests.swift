@@ -54,6 +54,53 @@ struct EventIdGenerationTests {
         try await store.close()
     }
 
+    @Test("an erased device's ids are deleted by the sweep, a step at a time; the ids it sends after, in the same fold, stay")
+    func erasureSweep() async throws {
+        let dir = temporaryDirectory()
+        let store = try SQLiteStore(directory: dir, synchronous: .normal, eventIdGeneration: .seconds(10))
+        let a = DeviceKey(appId: "app", deviceId: "a")
+        let b = DeviceKey(appId: "app", deviceId: "b")
+        _ = try await store.record(["a1", "a2"], of: a, at: seconds(1))
+        _ = try await store.record(["b1"], of: b, at: seconds(1))
+        _ = try await store.record(["a3"], of: a, at: seconds(2))
+        var erase = StoreChanges(recordedAt: seconds(3))
+        erase.removals = [DeviceRemoval(key: a, reason: .erased)]
+        try await store.commit(erase)
+        #expect(try await store.record(["a1", "a4"], of: a, at: seconds(4)) == [], "the journal forgets the erased ids at once")
+        try await store.fold()
+        // The erasure closed the generation that held the device's ids: its later ids are in a newer one.
+        #expect(try Self.generations(dir) == [.init(gen: 1, endsAt: seconds(3).microseconds), .init(gen: 2, endsAt: seconds(14).microseconds)])
+        #expect(try Self.count(dir, "SELECT count(*) FROM event_ids") == 6)
+        #expect(try Self.count(dir, "SELECT count(*) FROM erased_event_ids") == 1)
+
+        var steps = 0
+        while try await store.sweepErasedEventIds(limit: 2) { steps += 1 }
+        #expect(steps >= 2, "the sweep looks at a bounded number of ids a step")
+        #expect(try Self.count(dir, "SELECT count(*) FROM event_ids WHERE gen = 1") == 1, "b1 stays; a1, a2, a3 go")
+        #expect(try Self.count(dir, "SELECT count(*) FROM event_ids WHERE gen = 2") == 2, "a1 and a4, sent after, stay")
+        #expect(try Self.count(dir, "SELECT count(*) FROM erased_event_ids") == 0)
+        #expect(try await store.seenEventIds([(key: a, eventIds: ["a1", "a2", "a4"]), (key: b, eventIds: ["b1"])]) == [["a1", "a4"], ["b1"]])
+        #expect(try await store.sweepErasedEventIds() == false)
+        try await store.close()
+    }
+
+    @Test("an erasure not yet swept when the store closes is swept after it opens again")
+    func erasureSweepResumesAfterRestart() async throws {
+        let dir = temporaryDirectory()
+        let store = try SQLiteStore(directory: dir, synchronous: .normal, eventIdGeneration: .seconds(10))
+        let a = DeviceKey(appId: "app", deviceId: "a")
+        _ = try await store.record(["a1", "a2"], of: a, at: seconds(1))
+        var erase = StoreChanges(recordedAt: seconds(3))
+        erase.removals = [DeviceRemoval(key: a, reason: .erased)]
+        try await store.commit(erase)
+        try await store.close()
+        let reopened = try SQLiteStore(directory: dir, synchronous: .normal, eventIdGeneration: .seconds(10))
+        #expect(try Self.count(dir, "SELECT count(*) FROM event_ids") == 2)
+        while try await reopened.sweepErasedEventIds(limit: 1) {}
+        #expect(try Self.count(dir, "SELECT count(*) FROM event_ids") == 0)
+        try await reopened.close()
+    }
+
     @Test("an id recorded with a time before its generation's (a clock set back) is kept with it, never forgotten early")
     func clockSetBack() async throws {
         let dir = temporaryDirectory()

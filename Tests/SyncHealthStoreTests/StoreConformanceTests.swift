@@ -200,6 +200,85 @@ struct StoreConformanceTests {
         }
     }
 
+    @Test(
+        "a forgotten device leaves the devices; its alerts stay, resolved with their reason; it comes back at the end",
+        arguments: StoreKind.allCases
+    )
+    func forgottenDevice(kind: StoreKind) async throws {
+        try await kind.withStore { store in
+            let a = richRecord("a")
+            let b = richRecord("b")
+            var changes = StoreChanges(recordedAt: t0)
+            changes.devices = [a, b]
+            changes.alerts = [alert("al-a", .syncError, .firing, device: "a"), alert("al-b", .syncError, .firing, device: "b")]
+            try await store.commit(changes)
+
+            var forget = StoreChanges(recordedAt: t0 + .seconds(10))
+            var resolved = alert("al-a", .syncError, .resolved, device: "a")
+            resolved.reason = .forgotten
+            forget.alerts = [resolved]
+            forget.removals = [DeviceRemoval(key: a.key, reason: .forgotten)]
+            try await store.commit(forget)
+            #expect(try await store.loadState().devices.map(\.key.deviceId) == ["b"])
+            let alerts = try await store.alerts(AlertQuery()).alerts
+            #expect(alerts.map(\.id) == ["al-b", "al-a"])
+            #expect(alerts.map(\.state) == [.firing, .resolved])
+            #expect(alerts.map(\.reason) == [nil, .forgotten])
+
+            var back = StoreChanges(recordedAt: t0 + .seconds(20))
+            back.devices = [DeviceRecord(key: a.key, firstSeenAt: t0 + .seconds(20))]
+            try await store.commit(back)
+            let devices = try await store.loadState().devices
+            #expect(devices.map(\.key.deviceId) == ["b", "a"], "a device that comes back is new, at the end")
+            #expect(devices.last?.firstSeenAt == t0 + .seconds(20))
+        }
+    }
+
+    @Test(
+        "an erased device leaves no record, alert, queued message or event id; others keep theirs; it can come back",
+        arguments: StoreKind.allCases
+    )
+    func erasedDevice(kind: StoreKind) async throws {
+        try await kind.withStore { store in
+            let a = richRecord("a")
+            let b = richRecord("b")
+            var changes = StoreChanges(recordedAt: t0)
+            changes.devices = [a, b]
+            changes.eventIds = [(a.key, "e1"), (a.key, "e2"), (b.key, "e1")]
+            changes.alerts = [alert("al-a", .syncError, .firing, device: "a"), alert("al-b", .syncError, .firing, device: "b")]
+            changes.outbox = [
+                message("m-a", line: AlertLine.device(a.key, .syncError).storageKey),
+                message("m-b", line: AlertLine.device(b.key, .syncError).storageKey),
+            ]
+            try await store.commit(changes)
+
+            var erase = StoreChanges(recordedAt: t0 + .seconds(10))
+            erase.removals = [DeviceRemoval(key: a.key, reason: .erased)]
+            try await store.commit(erase)
+            // A shared store deletes the ids outside the group; the embedded one sweeps them between folds.
+            if let shared = store as? any SharedSyncStore {
+                try await shared.eraseEventIds(of: a.key, recordedThrough: t0 + .seconds(10))
+            }
+            if let sqlite = store as? SQLiteStore {
+                try await sqlite.fold()
+                while try await sqlite.sweepErasedEventIds(limit: 2) {}
+            }
+
+            #expect(try await store.loadState().devices.map(\.key.deviceId) == ["b"])
+            #expect(try await store.alerts(AlertQuery()).alerts.map(\.id) == ["al-b"])
+            #expect(try await store.dueMessages(now: t0 + .seconds(100), limit: 10).map(\.id) == ["m-b"])
+            #expect(try await store.seenEventIds([(a.key, ["e1", "e2"]), (b.key, ["e1"])]) == [[], ["e1"]])
+
+            let seen = try await store.commit(claiming: [(a.key, ["e1"])], at: t0 + .seconds(20)) { seen in
+                var back = StoreChanges(recordedAt: t0 + .seconds(20))
+                back.devices = [DeviceRecord(key: a.key, firstSeenAt: t0 + .seconds(20))]
+                return (back, seen)
+            }
+            #expect(seen == [[]], "an id the device sent before its erasure is new")
+            #expect(try await store.loadState().devices.map(\.key.deviceId) == ["b", "a"])
+        }
+    }
+
     @Test("fleet alerts start and end", arguments: StoreKind.allCases)
     func fleetAlerts(kind: StoreKind) async throws {
         try await kind.withStore { store in

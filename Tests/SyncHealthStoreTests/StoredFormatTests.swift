@@ -115,6 +115,44 @@ struct StoredFormatTests {
         000000c7b11b240a0600070000000000000070656e64696e67
         """
 
+    /// `fullEntry()` with a removal of each kind and a resolve with a reason: the second format's section.
+    static func entryWithRemovals() -> JournalEntry {
+        var entry = fullEntry()
+        var resolved = alert("al_forgotten", .notSyncing, .resolved, device: "golden-2", at: 1_700_000_070)
+        resolved.reason = .forgotten
+        entry.alerts.append(resolved)
+        entry.removals = [
+            DeviceRemoval(key: DeviceKey(appId: "com.example.notes", deviceId: "golden-2"), reason: .forgotten),
+            DeviceRemoval(key: DeviceKey(appId: "com.example.notes", deviceId: "golden-3"), reason: .erased),
+        ]
+        return entry
+    }
+
+    /// The second format's section of `entryWithRemovals()`, after the first format's bytes of the same entry.
+    static let journalV2Section = """
+        02000000000000001100000000000000636f6d2e6578616d706c652e6e6f7465730800000000000000676f6c64656e2d3209\
+        00000000000000666f72676f7474656e1100000000000000636f6d2e6578616d706c652e6e6f746573080000000000000067\
+        6f6c64656e2d330600000000000000657261736564010000000000000001000000000000000900000000000000666f72676f\
+        7474656e
+        """
+
+    @Test("journal entries: the second format's section (removals, reasons) has golden bytes, and decodes to what was written")
+    func journalEntryV2() throws {
+        let entry = Self.entryWithRemovals()
+        var firstFormat = entry
+        firstFormat.removals = []
+        firstFormat.alerts[1].reason = nil
+        let bytes = entry.encoded()
+        let prefix = firstFormat.encoded()
+        #expect(Array(bytes.prefix(prefix.count)) == prefix, "the second format appends to the first")
+        #expect(hex(Array(bytes.dropFirst(prefix.count))) == Self.journalV2Section, "the format changed: give it a new fixture")
+        let decoded = try JournalEntry(seq: 7, payload: bytes)
+        #expect(decoded.removals == entry.removals)
+        #expect(decoded.alerts == entry.alerts)
+        #expect(decoded.alerts[1].reason == .forgotten)
+        #expect(decoded.encoded() == bytes)
+    }
+
     @Test("journal entries: the first format's golden bytes decode, and a later release's appended section is skipped")
     func journalEntryV1() throws {
         let entry = Self.fullEntry()
