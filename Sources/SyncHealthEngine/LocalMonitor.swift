@@ -135,7 +135,9 @@ public final class LocalMonitor: MonitorEngine, GroupPipeline {
     }
 
     public func erase(_ key: DeviceKey) async throws(EngineError) -> Bool {
-        try await queue.submitErasure(key).existed
+        let existed = try await queue.submitErasure(key).existed
+        try await read { try await store.removeSample(key) }
+        return existed
     }
 
     public func history(

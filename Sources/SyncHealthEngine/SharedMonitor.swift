@@ -151,6 +151,7 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
     public func erase(_ key: DeviceKey) async throws(EngineError) -> Bool {
         let (existed, at) = try await queue.submitErasure(key)
         try await read { try await store.eraseEventIds(of: key, recordedThrough: at) }
+        try await read { try await store.removeSample(key) }
         return existed
     }
 

@@ -68,6 +68,27 @@ extension PostgresStore {
             .record
     }
 
+    public func removeSample(_ key: DeviceKey) async throws {
+        try await withTransaction { connection in
+            // A candidate filter only (`_` matches any character); the samples are decoded to be sure.
+            let rows = try await connection.query(
+                "SELECT id, samples FROM incidents WHERE app_id = \(key.appId) AND samples LIKE \("%\"\(key.deviceId)\"%") FOR UPDATE",
+                logger: logger
+            )
+            var changed: [(id: String, samples: [String])] = []
+            for try await (id, json) in rows.decode((String, String).self) {
+                let samples = IncidentRecord.samples(json: json)
+                if samples.contains(key.deviceId) { changed.append((id, samples.filter { $0 != key.deviceId })) }
+            }
+            for (id, samples) in changed {
+                try await connection.query(
+                    "UPDATE incidents SET samples = \(IncidentRecord.json(samples)), revision = revision + 1 WHERE id = \(id)",
+                    logger: logger
+                )
+            }
+        }
+    }
+
     static func incidents(_ rows: PostgresRowSequence) async throws -> [(seq: Int64, record: IncidentRecord)] {
         var out: [(seq: Int64, record: IncidentRecord)] = []
         for try await row in rows {

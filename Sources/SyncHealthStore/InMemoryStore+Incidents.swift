@@ -36,4 +36,13 @@ extension InMemoryStore {
     public func incident(id: String) async throws -> IncidentRecord? {
         withState { s in s.incidents.first { $0.id == id } }
     }
+
+    public func removeSample(_ key: DeviceKey) async throws {
+        withState { s in
+            for i in s.incidents.indices where s.incidents[i].key.appId == key.appId && s.incidents[i].samples.contains(key.deviceId) {
+                s.incidents[i].samples.removeAll { $0 == key.deviceId }
+                s.incidents[i].revision += 1
+            }
+        }
+    }
 }

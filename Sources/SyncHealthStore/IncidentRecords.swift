@@ -65,6 +65,10 @@ public protocol IncidentStore: Sendable {
 
     /// One incident.
     func incident(id: String) async throws -> IncidentRecord?
+
+    /// Takes an erased device out of the sample devices of every incident of its app, open or resolved; each
+    /// incident changed moves to its next revision, so that a step planned on the one before is refused.
+    func removeSample(_ key: DeviceKey) async throws
 }
 
 extension IncidentRecord {
@@ -83,7 +87,7 @@ extension IncidentRecord {
         (try? JSONDecoder().decode([String].self, from: Data(json.utf8))) ?? []
     }
 
-    static func json(_ value: some Encodable) -> String {
+    public static func json(_ value: some Encodable) -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
         return (try? encoder.encode(value)).map { String(decoding: $0, as: UTF8.self) } ?? "null"

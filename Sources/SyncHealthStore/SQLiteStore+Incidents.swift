@@ -69,6 +69,25 @@ extension SQLiteStore {
         }
     }
 
+    public func removeSample(_ key: DeviceKey) async throws {
+        try await pool.write { db in
+            // A candidate filter only (`_` matches any character); the samples are decoded to be sure.
+            let rows = try Row.fetchAll(
+                db,
+                sql: "SELECT id, samples FROM incidents WHERE app_id = ? AND samples LIKE ?",
+                arguments: [key.appId, "%\"\(key.deviceId)\"%"]
+            )
+            for row in rows {
+                let samples = IncidentRecord.samples(json: row[1])
+                guard samples.contains(key.deviceId) else { continue }
+                try db.execute(
+                    sql: "UPDATE incidents SET samples = ?, revision = revision + 1 WHERE id = ?",
+                    arguments: [IncidentRecord.json(samples.filter { $0 != key.deviceId }), row[0] as String]
+                )
+            }
+        }
+    }
+
     static func incident(_ row: Row) throws -> IncidentRecord {
         let kindName: String = row[4]
         let stateName: String = row[7]

@@ -55,6 +55,39 @@ struct IncidentStoreConformanceTests {
         }
     }
 
+    @Test(
+        "an erased device leaves the samples of its app's incidents, open or resolved; each moves to its next revision",
+        arguments: StoreKind.allCases
+    )
+    func removeSample(kind: StoreKind) async throws {
+        try await kind.withStore { store in
+            let open = Self.record(5)
+            var resolved = Self.record(6, state: .resolved)
+            resolved.samples = ["d_1", "d2"]
+            let other = Self.record(7, app: "other")
+            let similar = Self.record(8)
+            var withSimilar = similar
+            withSimilar.samples = ["dx1"]
+            try await store.saveIncidents([open, resolved, other, withSimilar], messages: [])
+            try await store.removeSample(DeviceKey(appId: "app", deviceId: "d1"))
+            let after = try await store.incident(id: open.id)
+            #expect(after?.samples == ["d2"])
+            #expect(after?.revision == open.revision + 1)
+            #expect(try await store.incident(id: resolved.id)?.samples == ["d_1", "d2"], "an id that only looks alike stays")
+            #expect(try await store.incident(id: other.id)?.samples == ["d1", "d2"], "another app's device of the same id stays")
+            try await store.removeSample(DeviceKey(appId: "app", deviceId: "d_1"))
+            #expect(try await store.incident(id: resolved.id)?.samples == ["d2"], "a resolved incident's samples too")
+            #expect(try await store.incident(id: similar.id)?.samples == ["dx1"], "`_` is not a wildcard here")
+            #expect(try await store.incident(id: similar.id)?.revision == 1, "an incident without the device is not written")
+            var stale = open
+            stale.devices = 1
+            stale.revision = open.revision + 1
+            await #expect(throws: IncidentStoreError.conflict, "a step planned before the removal is refused") {
+                try await store.saveIncidents([stale], messages: [])
+            }
+        }
+    }
+
     @Test("a write planned on a stale revision, or a second open incident of one key, is refused whole", arguments: StoreKind.allCases)
     func conflicts(kind: StoreKind) async throws {
         try await kind.withStore { store in
