@@ -216,7 +216,9 @@ public final class SyncHealthReporter: Sendable {
     /// sent (they are never sent), the stored random device id, and the status the device computed, which starts
     /// again as at a first launch (with the network and account as last read). Reporting goes on: later events
     /// open a new queue under a new random id, which the server sees as a new device. What was sent before stays
-    /// on the server. Throws when a file cannot be deleted.
+    /// on the server until your backend erases it there (`DELETE /v1/devices/{deviceId}?appId=…` with an admin
+    /// key, which must not ship in the app): read ``deviceId()`` first, and send it to your backend. Throws when a
+    /// file cannot be deleted.
     public func eraseLocalData() async throws {
         if let disabled = shared.withLock({ $0.disabled }) { throw disabled }
         try await agent.erase()
