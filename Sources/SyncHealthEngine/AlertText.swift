@@ -51,10 +51,11 @@ enum AlertText {
         told.reason = reason
         switch reason {
         case .forgotten:
-            let after = configuration.forgetAfter.map { duration in
-                let seconds = duration.components.seconds
-                return seconds >= 86_400 && seconds % 86_400 == 0 ? " for \(seconds / 86_400) days" : " for \(duration.configurationText)"
-            } ?? ""
+            let after =
+                configuration.forgetAfter.map { duration in
+                    let seconds = duration.components.seconds
+                    return seconds >= 86_400 && seconds % 86_400 == 0 ? " for \(seconds / 86_400) days" : " for \(duration.configurationText)"
+                } ?? ""
             told.detail += " Resolved because the device was not seen\(after) and was forgotten (SYNCHEALTH_FORGET_AFTER)."
         }
         return told

@@ -13,7 +13,9 @@ extension SQLiteStore {
     /// journal.
     public func commitSeries<T: Sendable>(_ body: @escaping @Sendable (any GroupCommitter) throws -> T) async throws -> T {
         if commitPath == .tables {
-            return try await pool.writeWithoutTransaction { [eventIdSpan] db in try body(TablesCommitter(store: self, db: db, eventIdSpan: eventIdSpan)) }
+            return try await pool.writeWithoutTransaction { [eventIdSpan] db in
+                try body(TablesCommitter(store: self, db: db, eventIdSpan: eventIdSpan))
+            }
         }
         try await foldIfOversized()
         return try await journal.perform { appender in try body(JournalCommitter(store: self, appender: appender)) }

@@ -50,6 +50,9 @@ import Testing
         #expect(c.databaseURL == "postgres://u:p@127.0.0.1:5432/d")
         #expect(c.engine.publicURL == "https://sh.example.com")
         #expect(c.maxConnections == 12)
+        #expect(ServiceConfiguration().engine.forgetAfter == .seconds(180 * 86_400))
+        #expect(try ServiceSetting.resolve(arguments: ["--forget-after", "off"], environment: [:]).engine.forgetAfter == nil)
+        #expect(try ServiceSetting.resolve(arguments: [], environment: ["SYNCHEALTH_FORGET_AFTER": "3s"]).engine.forgetAfter == .seconds(3))
     }
 
     @Test(arguments: [
@@ -61,6 +64,7 @@ import Testing
         ("--device-rate-limit", "0/0", "--device-rate-limit=0/0 must be RATE/BURST requests per second, e.g. 20/100, or off"),
         ("--key-rate-limit", "5", "--key-rate-limit=5 must be RATE/BURST requests per second, e.g. 20/100, or off"),
         ("--max-connections", "0", "--max-connections=0 must be a positive integer"),
+        ("--forget-after", "0", "--forget-after=0 is not a duration of at least 1s (use 180d, 2h, 90s) or off"),
         ("--replica-cache-devices", "-1", "--replica-cache-devices=-1 must be a number of devices, 0 or more"),
         ("--public-url", "ftp://x", "--public-url=ftp://x must be an http or https URL, e.g. https://synchealth.example.com"),
         ("--webhook-retry-schedule", "1s,,x", "--webhook-retry-schedule=1s,,x must be comma-separated durations, e.g. 0,5s,5m,30m"),
