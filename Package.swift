@@ -263,5 +263,13 @@ if Context.environment["SYNCHEALTH_BENCHMARKS"] != nil {
             dependencies: ["SyncHealthCore", "SyncHealthStore"],
             path: "Benchmarks/PruneCost"
         ),
+        .executableTarget(
+            name: "Churn",
+            dependencies: [
+                "CHeap", "SyncHealthCore", "SyncHealthStore", "SyncHealthEngine", "SyncHealthWebhooks",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Benchmarks/Churn"
+        ),
     ]
 }

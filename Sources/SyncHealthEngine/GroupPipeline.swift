@@ -130,6 +130,7 @@ extension GroupPipeline {
 
     /// Answers the erasures of a committed group, and logs them.
     func finish(_ erasures: [ErasureJob], plan: GroupPlan, at now: Timestamp) {
+        feed.erased(Set(zip(erasures, plan.erased).filter(\.1).map(\.0.key)))
         for (job, existed) in zip(erasures, plan.erased) {
             if existed { logger.notice("Device erased", metadata: ["app.id": "\(job.key.appId)"]) }
             job.continuation.resume(returning: .success((existed, now)))

@@ -211,6 +211,18 @@ public final class LiveFeed: Sendable {
         }.forEach(Self.cutOff)
     }
 
+    /// After devices were erased: their transitions leave the replay buffer, and every reader gets `.reset`, so
+    /// that a page drops the rows it shows of them.
+    public func erased(_ keys: Set<DeviceKey>) {
+        guard !keys.isEmpty else { return }
+        state.withLock { s -> [Subscriber] in
+            s.recent.removeAll { entry in
+                entry.alert.deviceKey.map { keys.contains($0) } ?? false
+            }
+            return Self.send([Message(.reset)], in: &s)
+        }.forEach(Self.cutOff)
+    }
+
     /// Sends a keepalive to every subscriber.
     public func keepalive() {
         state.withLock { Self.send([Message(.keepalive)], in: &$0) }.forEach(Self.cutOff)

@@ -54,6 +54,24 @@ struct LiveFeedTests {
         #expect(!Self.eventIds(resumed).contains(lastId))
     }
 
+    @Test("an erasure sends every reader a reset, and a reconnecting reader is not replayed the erased device's transitions")
+    func erasureResetsAndLeavesTheReplay() async {
+        let feed = LiveFeed(epoch: "e9")
+        let reader = feed.subscribe(lastEventId: nil)
+        feed.publish([alert("a1", .syncError, .firing, device: "gone"), alert("a2", .syncError, .firing, device: "stays")])
+        let seen = await Self.drain(reader, count: 2)
+        let firstId = Self.eventIds(seen)[0]
+        feed.erased([DeviceKey(appId: "com.example", deviceId: "gone")])
+        let after = await Self.drain(reader, count: 1)
+        guard case .reset = after.first else {
+            Issue.record("expected a reset, got \(after)")
+            return
+        }
+        feed.publish([alert("a3", .syncError, .resolved, device: "gone")])
+        let resumed = await Self.drain(feed.subscribe(lastEventId: firstId), count: 2)
+        #expect(Self.alertIds(resumed) == ["a2", "a3"], "a1 left the replay; what came after the erasure stays")
+    }
+
     @Test("ids from another run, unknown ids, and ids older than the replay window answer reset")
     func resetWhenResumeIsImpossible() async {
         let feed = LiveFeed(replayCapacity: 2, epoch: "e2")

@@ -1,0 +1,131 @@
+// A fleet that replaces a tenth of its devices a day, run forward on a manual clock over the embedded store as the
+// server runs it (commit journal, folds and checkpoints by `SQLiteMaintenance`), with devices forgotten after
+// `forgetDays` (`SYNCHEALTH_FORGET_AFTER`). Every active device posts once a simulated day, spread over its 24
+// hours. Every 30 days it prints the devices kept, the resident memory after a heap trim, and the data
+// directory's size, then the last against the first (the goal: flat within 10%).
+//
+//     SYNCHEALTH_BENCHMARKS=1 swift run -c release --scratch-path .build-bench Churn [fleet] [days] [forgetDays]
+import CHeap
+import Foundation
+import Logging
+import SyncHealthCore
+import SyncHealthEngine
+import SyncHealthStore
+import SyncHealthWebhooks
+
+let arguments = CommandLine.arguments.dropFirst().compactMap { Int($0) }
+let fleet = arguments.count > 0 ? arguments[0] : 20_000
+let days = arguments.count > 1 ? arguments[1] : 365
+let forgetDays = arguments.count > 2 ? arguments[2] : 30
+let churn = fleet / 10
+
+let directory = NSTemporaryDirectory() + "synchealth-churn-" + UUID().uuidString
+try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+defer { try? FileManager.default.removeItem(atPath: directory) }
+
+var logger = Logger(label: "churn")
+logger.logLevel = .warning
+let start = Timestamp(rfc3339: "2026-01-01T00:00:00Z") ?? Timestamp(microseconds: 0)
+let clock = ManualClock(start)
+// NORMAL: the sizes and memory measured do not depend on it, and the simulated year runs sooner.
+let store = try SQLiteStore(directory: directory, synchronous: .normal)
+var configuration = EngineConfiguration()
+configuration.forgetAfter = .seconds(Int64(forgetDays) * 86_400)
+let engine = MonitorStore.local(store).makeEngine(
+    clock: clock,
+    configuration: configuration,
+    webhooks: WebhookConfiguration(),
+    transport: CurlTransport(totalTimeout: .seconds(1)),
+    logger: logger
+)
+
+/// The data directory's bytes on disk (database, WAL, journal segments).
+func directoryBytes() -> Int {
+    let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+    return names.reduce(0) { sum, name in
+        let attributes = try? FileManager.default.attributesOfItem(atPath: (directory as NSString).appendingPathComponent(name))
+        return sum + ((attributes?[.size] as? Int) ?? 0)
+    }
+}
+
+/// One device's daily post: two events with time-first ids, as the client's UUIDv7 are.
+func post(_ device: Int, at now: Timestamp) -> EventBatch {
+    let key = DeviceKey(appId: "com.bench.churn", deviceId: "dev-\(device)")
+    let stamp = String(now.microseconds / 1000, radix: 16)
+    return EventBatch(
+        key: key,
+        info: DeviceInfo(containerId: "iCloud.com.bench.churn", platform: "iOS", osVersion: "18.1", appVersion: "1.0"),
+        events: [
+            DeviceEvent(eventId: "\(stamp)-\(device)-n", occurredAt: now, body: .network(available: true)),
+            DeviceEvent(eventId: "\(stamp)-\(device)-e", occurredAt: now, body: .activity(.init(phase: .export, state: .succeeded))),
+        ]
+    )
+}
+
+struct Sample {
+    var day: Int
+    var devices: Int
+    var residentMiB: Double
+    var diskMiB: Double
+}
+
+func sample(day: Int) async throws -> Sample {
+    // Let the pipeline serve what the last hour made due, and a fold run, before measuring.
+    try await Task.sleep(for: .seconds(3))
+    _ = cheap_trim(0)
+    let devices = (engine as? LocalMonitor)?.deviceCount ?? -1
+    return Sample(
+        day: day,
+        devices: devices,
+        residentMiB: Double(cheap_resident_bytes()) / 1_048_576,
+        diskMiB: Double(directoryBytes()) / 1_048_576
+    )
+}
+
+let began = ContinuousClock.now
+var samples: [Sample] = []
+try await withThrowingTaskGroup(of: Void.self) { services in
+    services.addTask { try await engine.run() }
+    services.addTask { try await store.maintenance(logger: logger, niceness: 0).run() }
+    while !engine.isReady { try await Task.sleep(for: .milliseconds(10)) }
+    print("fleet \(fleet), churn \(churn) a day, forget after \(forgetDays) days, \(days) days")
+    print("| day | devices kept | RSS (MiB) | data directory (MiB) |")
+    print("|---|---|---|---|")
+    var active = Array(0..<fleet)
+    var next = fleet
+    for day in 0..<days {
+        if day > 0 {
+            active.removeFirst(churn)
+            active += next..<(next + churn)
+            next += churn
+        }
+        for hour in 0..<24 {
+            let slice = active[(hour * active.count / 24)..<((hour + 1) * active.count / 24)]
+            let now = clock.now
+            try await withThrowingTaskGroup(of: Void.self) { posts in
+                for device in slice { posts.addTask { _ = try await engine.ingest(post(device, at: now)) } }
+                try await posts.waitForAll()
+            }
+            clock.advance(by: .seconds(3600))
+        }
+        if (day + 1) % 30 == 0 || day == days - 1 {
+            let s = try await sample(day: day + 1)
+            samples.append(s)
+            print(String(format: "| %d | %d | %.1f | %.1f |", s.day, s.devices, s.residentMiB, s.diskMiB))
+        }
+    }
+    services.cancelAll()
+}
+if let first = samples.first, let last = samples.last {
+    print(
+        String(
+            format: "day %d against day %d: devices %.2f, RSS %.2f, data directory %.2f (goal: within 10%%); %.0f s",
+            last.day,
+            first.day,
+            Double(last.devices) / Double(first.devices),
+            last.residentMiB / first.residentMiB,
+            last.diskMiB / first.diskMiB,
+            Double((ContinuousClock.now - began).components.seconds)
+        )
+    )
+}
