@@ -1,10 +1,13 @@
 // A fleet that replaces a tenth of its devices a day, run forward on a manual clock over the embedded store as the
 // server runs it (commit journal, folds and checkpoints by `SQLiteMaintenance`), with devices forgotten after
-// `forgetDays` (`SYNCHEALTH_FORGET_AFTER`). Every active device posts once a simulated day, spread over its 24
-// hours. Every 30 days it prints the devices kept, the resident memory after a heap trim, and the data
-// directory's size, then the last against the first (the goal: flat within 10%).
+// `forgetDays` (`SYNCHEALTH_FORGET_AFTER`) and alert history kept `historyDays` (`SYNCHEALTH_ALERT_RETENTION`).
+// Every active device posts once a simulated day, spread over its 24 hours. Every 30 days it prints the devices
+// kept, the resident memory after a heap trim, and the data directory's size; then the last against the first
+// sample taken once both windows have filled (`forgetDays + historyDays`), and against the first month. The goal:
+// flat within 10%.
 //
-//     SYNCHEALTH_BENCHMARKS=1 swift run -c release --scratch-path .build-bench Churn [fleet] [days] [forgetDays]
+//     SYNCHEALTH_BENCHMARKS=1 swift build -c release --product Churn
+//     .build/release/Churn [fleet] [days] [forgetDays] [historyDays]
 import CHeap
 import Foundation
 import Logging
@@ -17,11 +20,14 @@ let arguments = CommandLine.arguments.dropFirst().compactMap { Int($0) }
 let fleet = arguments.count > 0 ? arguments[0] : 20_000
 let days = arguments.count > 1 ? arguments[1] : 365
 let forgetDays = arguments.count > 2 ? arguments[2] : 30
+let historyDays = arguments.count > 3 ? arguments[3] : forgetDays
 let churn = fleet / 10
 
 let directory = NSTemporaryDirectory() + "synchealth-churn-" + UUID().uuidString
 try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-defer { try? FileManager.default.removeItem(atPath: directory) }
+// SYNCHEALTH_CHURN_KEEP=1 keeps the data directory, to look into with sqlite3.
+let keep = ProcessInfo.processInfo.environment["SYNCHEALTH_CHURN_KEEP"] != nil
+defer { if keep { print("kept \(directory)") } else { try? FileManager.default.removeItem(atPath: directory) } }
 
 var logger = Logger(label: "churn")
 logger.logLevel = .warning
@@ -31,6 +37,7 @@ let clock = ManualClock(start)
 let store = try SQLiteStore(directory: directory, synchronous: .normal)
 var configuration = EngineConfiguration()
 configuration.forgetAfter = .seconds(Int64(forgetDays) * 86_400)
+configuration.alertRetention = .seconds(Int64(historyDays) * 86_400)
 let engine = MonitorStore.local(store).makeEngine(
     clock: clock,
     configuration: configuration,
@@ -88,7 +95,7 @@ try await withThrowingTaskGroup(of: Void.self) { services in
     services.addTask { try await engine.run() }
     services.addTask { try await store.maintenance(logger: logger, niceness: 0).run() }
     while !engine.isReady { try await Task.sleep(for: .milliseconds(10)) }
-    print("fleet \(fleet), churn \(churn) a day, forget after \(forgetDays) days, \(days) days")
+    print("fleet \(fleet), churn \(churn) a day, forget after \(forgetDays) days, alert history \(historyDays) days, \(days) days")
     print("| day | devices kept | RSS (MiB) | data directory (MiB) |")
     print("|---|---|---|---|")
     var active = Array(0..<fleet)
@@ -116,16 +123,19 @@ try await withThrowingTaskGroup(of: Void.self) { services in
     }
     services.cancelAll()
 }
-if let first = samples.first, let last = samples.last {
+let filled = samples.first { $0.day >= forgetDays + historyDays }
+for (name, first) in [("first month", samples.first), ("windows filled", filled)] {
+    guard let first, let last = samples.last else { continue }
     print(
         String(
-            format: "day %d against day %d: devices %.2f, RSS %.2f, data directory %.2f (goal: within 10%%); %.0f s",
+            format: "day %d against day %d (%@): devices %.2f, RSS %.2f, data directory %.2f (goal: within 10%%)",
             last.day,
             first.day,
+            name,
             Double(last.devices) / Double(first.devices),
             last.residentMiB / first.residentMiB,
-            last.diskMiB / first.diskMiB,
-            Double((ContinuousClock.now - began).components.seconds)
+            last.diskMiB / first.diskMiB
         )
     )
 }
+print("\(Double((ContinuousClock.now - began).components.seconds)) s")

@@ -16,6 +16,9 @@ public struct EngineConfiguration: Sendable {
     public var dedupeRetention: Duration = .seconds(7 * 86_400)
     /// A device not seen for this long is forgotten (`DeviceRemoval.Reason.forgotten`); `nil` keeps every device.
     public var forgetAfter: Duration? = .seconds(180 * 86_400)
+    /// How long resolved alerts, resolved incidents and webhook delivery attempts are kept (`SyncStore.pruneHistory`);
+    /// `nil` keeps them all.
+    public var alertRetention: Duration? = .seconds(90 * 86_400)
     /// Most expired event ids forgotten in one transaction. Forgetting runs hourly, a transaction of this size
     /// at a time between groups: 500 random keys take ~10 ms on SQLite, where an hour of ids (1M) in one
     /// transaction held every request up for ~9 s. See docs/benchmarks-log.md.

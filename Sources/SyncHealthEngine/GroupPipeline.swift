@@ -15,6 +15,9 @@ protocol GroupPipeline: AnyObject, Sendable {
     var feed: LiveFeed { get }
     /// The store, for what both pipelines do alike (pruning, alerts, closing).
     var syncStore: any SyncStore { get }
+    /// Whether the pipeline publishes its commits' transitions to the live feed itself; a shared store's reach it
+    /// from the store (`TransitionFollower`), with every other replica's, in one order.
+    var publishesTransitions: Bool { get }
 
     /// Readies the store and the state before the first group.
     func prepare() async throws
@@ -61,12 +64,29 @@ extension GroupPipeline {
 
     private func loop() async {
         var pruning = PruneSchedule(start: clock.now)
+        var historyPruning = PruneSchedule(start: clock.now)
         while queue.phase == .ready, !Task.isCancelled {
             let now = clock.now
             let worked = await step(now: now)
             if await prune(&pruning, now: now) || worked { continue }
+            if await pruneHistory(&historyPruning, now: now) { continue }
             await queue.wake.wait(until: await nextWake(now: now), clock: clock)
         }
+    }
+
+    /// Forgets one batch of history older than `alertRetention` when a pass is under way (one starts every hour),
+    /// as `prune` does for event ids. Returns whether more batches are waiting.
+    private func pruneHistory(_ schedule: inout PruneSchedule, now: Timestamp) async -> Bool {
+        guard let retention = configuration.alertRetention, let cutoff = schedule.cutoff(now: now, retention: retention) else { return false }
+        do {
+            let removed = try await syncStore.pruneHistory(before: cutoff, limit: configuration.pruneBatchSize)
+            schedule.removed(removed, limit: configuration.pruneBatchSize)
+            if !schedule.passUnderWay { logger.debug("Pruned alert history", metadata: ["history.pruned": "\(schedule.lastPassRemoved)"]) }
+        } catch {
+            schedule.abandonPass()
+            logger.error("Pruning alert history failed", metadata: ["error": "\(error)"])
+        }
+        return schedule.passUnderWay
     }
 
     /// Forgets one batch of event ids older than the dedupe retention window when a pass is under way (one
@@ -119,7 +139,7 @@ extension GroupPipeline {
             )
         }
         if !plan.changes.outbox.isEmpty { webhooks.notify() }
-        if !plan.changes.alerts.isEmpty { feed.publish(plan.changes.alerts) }
+        if publishesTransitions && !plan.changes.alerts.isEmpty { feed.publish(plan.changes.alerts) }
         for (job, receipt) in zip(jobs, plan.receipts) {
             metrics.eventsAccepted.increment(by: receipt.accepted)
             metrics.eventsDuplicate.increment(by: receipt.duplicates)

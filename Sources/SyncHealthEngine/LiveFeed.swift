@@ -5,10 +5,13 @@ import Synchronization
 
 /// What live views receive: alert transitions as they are committed, and fleet-summary changes.
 ///
-/// Alert transitions are numbered. The last `replayCapacity` are kept, so that a reader that reconnects with the
-/// id of the last one it saw (`Last-Event-ID`) gets exactly the ones it missed, none twice. Ids carry the
-/// process's epoch: after a restart, or when more transitions happened than are kept, a reader cannot resume
-/// and receives `.reset` (reload from `GET /v1/alerts`) instead of a silent gap.
+/// Each alert transition has a durable id (`transitionId`: its alert's id and whether it fired or resolved), the
+/// same on every replica and after a restart. The last `replayCapacity` are kept, in the order they were
+/// committed, so that a reader that reconnects with the id of the last one it saw (`Last-Event-ID`), to this
+/// replica or another, after a restart or not, gets exactly the ones it missed, none twice. The engine fills the
+/// buffer from the store at start (`rebuild`). When the id is not kept (more transitions happened since than are
+/// kept), the reader receives `.reset` (reload from `GET /v1/alerts`) instead of a silent gap. A transition
+/// published twice (a replica that hears of it from the database and from its own commit) is kept once.
 ///
 /// During a storm, transitions are coalesced: each reader receives at most `alertBudget` of them a tick (the ticker
 /// ticks once a second). Past it, the reader gets no more transitions, only the summaries; once a tick has seen no
@@ -70,7 +73,9 @@ public final class LiveFeed: Sendable {
 
     struct State {
         var nextSequence: Int64 = 1
-        var recent: Deque<(sequence: Int64, alert: AlertRecord)> = []
+        var recent: Deque<(sequence: Int64, id: String, alert: AlertRecord)> = []
+        /// The sequence of each kept transition, by id.
+        var positions: [String: Int64] = [:]
         var subscribers: [Int: Subscriber] = [:]
         var nextSubscriber = 0
         var summaries: [FleetScope: FleetCounts] = [:]
@@ -87,21 +92,19 @@ public final class LiveFeed: Sendable {
     public let bufferLimit: Int
     /// Transitions a subscriber receives a tick before it is coalesced.
     public let alertBudget: Int
-    /// Names this process's numbering: ids from another run do not resume.
-    let epoch: String
     private let state = Mutex(State())
 
     /// Creates a feed.
-    public init(replayCapacity: Int = 10_000, bufferLimit: Int = 256, alertBudget: Int = 200, epoch: String = LiveFeed.newEpoch()) {
+    public init(replayCapacity: Int = 10_000, bufferLimit: Int = 256, alertBudget: Int = 200) {
         self.replayCapacity = max(1, replayCapacity)
         self.bufferLimit = max(1, bufferLimit)
         self.alertBudget = max(1, alertBudget)
-        self.epoch = epoch
     }
 
-    /// A fresh epoch: the start time in microseconds, in base 36.
-    public static func newEpoch() -> String {
-        String(SystemClock().now.microseconds, radix: 36)
+    /// A transition's id: its alert's id, then `.f` for the fire or `.r` for the resolve. An alert fires once and
+    /// resolves once (its id names its start), so the id is the same wherever and whenever it is computed.
+    public static func transitionId(_ alert: AlertRecord) -> String {
+        alert.id + (alert.state == .firing ? ".f" : ".r")
     }
 
     /// The number of open subscriptions.
@@ -116,8 +119,8 @@ public final class LiveFeed: Sendable {
             var initial: [Message] = []
             if let lastEventId {
                 // A replay longer than a tick's budget is a storm missed: reload instead.
-                if let replay = Self.replay(after: lastEventId, epoch: epoch, state: s), replay.count <= alertBudget {
-                    initial += Self.messages(replay.map { (messageId($0.sequence), $0.alert) })
+                if let replay = Self.replay(after: lastEventId, state: s), replay.count <= alertBudget {
+                    initial += Self.messages(replay.map { ($0.id, $0.alert) })
                 } else {
                     initial.append(Message(.reset))
                 }
@@ -138,16 +141,27 @@ public final class LiveFeed: Sendable {
         return Subscription(messages: stream, id: id, feed: self)
     }
 
-    /// Transitions after `lastEventId`, or `nil` when they are not all kept (another epoch, too old, unknown).
-    static func replay(after lastEventId: String, epoch: String, state: State) -> [(sequence: Int64, alert: AlertRecord)]? {
-        let parts = lastEventId.split(separator: "-", maxSplits: 1)
-        guard parts.count == 2, parts[0] == epoch, let last = Int64(parts[1]), last >= 0, last < state.nextSequence else { return nil }
-        let oldestKept = state.recent.first?.sequence ?? state.nextSequence
-        guard last >= oldestKept - 1 else { return nil }
+    /// Transitions after `lastEventId`, or `nil` when it is not kept (too old, or unknown).
+    static func replay(after lastEventId: String, state: State) -> [(sequence: Int64, id: String, alert: AlertRecord)]? {
+        guard let last = state.positions[lastEventId] else { return nil }
         return state.recent.filter { $0.sequence > last }
     }
 
-    func messageId(_ sequence: Int64) -> String { "\(epoch)-\(sequence)" }
+    /// Appends transitions not kept yet, evicting the oldest past `replayCapacity`; returns those appended.
+    private func append(_ alerts: [AlertRecord], to s: inout State) -> [(id: String, alert: AlertRecord)] {
+        var appended: [(id: String, alert: AlertRecord)] = []
+        for alert in alerts {
+            let id = Self.transitionId(alert)
+            guard s.positions[id] == nil else { continue }
+            let sequence = s.nextSequence
+            s.nextSequence += 1
+            s.recent.append((sequence, id, alert))
+            s.positions[id] = sequence
+            if s.recent.count > replayCapacity, let evicted = s.recent.popFirst() { s.positions[evicted.id] = nil }
+            appended.append((id, alert))
+        }
+        return appended
+    }
 
     /// Numbered transitions as messages: a commit's in one (a reader writes it at once), a burst (a storm of timers
     /// firing together) cut into messages of at most `alertsPerMessage`, so that the buffer bound, counted in
@@ -158,17 +172,10 @@ public final class LiveFeed: Sendable {
         }
     }
 
-    /// Publishes the alert transitions of one commit, in order.
+    /// Publishes the alert transitions of one commit, in order; one already kept is not published again.
     public func publish(_ alerts: [AlertRecord]) {
         state.withLock { s -> [Subscriber] in
-            var numbered: [(id: String, alert: AlertRecord)] = []
-            for alert in alerts {
-                let sequence = s.nextSequence
-                s.nextSequence += 1
-                s.recent.append((sequence, alert))
-                if s.recent.count > replayCapacity { s.recent.removeFirst() }
-                numbered.append((messageId(sequence), alert))
-            }
+            let numbered = append(alerts, to: &s)
             guard !numbered.isEmpty else { return [] }
             s.published += numbered.count
             let messages = Self.messages(numbered)
@@ -215,10 +222,34 @@ public final class LiveFeed: Sendable {
     /// that a page drops the rows it shows of them.
     public func erased(_ keys: Set<DeviceKey>) {
         guard !keys.isEmpty else { return }
+        remove { alert in alert.deviceKey.map { keys.contains($0) } ?? false }
+    }
+
+    /// After alerts were deleted on a shared store: their transitions leave the replay buffer, and readers get
+    /// `.reset` if any was kept or `resetAlways` (a firing alert erased, which pages show whatever its age). History
+    /// past its retention is deleted too, and resets no one.
+    public func deleted(alertIds: Set<String>, resetAlways: Bool) {
+        guard !alertIds.isEmpty else { return }
+        remove(resetAlways: resetAlways) { alertIds.contains($0.id) }
+    }
+
+    private func remove(resetAlways: Bool = true, where matches: (AlertRecord) -> Bool) {
         state.withLock { s -> [Subscriber] in
-            s.recent.removeAll { entry in
-                entry.alert.deviceKey.map { keys.contains($0) } ?? false
-            }
+            let gone = s.recent.filter { matches($0.alert) }.map(\.id)
+            s.recent.removeAll { matches($0.alert) }
+            for id in gone { s.positions[id] = nil }
+            return gone.isEmpty && !resetAlways ? [] : Self.send([Message(.reset)], in: &s)
+        }.forEach(Self.cutOff)
+    }
+
+    /// Replaces what is kept by `recent` (the store's last transitions, oldest first), and tells every reader
+    /// `.reset`: at start, before anyone reads, and when transitions may have been missed (a replica that lost its
+    /// connection to the database and heard nothing meanwhile).
+    public func rebuild(recent: [AlertRecord]) {
+        state.withLock { s -> [Subscriber] in
+            s.recent = []
+            s.positions = [:]
+            _ = append(Array(recent.suffix(replayCapacity)), to: &s)
             return Self.send([Message(.reset)], in: &s)
         }.forEach(Self.cutOff)
     }

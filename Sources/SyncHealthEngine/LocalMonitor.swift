@@ -153,11 +153,15 @@ public final class LocalMonitor: MonitorEngine, GroupPipeline {
 
     var syncStore: any SyncStore { store }
 
+    var publishesTransitions: Bool { true }
+
     var readyMetadata: Logger.Metadata { ["devices.count": "\(deviceCount)", "store.shared": "false"] }
 
     /// Rebuilds the cache from the store: devices, fleet counters, timers.
     func prepare() async throws {
         try await webhooks.load()
+        // Readers that reconnect after a restart resume from the transitions the store kept.
+        feed.rebuild(recent: try await store.recentTransitions(limit: feed.replayCapacity))
         let state = try await store.loadState()
         let now = clock.now
         let alerts = configuration.alerts

@@ -168,6 +168,8 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
 
     var syncStore: any SyncStore { store }
 
+    var publishesTransitions: Bool { false }
+
     var readyMetadata: Logger.Metadata { ["store.shared": "true"] }
 
     func prepare() async throws {

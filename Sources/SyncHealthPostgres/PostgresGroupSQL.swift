@@ -349,4 +349,27 @@ enum PostgresGroupSQL {
         END
         $$
         """
+
+    /// Migration v10: every change of an alert row's state is told on `synchealth_transitions`, in commit order,
+    /// to every replica that listens (`PostgresStore.followTransitions`). A trigger, so that a replica of the
+    /// release before, writing through its own function, is heard too. Payload: `f`/`r` and the alert's id for a
+    /// fire or resolve; `d`/`x` for a deleted firing/resolved alert.
+    static let transitionTrigger = [
+        """
+        CREATE FUNCTION synchealth_notify_transition() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF TG_OP = 'DELETE' THEN
+                PERFORM pg_notify('synchealth_transitions', (CASE WHEN OLD.state = 'firing' THEN 'd ' ELSE 'x ' END) || OLD.id);
+            ELSIF TG_OP = 'INSERT' OR NEW.state IS DISTINCT FROM OLD.state THEN
+                PERFORM pg_notify('synchealth_transitions', left(NEW.state, 1) || ' ' || NEW.id);
+            END IF;
+            RETURN NULL;
+        END
+        $$
+        """,
+        """
+        CREATE TRIGGER alerts_transitions AFTER INSERT OR UPDATE OF state OR DELETE ON alerts
+        FOR EACH ROW EXECUTE FUNCTION synchealth_notify_transition()
+        """,
+    ]
 }

@@ -207,19 +207,24 @@ extension PostgresStore {
         ),
         (
             // Additive: v6's write function stays for replicas of the release before; this one is an overload.
-            "v9: removing devices (retention and erasure); why an alert resolved",
+            "v9: removing devices (retention and erasure), and old history; why an alert resolved",
             [
                 "ALTER TABLE alerts ADD COLUMN reason TEXT",
                 "CREATE INDEX alerts_device ON alerts (app_id, device_id)",
+                "CREATE INDEX alerts_ended ON alerts (ends_at) WHERE state = 'resolved'",
                 PostgresQuery(unsafeSQL: PostgresGroupSQL.writeFunctionV9),
             ]
+        ),
+        (
+            "v10: alert transitions told to every replica (LISTEN synchealth_transitions)",
+            PostgresGroupSQL.transitionTrigger.map { PostgresQuery(unsafeSQL: $0) }
         ),
     ]
 
     /// The migrations a replica of the release before runs on unchanged (they only add): recorded with each
     /// migration, so that a replica that does not know a migration can tell whether it may start on the schema
     /// (docs/operations.md, "Upgrading"). Every migration from v8 on that only adds belongs here.
-    static let additive: Set<Int> = [8, 9]
+    static let additive: Set<Int> = [8, 9, 10]
 
     /// Applies the missing migrations, one replica at a time (under a transaction-scoped advisory lock). A database
     /// that a newer release has migrated is used if every migration this release does not know only adds (a

@@ -190,32 +190,112 @@ public final class PostgresStore: SharedSyncStore {
             """,
             logger: logger
         )
-        var alerts: [AlertRecord] = []
-        var seqs: [Int64] = []
+        let numbered = try await Self.alerts(rows)
+        let alerts = numbered.map(\.alert)
+        guard alerts.count > query.limit else { return AlertPage(alerts: alerts, nextCursor: nil) }
+        return AlertPage(alerts: Array(alerts.prefix(query.limit)), nextCursor: numbered[query.limit - 1].seq)
+    }
+
+    /// Alerts, with their `seq`, from rows of `seq, id, kind, state, app_id, device_id, container_id, starts_at,
+    /// ends_at, summary, detail, reason`.
+    static func alerts(_ rows: PostgresRowSequence) async throws -> [(seq: Int64, alert: AlertRecord)] {
+        var alerts: [(seq: Int64, alert: AlertRecord)] = []
         typealias Row = (Int64, String, String, String, String?, String?, String?, Int64, Int64?, String, String, String?)
         for try await row in rows.decode(Row.self) {
             guard let kind = AlertKind(rawValue: row.2), let state = AlertState(rawValue: row.3) else {
                 throw StoreError.undecodableRecord("alert \(row.1)")
             }
-            seqs.append(row.0)
-            alerts.append(
-                AlertRecord(
-                    id: row.1,
-                    kind: kind,
-                    state: state,
-                    deviceId: row.5,
-                    appId: row.4,
-                    containerId: row.6,
-                    startsAt: Timestamp(microseconds: row.7),
-                    endsAt: row.8.map(Timestamp.init(microseconds:)),
-                    summary: row.9,
-                    detail: row.10,
-                    reason: row.11.flatMap(ResolveReason.init(rawValue:))
-                )
+            let alert = AlertRecord(
+                id: row.1,
+                kind: kind,
+                state: state,
+                deviceId: row.5,
+                appId: row.4,
+                containerId: row.6,
+                startsAt: Timestamp(microseconds: row.7),
+                endsAt: row.8.map(Timestamp.init(microseconds:)),
+                summary: row.9,
+                detail: row.10,
+                reason: row.11.flatMap(ResolveReason.init(rawValue:))
             )
+            alerts.append((row.0, alert))
         }
-        guard alerts.count > query.limit else { return AlertPage(alerts: alerts, nextCursor: nil) }
-        return AlertPage(alerts: Array(alerts.prefix(query.limit)), nextCursor: seqs[query.limit - 1])
+        return alerts
+    }
+
+    public func alerts(ids: [String]) async throws -> [AlertRecord] {
+        guard !ids.isEmpty else { return [] }
+        let rows = try await run(
+            """
+            SELECT seq, id, kind, state, app_id, device_id, container_id, starts_at, ends_at, summary, detail, reason FROM alerts
+            WHERE id = ANY(\(ids)::text[])
+            """,
+            logger: logger
+        )
+        return try await Self.alerts(rows).map(\.alert)
+    }
+
+    /// Listens on one connection of the pool for as long as `body` runs.
+    public func followTransitions(
+        _ body: @Sendable (_ notices: AsyncThrowingStream<TransitionNotice, any Error>) async throws -> Void
+    ) async throws {
+        try await client.withConnection { connection in
+            try await connection.listen(on: "synchealth_transitions") { notifications in
+                let (notices, continuation) = AsyncThrowingStream.makeStream(of: TransitionNotice.self)
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask {
+                        do {
+                            for try await notification in notifications {
+                                if let notice = TransitionNotice(payload: notification.payload) { continuation.yield(notice) }
+                            }
+                            continuation.finish()
+                        } catch {
+                            continuation.finish(throwing: error)
+                        }
+                    }
+                    defer { group.cancelAll() }
+                    try await body(notices)
+                }
+            }
+        }
+    }
+
+    public func recentTransitions(limit: Int) async throws -> [AlertRecord] {
+        let rows = try await run(
+            """
+            SELECT seq, id, kind, state, app_id, device_id, container_id, starts_at, ends_at, summary, detail, reason FROM alerts
+            WHERE seq IN (SELECT seq FROM alerts ORDER BY seq DESC LIMIT \(limit))
+               OR seq IN (SELECT seq FROM alerts WHERE state = 'resolved' ORDER BY ends_at DESC LIMIT \(limit))
+            ORDER BY seq
+            """,
+            logger: logger
+        )
+        return AlertTransitions.recent(try await Self.alerts(rows).map(\.alert), limit: limit)
+    }
+
+    public func pruneHistory(before cutoff: Timestamp, limit: Int) async throws -> Int {
+        var removed = 0
+        for try await n in try await run(
+            """
+            WITH alerts_gone AS (
+                DELETE FROM alerts WHERE seq IN
+                    (SELECT seq FROM alerts WHERE state = 'resolved' AND ends_at < \(cutoff.microseconds) ORDER BY ends_at LIMIT \(limit))
+                RETURNING 1),
+            attempts_gone AS (
+                DELETE FROM deliveries WHERE seq IN (SELECT seq FROM deliveries ORDER BY seq LIMIT \(limit))
+                    AND attempted_at < \(cutoff.microseconds)
+                RETURNING 1),
+            incidents_gone AS (
+                DELETE FROM incidents WHERE seq IN
+                    (SELECT seq FROM incidents WHERE state = 'resolved' AND resolved_at < \(cutoff.microseconds) LIMIT \(limit))
+                RETURNING 1)
+            SELECT (SELECT COUNT(*) FROM alerts_gone) + (SELECT COUNT(*) FROM attempts_gone) + (SELECT COUNT(*) FROM incidents_gone)
+            """,
+            logger: logger
+        ).decode(Int.self) {
+            removed = n
+        }
+        return removed
     }
 
     public func pruneEventIds(recordedBefore cutoff: Timestamp, limit: Int) async throws -> Int {

@@ -97,25 +97,15 @@ extension ServiceSetting {
             \.engine.dedupeRetention,
             atLeast: .seconds(7)
         ),
-        ServiceSetting(
-            flag: "forget-after",
-            help: "A device not seen for this long is forgotten: its state, counts and list entries go, its alerts resolve; off keeps every device.",
-            emptyDefault: "",
-            show: { c in
-                guard let d = c.engine.forgetAfter else { return "off" }
-                let seconds = d.components.seconds
-                return seconds >= 86_400 && seconds % 86_400 == 0 && d.components.attoseconds == 0 ? "\(seconds / 86_400)d" : d.configurationText
-            },
-            apply: { c, text throws(ServiceSettingError) in
-                if ["off", "never"].contains(text.lowercased()) {
-                    c.engine.forgetAfter = nil
-                    return
-                }
-                guard let d = Duration(configuration: text), d >= .seconds(1) else {
-                    throw .init(description: "is not a duration of at least 1s (use 180d, 2h, 90s) or off")
-                }
-                c.engine.forgetAfter = d
-            }
+        retention(
+            "forget-after",
+            "A device not seen for this long is forgotten: its state, counts and list entries go, its alerts resolve; off keeps every device.",
+            \.engine.forgetAfter
+        ),
+        retention(
+            "alert-retention",
+            "How long resolved alerts, resolved incidents and webhook delivery attempts are kept; off keeps them all.",
+            \.engine.alertRetention
         ),
         ServiceSetting(
             flag: "webhook-allow-private",
@@ -288,6 +278,34 @@ extension ServiceSetting {
             show: { $0[keyPath: path].joined(separator: ",") },
             apply: { c, text throws(ServiceSettingError) in
                 c[keyPath: path] = text.split(separator: ",").map { String($0).trimmingWhitespace() }.filter { !$0.isEmpty }
+            }
+        )
+    }
+
+    /// A retention: a duration of at least a second, shown in days when it is whole days, or `off` (`nil`).
+    static func retention(
+        _ flag: String,
+        _ help: String,
+        _ path: any WritableKeyPath<ServiceConfiguration, Duration?> & Sendable
+    ) -> ServiceSetting {
+        ServiceSetting(
+            flag: flag,
+            help: help,
+            emptyDefault: "",
+            show: { c in
+                guard let d = c[keyPath: path] else { return "off" }
+                let (seconds, attoseconds) = d.components
+                return seconds >= 86_400 && seconds % 86_400 == 0 && attoseconds == 0 ? "\(seconds / 86_400)d" : d.configurationText
+            },
+            apply: { c, text throws(ServiceSettingError) in
+                if ["off", "never"].contains(text.lowercased()) {
+                    c[keyPath: path] = nil
+                    return
+                }
+                guard let d = Duration(configuration: text), d >= .seconds(1) else {
+                    throw .init(description: "is not a duration of at least 1s (use 180d, 2h, 90s) or off")
+                }
+                c[keyPath: path] = d
             }
         )
     }

@@ -180,6 +180,9 @@ public enum SyncHealthApplication {
                 .http1(configuration: http1)
             }
         let tlsReload: [any Service] = tls.map { [TLSReloadService(certificates: $0, logger: logger)] } ?? []
+        // On a shared store, every replica's transitions reach this replica's streams from the store.
+        let follower: [any Service] =
+            if case .shared(let shared) = store { [TransitionFollower(feed: engine.feed, store: shared, logger: logger)] } else { [] }
         let application = Application(
             router: router,
             server: server,
@@ -196,7 +199,7 @@ public enum SyncHealthApplication {
                 HistoryRecorder(engine: engine, store: store.store, logger: logger),
                 LiveFeedTicker(engine: engine, logger: logger),
                 HeapTrimmer(logger: logger),
-            ] + tlsReload,
+            ] + follower + tlsReload,
             logger: logger
         )
         return (application, engine)

@@ -109,6 +109,10 @@ public final class InMemoryStore: LocalSyncStore {
         }
     }
 
+    public func recentTransitions(limit: Int) async throws -> [AlertRecord] {
+        state.withLock { AlertTransitions.recent($0.alerts, limit: limit) }
+    }
+
     public func pruneEventIds(recordedBefore cutoff: Timestamp, limit: Int) async throws -> Int {
         state.withLock { s in
             var removed = 0
@@ -121,6 +125,28 @@ public final class InMemoryStore: LocalSyncStore {
                 s.seen[key] = ids
             }
             return removed
+        }
+    }
+
+    public func pruneHistory(before cutoff: Timestamp, limit: Int) async throws -> Int {
+        state.withLock { s in
+            var removed = 0
+            let alerts = s.alerts.indices.filter { i in s.alerts[i].state == .resolved && s.alerts[i].endsAt.map { $0 < cutoff } ?? false }
+                .prefix(limit)
+            let gone = Set(alerts)
+            s.alerts = s.alerts.enumerated().filter { !gone.contains($0.offset) }.map(\.element)
+            s.alertIndex = Dictionary(uniqueKeysWithValues: s.alerts.enumerated().map { ($1.id, $0) })
+            removed += gone.count
+            let attempts = s.deliveries.prefix(limit - removed).prefix { $0.attemptedAt < cutoff }.count
+            s.deliveries.removeFirst(attempts)
+            removed += attempts
+            let incidents = s.incidents.indices.filter { i in
+                s.incidents[i].state == .resolved && s.incidents[i].resolvedAt.map { $0 < cutoff } ?? false
+            }
+            .prefix(limit - removed)
+            let closed = Set(incidents)
+            s.incidents = s.incidents.enumerated().filter { !closed.contains($0.offset) }.map(\.element)
+            return removed + closed.count
         }
     }
 

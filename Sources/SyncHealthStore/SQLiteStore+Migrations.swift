@@ -239,14 +239,15 @@ extension SQLiteStore {
                     """
             )
         }
-        migrator.registerMigration("v12: removing devices (retention and erasure)") { db in
-            // `reason`: why an alert resolved when its condition did not end (a forgotten device). The index finds
-            // an erased device's alerts; `erased_event_ids` lists erased devices whose ids the sweep has still to
+        migrator.registerMigration("v12: removing devices (retention and erasure), and old history") { db in
+            // `reason`: why an alert resolved when its condition did not end (a forgotten device). The indexes find
+            // an erased device's alerts, and resolved alerts by age for the history's retention; `erased_event_ids` lists erased devices whose ids the sweep has still to
             // delete, with the newest generation that holds them.
             try db.execute(
                 sql: """
                     ALTER TABLE alerts ADD COLUMN reason TEXT;
                     CREATE INDEX alerts_device ON alerts (app_id, device_id);
+                    CREATE INDEX alerts_ended ON alerts (ends_at) WHERE state = 'resolved';
                     CREATE TABLE erased_event_ids (
                         device_hash INTEGER PRIMARY KEY,
                         through_gen INTEGER NOT NULL

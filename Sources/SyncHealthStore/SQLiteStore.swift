@@ -364,29 +364,48 @@ public final class SQLiteStore: LocalSyncStore {
                     """,
                 arguments: StatementArguments(arguments)
             )
-            var alerts: [AlertRecord] = []
-            for row in rows.prefix(query.limit) {
-                guard let kind = AlertKind(rawValue: row[2]), let state = AlertState(rawValue: row[3]) else {
-                    throw StoreError.undecodableRecord("alert \(String(describing: row[1] as String?))")
-                }
-                alerts.append(
-                    AlertRecord(
-                        id: row[1],
-                        kind: kind,
-                        state: state,
-                        deviceId: row[5],
-                        appId: row[4],
-                        containerId: row[6],
-                        startsAt: Timestamp(microseconds: row[7]),
-                        endsAt: (row[8] as Int64?).map(Timestamp.init(microseconds:)),
-                        summary: row[9],
-                        detail: row[10],
-                        reason: (row[11] as String?).flatMap(ResolveReason.init(rawValue:))
-                    )
-                )
-            }
+            let alerts = try rows.prefix(query.limit).map(Self.alert)
             let next: Int64? = rows.count > query.limit ? rows[query.limit - 1][0] : nil
             return AlertPage(alerts: alerts, nextCursor: next)
+        }
+    }
+
+    /// An alert from a row of `seq, id, kind, state, app_id, device_id, container_id, starts_at, ends_at, summary,
+    /// detail, reason`.
+    static func alert(_ row: Row) throws -> AlertRecord {
+        guard let kind = AlertKind(rawValue: row[2]), let state = AlertState(rawValue: row[3]) else {
+            throw StoreError.undecodableRecord("alert \(String(describing: row[1] as String?))")
+        }
+        return AlertRecord(
+            id: row[1],
+            kind: kind,
+            state: state,
+            deviceId: row[5],
+            appId: row[4],
+            containerId: row[6],
+            startsAt: Timestamp(microseconds: row[7]),
+            endsAt: (row[8] as Int64?).map(Timestamp.init(microseconds:)),
+            summary: row[9],
+            detail: row[10],
+            reason: (row[11] as String?).flatMap(ResolveReason.init(rawValue:))
+        )
+    }
+
+    public func recentTransitions(limit: Int) async throws -> [AlertRecord] {
+        try await fold()
+        return try await pool.read { db in
+            let rows = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT seq, id, kind, state, app_id, device_id, container_id, starts_at, ends_at, summary, detail, reason
+                    FROM alerts
+                    WHERE seq IN (SELECT seq FROM alerts ORDER BY seq DESC LIMIT ?)
+                       OR seq IN (SELECT seq FROM alerts WHERE state = 'resolved' ORDER BY ends_at DESC LIMIT ?)
+                    ORDER BY seq
+                    """,
+                arguments: [limit, limit]
+            )
+            return AlertTransitions.recent(try rows.map(Self.alert), limit: limit)
         }
     }
 
@@ -394,6 +413,32 @@ public final class SQLiteStore: LocalSyncStore {
         try await fold()
         return try await pool.write { db in
             try EventIds.prune(recordedBefore: cutoff.microseconds, limit: limit, db)
+        }
+    }
+
+    public func pruneHistory(before cutoff: Timestamp, limit: Int) async throws -> Int {
+        try await fold()
+        return try await pool.write { db in
+            let at = cutoff.microseconds
+            try db.execute(
+                sql: """
+                    DELETE FROM alerts WHERE seq IN
+                        (SELECT seq FROM alerts WHERE state = 'resolved' AND ends_at < ? ORDER BY ends_at LIMIT ?)
+                    """,
+                arguments: [at, limit]
+            )
+            var removed = db.changesCount
+            // The oldest attempts only: where none is old enough, this reads `limit` rows, not the whole log.
+            try db.execute(
+                sql: "DELETE FROM deliveries WHERE seq IN (SELECT seq FROM deliveries ORDER BY seq LIMIT ?) AND attempted_at < ?",
+                arguments: [limit - removed, at]
+            )
+            removed += db.changesCount
+            try db.execute(
+                sql: "DELETE FROM incidents WHERE seq IN (SELECT seq FROM incidents WHERE state = 'resolved' AND resolved_at < ? LIMIT ?)",
+                arguments: [at, limit - removed]
+            )
+            return removed + db.changesCount
         }
     }
 

@@ -44,6 +44,14 @@ public protocol SharedSyncStore: SyncStore {
     /// The earliest due time of any device's timers.
     func nextDeviceDeadline() async throws -> Timestamp?
 
+    /// Runs `body` with the notices of alert transitions as every replica commits them, in commit order, once
+    /// `body` is called nothing committed after is missed. Returns when `body` does; throws when the connection that
+    /// listens fails (notices may then have been missed).
+    func followTransitions(_ body: @Sendable (_ notices: AsyncThrowingStream<TransitionNotice, any Error>) async throws -> Void) async throws
+
+    /// The alerts with these ids that exist.
+    func alerts(ids: [String]) async throws -> [AlertRecord]
+
     /// Deletes the event ids recorded for an erased device up to `recordedThrough` (the group that erased it), so
     /// that the ids it sends later are kept. Outside any group: it reads the whole id table.
     func eraseEventIds(of key: DeviceKey, recordedThrough: Timestamp) async throws
@@ -169,5 +177,28 @@ public struct StoredDevice: Sendable {
         self.record = record
         self.countedAt = countedAt
         self.version = version
+    }
+}
+
+/// What a shared store tells of one alert's row as it commits (`SharedSyncStore.followTransitions`).
+public enum TransitionNotice: Sendable, Equatable {
+    /// The alert fired (`firing`) or resolved.
+    case transition(alertId: String, state: AlertState)
+    /// The alert's row was deleted: an erasure (`wasFiring` for a firing one), or history past its retention.
+    case deleted(alertId: String, wasFiring: Bool)
+
+    /// Reads a notice's payload: `f`, `r`, `d` (a firing alert deleted) or `x` (a resolved one deleted), a space,
+    /// the alert's id.
+    public init?(payload: String) {
+        let parts = payload.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2 else { return nil }
+        let id = String(parts[1])
+        switch parts[0] {
+        case "f": self = .transition(alertId: id, state: .firing)
+        case "r": self = .transition(alertId: id, state: .resolved)
+        case "d": self = .deleted(alertId: id, wasFiring: true)
+        case "x": self = .deleted(alertId: id, wasFiring: false)
+        default: return nil
+        }
     }
 }

@@ -33,10 +33,21 @@ public protocol SyncStore: WebhookStore, SilenceStore, HistoryStore, IncidentSto
     /// A page of alerts, newest first.
     func alerts(_ query: AlertQuery) async throws -> AlertPage
 
+    /// About the last `limit` alert transitions, oldest first, for live views to resume from after a restart: each
+    /// alert's fire (`firing`, no end) at its start and its resolve at its end, in that order, from the newest
+    /// alerts and the newest resolves (`AlertTransitions.recent`).
+    func recentTransitions(limit: Int) async throws -> [AlertRecord]
+
     /// Forgets at most `limit` of the event ids recorded before `cutoff` (the dedupe retention window), in one
     /// short transaction. Returns how many; fewer than `limit` means none is left. The engine calls it between
     /// groups, so that forgetting an hour of ids never holds up ingestion for long.
     func pruneEventIds(recordedBefore cutoff: Timestamp, limit: Int) async throws -> Int
+
+    /// Forgets history older than `cutoff`, at most `limit` rows of each kind, in one short transaction: resolved
+    /// alerts that ended before it, webhook delivery attempts made before it (looking at the oldest `limit` only),
+    /// and incidents resolved before it. Returns how many; fewer than `limit` means none is left. Firing alerts and
+    /// open incidents are never forgotten.
+    func pruneHistory(before cutoff: Timestamp, limit: Int) async throws -> Int
 
     /// Releases the store (closes files, releases the data directory lock).
     func close() async throws
@@ -302,5 +313,26 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
         case .unavailable(let path, let reason): "the data directory \(path) cannot be used: \(reason)"
         case .undecodableRecord(let what): "a stored record cannot be decoded: \(what)"
         }
+    }
+}
+
+/// Alert transitions rebuilt from alert rows.
+public enum AlertTransitions {
+    /// The transitions of `alerts` (the newest alerts and the newest resolved ones, which may overlap), oldest
+    /// first: a fire at its start and a resolve at its end; ties in time keep the alerts' order, fires first. At
+    /// most `limit`, the newest.
+    public static func recent(_ alerts: [AlertRecord], limit: Int) -> [AlertRecord] {
+        var seen = Set<String>()
+        var transitions: [(at: Timestamp, order: Int, alert: AlertRecord)] = []
+        for (order, alert) in alerts.enumerated() where seen.insert(alert.id).inserted {
+            var fire = alert
+            fire.state = .firing
+            fire.endsAt = nil
+            fire.reason = nil
+            transitions.append((alert.startsAt, 2 * order, fire))
+            if alert.state == .resolved { transitions.append((alert.endsAt ?? alert.startsAt, 2 * order + 1, alert)) }
+        }
+        transitions.sort { ($0.at, $0.order) < ($1.at, $1.order) }
+        return transitions.suffix(max(0, limit)).map(\.alert)
     }
 }

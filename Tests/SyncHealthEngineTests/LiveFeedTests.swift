@@ -36,7 +36,7 @@ struct LiveFeedTests {
 
     @Test("a reader that reconnects with its last id gets exactly the transitions it missed, in order")
     func resumeWithoutLossOrRepeat() async {
-        let feed = LiveFeed(epoch: "e1")
+        let feed = LiveFeed()
         let first = feed.subscribe(lastEventId: nil)
         feed.publish([alert("a1", .syncError, .firing), alert("a2", .notSyncing, .firing)])
         let seen = await Self.drain(first, count: 2)
@@ -56,7 +56,7 @@ struct LiveFeedTests {
 
     @Test("an erasure sends every reader a reset, and a reconnecting reader is not replayed the erased device's transitions")
     func erasureResetsAndLeavesTheReplay() async {
-        let feed = LiveFeed(epoch: "e9")
+        let feed = LiveFeed()
         let reader = feed.subscribe(lastEventId: nil)
         feed.publish([alert("a1", .syncError, .firing, device: "gone"), alert("a2", .syncError, .firing, device: "stays")])
         let seen = await Self.drain(reader, count: 2)
@@ -68,15 +68,20 @@ struct LiveFeedTests {
             return
         }
         feed.publish([alert("a3", .syncError, .resolved, device: "gone")])
-        let resumed = await Self.drain(feed.subscribe(lastEventId: firstId), count: 2)
-        #expect(Self.alertIds(resumed) == ["a2", "a3"], "a1 left the replay; what came after the erasure stays")
+        let gone = await Self.drain(feed.subscribe(lastEventId: firstId), count: 1)
+        guard case .reset = gone.first else {
+            Issue.record("a1 left the replay: expected a reset, got \(gone)")
+            return
+        }
+        let resumed = await Self.drain(feed.subscribe(lastEventId: Self.eventIds(seen)[1]), count: 1)
+        #expect(Self.alertIds(resumed) == ["a3"], "what came after the erasure stays")
     }
 
-    @Test("ids from another run, unknown ids, and ids older than the replay window answer reset")
+    @Test("an unknown id, and an id older than the replay window, answer reset; the oldest kept resumes")
     func resetWhenResumeIsImpossible() async {
-        let feed = LiveFeed(replayCapacity: 2, epoch: "e2")
+        let feed = LiveFeed(replayCapacity: 2)
         feed.publish([alert("a1", .syncError, .firing), alert("a2", .syncError, .firing), alert("a3", .syncError, .firing)])
-        for lastId in ["e1-1", "e2-99", "garbage", "e2-0"] {
+        for lastId in ["a1.f", "a9.f", "garbage", "a2.r"] {
             let s = feed.subscribe(lastEventId: lastId)
             let first = await Self.drain(s, count: 1)
             guard case .reset = first.first else {
@@ -85,14 +90,46 @@ struct LiveFeedTests {
             }
             s.cancel()
         }
-        // e2-1 is the oldest resumable point: what came after it (a2, a3) is still kept.
-        let ok = feed.subscribe(lastEventId: "e2-1")
-        #expect(Self.alertIds(await Self.drain(ok, count: 2)) == ["a2", "a3"])
+        // a2's fire is the oldest resumable point: what came after it (a3) is still kept.
+        let ok = feed.subscribe(lastEventId: "a2.f")
+        feed.publish([alert("a4", .syncError, .firing)])
+        #expect(Self.alertIds(await Self.drain(ok, count: 2)) == ["a3", "a4"])
+    }
+
+    @Test("ids are the transitions' own: the same on another feed that saw the same transitions, and each kept once")
+    func durableIds() async {
+        let a = LiveFeed()
+        let b = LiveFeed()
+        let transitions = [alert("a1", .syncError, .firing), alert("a2", .notSyncing, .firing), alert("a1", .syncError, .resolved)]
+        a.publish(transitions)
+        // B heard of them in two parts, one of them twice (its own commit, and the database's notice).
+        b.publish(Array(transitions.prefix(2)))
+        b.publish(transitions)
+        let onA = await Self.drain(a.subscribe(lastEventId: "a1.f"), count: 2)
+        let onB = await Self.drain(b.subscribe(lastEventId: "a1.f"), count: 2)
+        #expect(Self.eventIds(onA) == ["a2.f", "a1.r"])
+        #expect(Self.eventIds(onB) == Self.eventIds(onA), "a reader resumes on another replica")
+    }
+
+    @Test("rebuild keeps the store's last transitions, so that a reader resumes after a restart; readers get reset")
+    func rebuildAfterRestart() async {
+        let before = LiveFeed()
+        before.publish([alert("a1", .syncError, .firing), alert("a2", .syncError, .firing)])
+        let restarted = LiveFeed(replayCapacity: 3)
+        let reader = restarted.subscribe(lastEventId: nil)
+        restarted.rebuild(recent: [alert("a0", .syncError, .firing), alert("a1", .syncError, .firing), alert("a2", .syncError, .firing)])
+        let told = await Self.drain(reader, count: 1)
+        guard case .reset = told.first else {
+            Issue.record("expected reset, got \(told)")
+            return
+        }
+        restarted.publish([alert("a2", .syncError, .resolved)])
+        #expect(Self.eventIds(await Self.drain(restarted.subscribe(lastEventId: "a1.f"), count: 2)) == ["a2.f", "a2.r"])
     }
 
     @Test("summaries: only the scopes that changed since the last publication, emptied ones as zero")
     func summaryChanges() async {
-        let feed = LiveFeed(epoch: "e")
+        let feed = LiveFeed()
         var one = FleetCounts()
         one.devices = 1
         var two = FleetCounts()
@@ -113,7 +150,7 @@ struct LiveFeedTests {
 
     @Test("a reader that falls behind by more than the buffer is cut off, and the others are not")
     func slowReaderIsCutOff() async {
-        let feed = LiveFeed(bufferLimit: 3, epoch: "e")
+        let feed = LiveFeed(bufferLimit: 3)
         let cut = Mutex(0)
         let slow = feed.subscribe(lastEventId: nil) { cut.withLock { $0 += 1 } }
         let fast = feed.subscribe(lastEventId: nil)
@@ -134,7 +171,7 @@ struct LiveFeedTests {
 
     @Test("a burst of transitions is cut into messages of at most 100 alerts, in order")
     func burstsAreChunked() async {
-        let feed = LiveFeed(alertBudget: 1_000, epoch: "e")
+        let feed = LiveFeed(alertBudget: 1_000)
         let s = feed.subscribe(lastEventId: nil)
         feed.publish((0..<250).map { alert("a\($0)", .syncError, .firing) })
         var iterator = s.messages.makeAsyncIterator()
@@ -151,7 +188,7 @@ struct LiveFeedTests {
 
     @Test("finishing ends every stream, and a subscription made after ends at once")
     func finishAll() async {
-        let feed = LiveFeed(epoch: "e")
+        let feed = LiveFeed()
         let s = feed.subscribe(lastEventId: nil)
         feed.finishAll()
         for await _ in s.messages { Issue.record("no message expected") }
@@ -162,7 +199,7 @@ struct LiveFeedTests {
 
     @Test("a message's wire form is made once for every reader")
     func encodedOnce() async {
-        let feed = LiveFeed(epoch: "e")
+        let feed = LiveFeed()
         let a = feed.subscribe(lastEventId: nil)
         let b = feed.subscribe(lastEventId: nil)
         feed.keepalive()
@@ -192,7 +229,7 @@ struct LiveFeedStormTests {
         "10,000 transitions with 20 readers, one never reading: each gets at most its budget, then summaries, then one reset; nothing is queued without bound"
     )
     func stormIsCoalesced() async {
-        let feed = LiveFeed(bufferLimit: 64, alertBudget: 200, epoch: "e")
+        let feed = LiveFeed(bufferLimit: 64, alertBudget: 200)
         let silent = feed.subscribe(lastEventId: nil)
         let readers = (0..<19).map { _ in feed.subscribe(lastEventId: nil) }
         let results = Task {
@@ -244,7 +281,7 @@ struct LiveFeedStormTests {
 
     @Test("below the budget every transition is sent; a replay longer than the budget is a reset")
     func calmAndLongReplay() async {
-        let feed = LiveFeed(alertBudget: 50, epoch: "e")
+        let feed = LiveFeed(alertBudget: 50)
         let reader = feed.subscribe(lastEventId: nil)
         for tick in 0..<3 {
             feed.publish((0..<40).map { alert("c\(tick)-\($0)", .syncError, .firing) })

@@ -279,6 +279,56 @@ struct StoreConformanceTests {
         }
     }
 
+    @Test(
+        "history older than the retention is forgotten in batches: resolved alerts, old delivery attempts, resolved incidents; the rest stays",
+        arguments: StoreKind.allCases
+    )
+    func pruneHistory(kind: StoreKind) async throws {
+        try await kind.withStore { store in
+            try await store.saveWebhook(subscription())
+            var changes = StoreChanges(recordedAt: t0)
+            // Resolved at 5 s (al0-al2) and at 105 s (al3); al4 still firing since 0 s.
+            changes.alerts = (0..<3).map { alert("al\($0)", .syncError, .resolved, device: "d\($0)") }
+            changes.alerts.append(alert("al3", .syncError, .resolved, device: "d3", at: 100))
+            changes.alerts.append(alert("al4", .syncError, .firing, device: "d4"))
+            try await store.commit(changes)
+            for (i, at) in [0, 1, 200].enumerated() {
+                try await store.recordAttempt(
+                    DeliveryAttempt(
+                        webhookId: "wh_1",
+                        messageId: "m\(i)",
+                        attempt: 1,
+                        attemptedAt: t0 + .seconds(Int64(at)),
+                        statusCode: 200,
+                        error: nil,
+                        nextRetryAt: nil,
+                        outcome: .delivered
+                    ),
+                    disable: nil
+                )
+            }
+            let old = IncidentStoreConformanceTests.record(5, state: .resolved)
+            let open = IncidentStoreConformanceTests.record(6)
+            try await store.saveIncidents([old, open], messages: [])
+
+            let cutoff = t0 + .seconds(50)
+            var total = 0
+            var calls = 0
+            while true {
+                let removed = try await store.pruneHistory(before: cutoff, limit: 2)
+                total += removed
+                calls += 1
+                if removed < 2 || calls > 10 { break }
+            }
+            #expect(total == 6, "3 alerts, 2 attempts, 1 incident")
+            #expect(calls >= 2, "in batches")
+            #expect(try await store.alerts(AlertQuery()).alerts.map(\.id) == ["al4", "al3"])
+            #expect(try await store.deliveries(webhookId: "wh_1", limit: 10, before: nil).attempts.map(\.messageId) == ["m2"])
+            #expect(try await store.incident(id: old.id) == nil)
+            #expect(try await store.incident(id: open.id) != nil)
+        }
+    }
+
     @Test("fleet alerts start and end", arguments: StoreKind.allCases)
     func fleetAlerts(kind: StoreKind) async throws {
         try await kind.withStore { store in
