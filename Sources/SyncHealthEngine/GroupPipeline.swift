@@ -68,8 +68,10 @@ extension GroupPipeline {
         while queue.phase == .ready, !Task.isCancelled {
             let now = clock.now
             let worked = await step(now: now)
-            if await prune(&pruning, now: now) || worked { continue }
-            if await pruneHistory(&historyPruning, now: now) { continue }
+            // Both prunes get their batch whether or not the group worked: under a steady load every group does.
+            let idsLeft = await prune(&pruning, now: now)
+            let historyLeft = await pruneHistory(&historyPruning, now: now)
+            if worked || idsLeft || historyLeft { continue }
             await queue.wake.wait(until: await nextWake(now: now), clock: clock)
         }
     }

@@ -82,6 +82,8 @@ public final class LiveFeed: Sendable {
         var finished = false
         /// Transitions published since the last tick.
         var published = 0
+        /// Calls of `rebuild` so far.
+        var rebuilds = 0
     }
 
     /// Most alerts in one message.
@@ -109,6 +111,9 @@ public final class LiveFeed: Sendable {
 
     /// The number of open subscriptions.
     public var subscriberCount: Int { state.withLock { $0.subscribers.count } }
+
+    /// How many times the buffer was rebuilt from the store (at start, and after a replica lost its connection).
+    public var rebuilds: Int { state.withLock { $0.rebuilds } }
 
     /// Subscribes. With the id of the last alert message a reader saw, the transitions after it are replayed
     /// first (or `.reset` when that is impossible); then live messages. `onOverflow` runs once if the reader falls
@@ -249,6 +254,7 @@ public final class LiveFeed: Sendable {
         state.withLock { s -> [Subscriber] in
             s.recent = []
             s.positions = [:]
+            s.rebuilds += 1
             _ = append(Array(recent.suffix(replayCapacity)), to: &s)
             return Self.send([Message(.reset)], in: &s)
         }.forEach(Self.cutOff)

@@ -13,22 +13,26 @@ import Synchronization
 /// replica's order is the store's. When the connection fails, notices may have been missed: it listens again,
 /// rebuilds, and every reader gets `reset`.
 public struct TransitionFollower: Service {
-    let feed: LiveFeed
+    let engine: any MonitorEngine
     let store: any SharedSyncStore
     let logger: Logger
     /// How long to wait before listening again after a failure.
     let retryDelay: Duration
 
-    /// Follows `store` into `feed`.
-    public init(feed: LiveFeed, store: any SharedSyncStore, retryDelay: Duration = .seconds(1), logger: Logger) {
-        self.feed = feed
+    /// Follows `store` into `engine.feed`.
+    public init(engine: any MonitorEngine, store: any SharedSyncStore, retryDelay: Duration = .seconds(1), logger: Logger) {
+        self.engine = engine
         self.store = store
         self.retryDelay = retryDelay
         self.logger = logger
     }
 
+    var feed: LiveFeed { engine.feed }
+
     public func run() async throws {
         await cancelWhenGracefulShutdown {
+            // Not before the engine has brought the schema up to date.
+            while !engine.isReady && !Task.isCancelled { try? await Task.sleep(for: .milliseconds(20)) }
             let failures = Mutex(0)
             while !Task.isCancelled {
                 do {

@@ -182,7 +182,7 @@ public enum SyncHealthApplication {
         let tlsReload: [any Service] = tls.map { [TLSReloadService(certificates: $0, logger: logger)] } ?? []
         // On a shared store, every replica's transitions reach this replica's streams from the store.
         let follower: [any Service] =
-            if case .shared(let shared) = store { [TransitionFollower(feed: engine.feed, store: shared, logger: logger)] } else { [] }
+            if case .shared(let shared) = store { [TransitionFollower(engine: engine, store: shared, logger: logger)] } else { [] }
         let application = Application(
             router: router,
             server: server,

@@ -66,6 +66,36 @@ struct DeviceRemovalEndpointTests {
         }
     }
 
+    @Test(
+        "resolved alerts older than alertRetention leave the history at the next hourly pass; firing ones stay",
+        arguments: EngineStore.withShared
+    )
+    func alertHistoryRetention(store: EngineStore) async throws {
+        var configuration = EngineConfiguration()
+        configuration.alertRetention = .seconds(60)
+        configuration.pruneBatchSize = 1
+        let service = TestService(store: try await store.make(), configuration: configuration)
+        try await service.test { client in
+            for device in ["old-1", "old-2", "firing"] { try await IncidentTests.breakDevice(client, device) }
+            // A healthy device: its export succeeds after the failure.
+            let healthy = [
+                event("r1", #""kind": "account", "status": "available""#),
+                event("r2", "2026-11-22T10:00:02Z", #""kind": "activity", "phase": "setup", "state": "succeeded""#),
+                event("r3", "2026-11-22T10:00:03Z", #""kind": "activity", "phase": "import", "state": "succeeded""#),
+                event("r4", "2026-11-22T10:00:04Z", #""kind": "activity", "phase": "export", "state": "succeeded""#),
+            ]
+            for device in ["old-1", "old-2"] { try await client.post(batch(device: device, healthy)) }
+            #expect(try await firing(client, kind: .syncError).count == 1)
+            #expect((try json(try await client.get("/v1/alerts"))["data"] as? [Any])?.count == 3)
+            // An hour on, a pass starts; its batches of one run until both resolved alerts are gone.
+            try await advance(service.clock, by: .seconds(3_601))
+            try await client.post(batch(device: "other", healthyEvents))
+            #expect(try await eventually { (try json(try await client.get("/v1/alerts"))["data"] as? [Any])?.count == 1 })
+            let left = try json(try await client.get("/v1/alerts"))["data"] as? [[String: Any]] ?? []
+            #expect(left.map { $0["deviceId"] as? String } == ["firing"])
+        }
+    }
+
     @Test("DELETE erases a device: 204, then no trace in reads or queued messages, its ids new again; after a restart too")
     func erasureOnSQLite() async throws {
         let dir = temporaryDirectory()

@@ -4,6 +4,7 @@ import HummingbirdTesting
 import NIOCore
 import SyncHealthCore
 import SyncHealthEngine
+import SyncHealthPostgres
 import SyncHealthStore
 import SyncHealthTestSupport
 import Synchronization
@@ -209,6 +210,56 @@ struct StreamStormTests {
                 #expect(r.alerts.count < 1_000, "coalesced: \(r.alerts.count) of 10,000 transitions sent")
             }
             #expect(service.engine.feed.subscriberCount == 20, "the reader that never reads was not cut off: it holds little")
+        }
+    }
+}
+
+@Suite("One stream across PostgreSQL replicas", .serialized, .enabled(if: PostgresTesting.baseURL != nil))
+struct SharedStreamTests {
+    @Test("a stream on A carries every replica's transitions, each once; after A restarts, Last-Event-ID resumes with no loss or repeat")
+    func acrossReplicasAndARestart() async throws {
+        let url = try await PostgresTesting.freshDatabase()
+        let clock = ManualClock(testStart)
+        @Sendable func replica() throws -> TestService {
+            TestService(store: .shared(try PostgresStore(url: url, logger: testLogger())), clock: clock)
+        }
+        let lastSeen = Mutex<String?>(nil)
+        let (a, b) = (try replica(), try replica())
+        try await a.test(.live) { clientA in
+            try await b.test { clientB in
+                let port = try #require(clientA.port)
+                // A follows the database once it has read the last transitions: from then on nothing is missed.
+                #expect(try await eventually { a.engine.feed.rebuilds > 0 })
+                let reader = try StreamReader(port: port, key: readKey)
+                defer { reader.stop() }
+                #expect(try await eventually { reader.received.text.withLock { $0.contains(": connected") } })
+                for i in 0..<5 { try await StreamTests.fire(clientB, device: "b-\(i)") }
+                try await StreamTests.fire(clientA, device: "a-0")
+                #expect(try await eventually { reader.alerts.count >= 6 })
+                try await Task.sleep(for: .milliseconds(200))
+                let alerts = reader.alerts
+                try #require(alerts.count == 6)
+                #expect(alerts.map(\.deviceId) == ["b-0", "b-1", "b-2", "b-3", "b-4", "a-0"], "in commit order, B's through A")
+                #expect(Set(alerts.map(\.eventId)).count == 6, "each once, A's own included")
+                #expect(alerts.allSatisfy { $0.eventId == $0.alertId + ".f" }, "durable ids: the alert's and the transition's")
+                lastSeen.withLock { $0 = alerts[2].eventId }
+            }
+        }
+        // A stopped; while it is down, B fires two more. Then A starts again, and a reader resumes from b-2's fire.
+        try await replica().test { clientB in
+            try await StreamTests.fire(clientB, device: "b-5")
+            try await StreamTests.fire(clientB, device: "b-6")
+        }
+        let restarted = try replica()
+        try await restarted.test(.live) { clientA in
+            let port = try #require(clientA.port)
+            #expect(try await eventually { restarted.engine.feed.rebuilds > 0 })
+            let reader = try StreamReader(port: port, key: readKey, lastEventId: lastSeen.withLock { $0 })
+            defer { reader.stop() }
+            #expect(try await eventually { reader.alerts.count >= 5 })
+            try await Task.sleep(for: .milliseconds(200))
+            #expect(reader.alerts.map(\.deviceId) == ["b-3", "b-4", "a-0", "b-5", "b-6"])
+            #expect(!reader.events.contains { $0.event == "reset" }, "resumed, not reset")
         }
     }
 }
