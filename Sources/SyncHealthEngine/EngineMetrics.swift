@@ -7,6 +7,9 @@ struct EngineMetrics: Sendable {
     let eventsDuplicate = Counter(label: "synchealth_events_total", dimensions: [("result", "duplicate")])
     let eventsRejected = Counter(label: "synchealth_events_total", dimensions: [("result", "rejected")])
     let devices = Gauge(label: "synchealth_devices")
+    /// Devices that left the store: forgotten (retention) or erased.
+    let devicesForgotten = Counter(label: "synchealth_devices_removed_total", dimensions: [("reason", "forgotten")])
+    let devicesErased = Counter(label: "synchealth_devices_removed_total", dimensions: [("reason", "erased")])
     let commits = Counter(label: "synchealth_store_commits_total")
     let commitFailures = Counter(label: "synchealth_store_commit_failures_total")
     /// Shared store: group writes refused because another replica wrote one of their devices first.

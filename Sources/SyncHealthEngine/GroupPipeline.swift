@@ -140,6 +140,9 @@ extension GroupPipeline {
                 metadata: ["alert.kind": "\(transition.kind.rawValue)", "alert.id": "\(transition.id)"]
             )
         }
+        for removal in plan.changes.removals {
+            (removal.reason == .forgotten ? metrics.devicesForgotten : metrics.devicesErased).increment()
+        }
         if !plan.changes.outbox.isEmpty { webhooks.notify() }
         if publishesTransitions && !plan.changes.alerts.isEmpty { feed.publish(plan.changes.alerts) }
         for (job, receipt) in zip(jobs, plan.receipts) {
