@@ -71,22 +71,12 @@ final class IngestQueue: Sendable {
 
     /// Up to `limit` queued erasures, oldest first.
     func takeErasures(limit: Int) -> [ErasureJob] {
-        erasures.withLock { erasures -> [ErasureJob] in
-            let n = min(erasures.count, limit)
-            let taken = Array(erasures.prefix(n))
-            erasures.removeFirst(n)
-            return taken
-        }
+        erasures.withLock { $0.takeFirst(limit) }
     }
 
     /// Up to `limit` queued requests, oldest first.
     func take(limit: Int) -> [IngestJob] {
-        jobs.withLock { jobs -> [IngestJob] in
-            let n = min(jobs.count, limit)
-            let taken = Array(jobs.prefix(n))
-            jobs.removeFirst(n)
-            return taken
-        }
+        jobs.withLock { $0.takeFirst(limit) }
     }
 }
 
@@ -103,4 +93,13 @@ struct IngestJob {
 struct ErasureJob {
     var key: DeviceKey
     var continuation: CheckedContinuation<Result<(existed: Bool, at: Timestamp), EngineError>, Never>
+}
+
+extension Array {
+    /// Removes and returns up to `limit` elements from the front.
+    mutating func takeFirst(_ limit: Int) -> [Element] {
+        let n = Swift.min(count, limit)
+        defer { removeFirst(n) }
+        return Array(prefix(n))
+    }
 }

@@ -135,11 +135,7 @@ struct DeviceRemovalEndpointTests {
 struct SharedErasureTests {
     @Test("a device erased through one replica is gone on both, and after a restart; a later post makes a new record")
     func erasureAcrossReplicas() async throws {
-        let url = try await PostgresTesting.freshDatabase()
-        let clock = ManualClock(testStart)
-        func replica() throws -> TestService {
-            TestService(store: .shared(try PostgresStore(url: url, logger: testLogger())), clock: clock)
-        }
+        let (replica, clock) = try await Self.replicas()
         let (a, b) = (try replica(), try replica())
         try await a.test { clientA in
             try await b.test { clientB in
@@ -163,11 +159,7 @@ struct SharedErasureTests {
 
     @Test("a replica that remembers an erased device does not bring it back when the device posts again")
     func staleReplicaDoesNotResurrect() async throws {
-        let url = try await PostgresTesting.freshDatabase()
-        let clock = ManualClock(testStart)
-        func replica() throws -> TestService {
-            TestService(store: .shared(try PostgresStore(url: url, logger: testLogger())), clock: clock)
-        }
+        let (replica, clock) = try await Self.replicas()
         let (a, b) = (try replica(), try replica())
         try await a.test { clientA in
             try await b.test { clientB in
@@ -185,6 +177,13 @@ struct SharedErasureTests {
                 #expect(try await firing(clientA, kind: .syncError).isEmpty, "the erased error is not back")
             }
         }
+    }
+
+    /// A maker of replicas on one fresh database, sharing one manual clock.
+    static func replicas() async throws -> (make: @Sendable () throws -> TestService, clock: ManualClock) {
+        let url = try await PostgresTesting.freshDatabase()
+        let clock = ManualClock(testStart)
+        return ({ TestService(store: .shared(try PostgresStore(url: url, logger: testLogger())), clock: clock) }, clock)
     }
 
     /// Posts one more event for `device`, so that this replica has read and written it.
