@@ -109,7 +109,31 @@ struct StreamTests {
         }
     }
 
-    @Test("an id from another run gets reset; the stream needs a read key")
+    @Test("on the embedded store, a reader resumes after a restart from the id it last saw, with no loss or repeat")
+    func resumeAfterRestart() async throws {
+        let dir = temporaryDirectory()
+        let lastSeen = Mutex<String?>(nil)
+        try await TestService(store: .local(try SQLiteStore(directory: dir, synchronous: .normal))).test(.live) { client in
+            let port = try #require(client.port)
+            let reader = try StreamReader(port: port, key: readKey)
+            defer { reader.stop() }
+            #expect(try await eventually { reader.received.text.withLock { $0.contains(": connected") } })
+            for device in ["dev-1", "dev-2"] { try await Self.fire(client, device: device) }
+            #expect(try await eventually { reader.alerts.count == 2 })
+            lastSeen.withLock { $0 = reader.alerts.first?.eventId }
+        }
+        try await TestService(store: .local(try SQLiteStore(directory: dir, synchronous: .normal))).test(.live) { client in
+            let port = try #require(client.port)
+            try await Self.fire(client, device: "dev-3")
+            let reader = try StreamReader(port: port, key: readKey, lastEventId: lastSeen.withLock { $0 })
+            defer { reader.stop() }
+            #expect(try await eventually { reader.alerts.count == 2 })
+            #expect(reader.alerts.map(\.deviceId) == ["dev-2", "dev-3"])
+            #expect(!reader.events.contains { $0.event == "reset" }, "resumed, not reset")
+        }
+    }
+
+    @Test("an unknown id gets reset; the stream needs a read key")
     func resetAndAuth() async throws {
         let service = TestService()
         try await service.test(.live) { client in

@@ -33,6 +33,19 @@ struct WritebackPacerTests {
     /// (`vm.dirty_expire_centisecs`); the pacer sends them to the disk within milliseconds.
     @Test("pages written without an fsync leave for the disk while the pacer runs")
     func dirtyPagesLeaveWhilePacing() async throws {
+        // The count is the whole system's: tests that write beside this one can hide the file's pages leaving.
+        // Up to three attempts, each with a new file; without the pacer the kernel keeps the pages for 30 s, so
+        // every attempt would fail.
+        var left: [Bool] = []
+        for _ in 0..<3 where !left.contains(true) {
+            left.append(try await Self.pagesLeaveWithin2s())
+        }
+        #expect(left.contains(true), "at least three quarters of the file left for the disk within 2 s")
+    }
+
+    /// Writes 128 MiB without an fsync, then paces it: whether the system's dirty bytes came back within a
+    /// quarter of the file of where they were before, within 2 s.
+    static func pagesLeaveWithin2s() async throws -> Bool {
         let dir = temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let file = dir + "/data"
@@ -53,7 +66,7 @@ struct WritebackPacerTests {
             return dirty
         }
         await pacer.shutdown()
-        #expect(dirty - before <= size / 4, "at least three quarters of the file left for the disk within 2 s")
+        return dirty - before <= size / 4
     }
 
     /// Writes `size` bytes to a new file at `path` and closes it, without an fsync (Foundation's `Data.write`
