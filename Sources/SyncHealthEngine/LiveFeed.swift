@@ -240,8 +240,12 @@ public final class LiveFeed: Sendable {
 
     private func remove(resetAlways: Bool = true, where matches: (AlertRecord) -> Bool) {
         state.withLock { s -> [Subscriber] in
-            let gone = s.recent.filter { matches($0.alert) }.map(\.id)
-            s.recent.removeAll { matches($0.alert) }
+            var gone: [String] = []
+            s.recent.removeAll { entry in
+                guard matches(entry.alert) else { return false }
+                gone.append(entry.id)
+                return true
+            }
             for id in gone { s.positions[id] = nil }
             return gone.isEmpty && !resetAlways ? [] : Self.send([Message(.reset)], in: &s)
         }.forEach(Self.cutOff)

@@ -133,9 +133,8 @@ public final class InMemoryStore: LocalSyncStore {
             var removed = 0
             let alerts = s.alerts.indices.filter { i in s.alerts[i].state == .resolved && s.alerts[i].endsAt.map { $0 < cutoff } ?? false }
                 .prefix(limit)
-            let gone = Set(alerts)
-            s.alerts = s.alerts.enumerated().filter { !gone.contains($0.offset) }.map(\.element)
-            s.alertIndex = Dictionary(uniqueKeysWithValues: s.alerts.enumerated().map { ($1.id, $0) })
+            let gone = Set(alerts.map { s.alerts[$0].id })
+            s.removeAlerts { gone.contains($0.id) }
             removed += gone.count
             let attempts = s.deliveries.prefix(limit - removed).prefix { $0.attemptedAt < cutoff }.count
             s.deliveries.removeFirst(attempts)
@@ -240,6 +239,12 @@ public final class InMemoryStore: LocalSyncStore {
 }
 
 extension InMemoryStore.State {
+    /// Removes the alerts `matches` picks, and renumbers the rest.
+    mutating func removeAlerts(where matches: (AlertRecord) -> Bool) {
+        alerts.removeAll(where: matches)
+        alertIndex = Dictionary(uniqueKeysWithValues: alerts.enumerated().map { ($1.id, $0) })
+    }
+
     /// Takes a device out (`DeviceRemoval`).
     mutating func remove(_ removal: DeviceRemoval) {
         let key = removal.key
@@ -251,8 +256,7 @@ extension InMemoryStore.State {
             break
         case .erased:
             seen[key] = nil
-            alerts.removeAll { $0.appId == key.appId && $0.deviceId == key.deviceId }
-            alertIndex = Dictionary(uniqueKeysWithValues: alerts.enumerated().map { ($1.id, $0) })
+            removeAlerts { $0.appId == key.appId && $0.deviceId == key.deviceId }
             let keys = Set(removal.orderingKeys)
             outbox.removeAll { keys.contains($0.orderingKey) }
         }
