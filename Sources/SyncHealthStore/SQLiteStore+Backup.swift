@@ -10,21 +10,29 @@ extension SQLiteStore: StoreBackup {
     /// of the database with `VACUUM INTO` from a read-only connection of its own: a snapshot of one read
     /// transaction, taken while commits go on (they append to the journal; folds wait for no reader in WAL mode).
     ///
-    /// The copy runs on a thread of its own at the maintenance service's lower priority, so that it takes the CPU
-    /// that ingestion leaves (a copy of 1M devices reads and writes ~400 MB).
+    /// The copy runs on a thread of its own at the maintenance service's lower priority, held by a `BackupPacer`
+    /// to a tenth of one core, so that ingestion keeps its rate while a copy of 1M devices (~400 MB) is made.
     public func backup(to path: String) async throws {
+        try await backup(to: path, work: BackupPacer.defaultWork, pause: BackupPacer.defaultPause)
+    }
+
+    /// `backup(to:)` paced to `work` out of every `work + pause` (no pause: flat out); returns the pauses taken.
+    @discardableResult
+    func backup(to path: String, work: Duration, pause: Duration) async throws -> Int {
         try await fold()
         let source = self.path
         let thread = NIOThreadPool(numberOfThreads: 1)
         thread.start()
         defer { thread.shutdownGracefully { _ in } }
-        try await thread.runIfActive {
+        return try await thread.runIfActive {
             lowerCallingThreadPriority(by: SQLiteMaintenance.defaultNiceness)
+            let pacer = BackupPacer(work: work, pause: pause)
             var configuration = Configuration()
             configuration.readonly = true
             let reader = try DatabaseQueue(path: source, configuration: configuration)
             defer { try? reader.close() }
-            try reader.inDatabase { db in try db.execute(sql: "VACUUM INTO ?", arguments: [path]) }
+            try reader.inDatabase { db in try pacer.during(db) { try db.execute(sql: "VACUUM INTO ?", arguments: [path]) } }
+            return pacer.pauses
         }
     }
 
