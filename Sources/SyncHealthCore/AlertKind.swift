@@ -5,8 +5,9 @@ public enum AlertKind: String, CaseIterable, Sendable, Codable {
     case syncStalled
     case exportAtRisk
     case fleetDegraded
+    case releaseRegression
 
-    /// The per-device kinds (all but `fleetDegraded`).
+    /// The per-device kinds (all but `fleetDegraded` and `releaseRegression`).
     public static let deviceKinds: [AlertKind] = [.syncError, .notSyncing, .syncStalled, .exportAtRisk]
 }
 

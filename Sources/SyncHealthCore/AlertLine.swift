@@ -1,11 +1,13 @@
-/// What an alert is about: one device, or one container (for the fleet rule).
+/// What an alert is about: one device, one container (for the fleet rule), or one release of an app (for the
+/// regression rule).
 public enum AlertSubject: Hashable, Sendable {
     case device(DeviceKey)
     case container(String)
+    case release(appId: String, version: String)
 }
 
 /// The line along which one subject's alert messages are delivered in order, and on which flapping is counted:
-/// one device's alerts of one kind, or one container's fleet alert.
+/// one device's alerts of one kind, one container's fleet alert, or one release's regression alert.
 public struct AlertLine: Hashable, Comparable, Sendable, CustomStringConvertible {
     /// The device or container.
     public var subject: AlertSubject
@@ -22,6 +24,11 @@ public struct AlertLine: Hashable, Comparable, Sendable, CustomStringConvertible
         AlertLine(subject: .container(containerId), kind: .fleetDegraded)
     }
 
+    /// The line of one release's regression alert.
+    public static func release(appId: String, version: String) -> AlertLine {
+        AlertLine(subject: .release(appId: appId, version: version), kind: .releaseRegression)
+    }
+
     /// The device of a device line.
     public var deviceKey: DeviceKey? {
         if case .device(let key) = subject { return key }
@@ -33,6 +40,7 @@ public struct AlertLine: Hashable, Comparable, Sendable, CustomStringConvertible
         switch subject {
         case .device(let key): AlertSubject.encode(["d", key.appId, key.deviceId, kind.rawValue])
         case .container(let id): AlertSubject.encode(["c", id])
+        case .release(let appId, let version): AlertSubject.encode(["r", appId, version])
         }
     }
 
@@ -46,6 +54,7 @@ public struct AlertLine: Hashable, Comparable, Sendable, CustomStringConvertible
         switch subject {
         case .device(let key): (0, key.appId, key.deviceId, kind.rawValue)
         case .container(let id): (1, id, "", "")
+        case .release(let appId, let version): (2, appId, version, "")
         }
     }
 }
@@ -57,6 +66,7 @@ extension AlertSubject {
         switch self {
         case .device(let key): Self.encode(["d", key.appId, key.deviceId])
         case .container(let id): Self.encode(["c", id])
+        case .release(let appId, let version): Self.encode(["r", appId, version])
         }
     }
 

@@ -40,7 +40,7 @@ public struct DeviceRecord: Hashable, Sendable {
             case .syncError: syncError
             case .notSyncing: notSyncing
             case .syncStalled: syncStalled
-            case .exportAtRisk, .fleetDegraded: exportAtRisk
+            case .exportAtRisk, .fleetDegraded, .releaseRegression: exportAtRisk
             }
         }
         set {
@@ -49,7 +49,7 @@ public struct DeviceRecord: Hashable, Sendable {
             case .notSyncing: notSyncing = newValue
             case .syncStalled: syncStalled = newValue
             case .exportAtRisk: exportAtRisk = newValue
-            case .fleetDegraded: break
+            case .fleetDegraded, .releaseRegression: break
             }
         }
     }

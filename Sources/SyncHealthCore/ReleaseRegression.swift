@@ -91,3 +91,56 @@ public enum ReleaseOrder {
         return pa.count < pb.count ? Int(pb[pa.count]) != nil : Int(pa[pb.count]) == nil
     }
 }
+
+/// One release of one app: the subject of a `releaseRegression` alert.
+public struct ReleaseKey: Hashable, Sendable, Comparable {
+    /// The app.
+    public var appId: String
+    /// Its version.
+    public var version: String
+
+    /// Creates a key.
+    public init(appId: String, version: String) {
+        self.appId = appId
+        self.version = version
+    }
+
+    public static func < (a: ReleaseKey, b: ReleaseKey) -> Bool {
+        a.appId != b.appId ? a.appId < b.appId : ReleaseOrder.less(a.version, b.version)
+    }
+}
+
+extension ReleaseRegression {
+    /// A change of one release's `releaseRegression` alert.
+    public struct Change: Hashable, Sendable {
+        /// The release.
+        public var key: ReleaseKey
+        /// Its fire or resolve.
+        public var transition: AlertTransition
+        /// Why it fires; `nil` for a resolve.
+        public var finding: Finding?
+    }
+
+    /// The regression alerts that change at `now`, in key order: a release found to be a regression without a
+    /// firing alert fires, and a firing alert whose release no longer is one resolves.
+    ///
+    /// - Parameters:
+    ///   - firing: the releases whose alert fires, with when it started.
+    ///   - findings: the releases that are regressions now (`evaluate`).
+    public static func changes(firing: [ReleaseKey: Timestamp], findings: [ReleaseKey: Finding], now: Timestamp) -> [Change] {
+        var changes: [Change] = []
+        for (key, finding) in findings where firing[key] == nil {
+            changes.append(Change(key: key, transition: AlertTransition(kind: .releaseRegression, change: .fire, startsAt: now), finding: finding))
+        }
+        for (key, startsAt) in firing where findings[key] == nil {
+            changes.append(
+                Change(
+                    key: key,
+                    transition: AlertTransition(kind: .releaseRegression, change: .resolve, startsAt: startsAt, endsAt: now),
+                    finding: nil
+                )
+            )
+        }
+        return changes.sorted { $0.key < $1.key }
+    }
+}

@@ -20,6 +20,14 @@ public struct AlertContext: Sendable, Equatable {
     /// No device: a container's fleet alert.
     public static let fleet = AlertContext()
 
+    /// A release's regression alert: the release stands in for the device's app version, so that silences and
+    /// labels that name an app version apply to it.
+    public static func release(_ key: ReleaseKey) -> AlertContext {
+        var context = AlertContext()
+        context.info = DeviceInfo(appVersion: key.version)
+        return context
+    }
+
     /// The context of a device's alert.
     public init(device record: DeviceRecord) {
         error = record.monitor.lastSyncError

@@ -31,7 +31,9 @@ enum AlertMessage {
 
     /// PagerDuty's severity, and Alertmanager's `severity` label.
     static func severity(_ alert: AlertRecord, _ context: AlertContext) -> String {
-        switch context.errorClass {
+        // A release that breaks sync breaks it for everyone who updates.
+        guard alert.kind != .releaseRegression else { return "error" }
+        return switch context.errorClass {
         case .dataLoss?: "critical"
         case .developer?: "error"
         default: "warning"
@@ -65,6 +67,9 @@ enum AlertMessage {
         if let appId = alert.appId, let deviceId = alert.deviceId {
             return "\(base)/#/device/\(encode(appId))/\(encode(deviceId))"
         }
+        if alert.kind == .releaseRegression, let appId = alert.appId {
+            return "\(base)/#/releases?appId=\(encode(appId))"
+        }
         return "\(base)/#/devices?broken=true" + (alert.containerId.map { "&containerId=\(encode($0))" } ?? "")
     }
 
@@ -74,6 +79,7 @@ enum AlertMessage {
         var fields: [Slack.Text] = []
         if let device = alert.deviceId { fields.append(.init(type: "mrkdwn", text: "*Device*\n\(device)")) }
         if let app = alert.appId { fields.append(.init(type: "mrkdwn", text: "*App*\n\(app)")) }
+        if let version = alert.appVersion { fields.append(.init(type: "mrkdwn", text: "*Release*\n\(version)")) }
         if let container = alert.containerId { fields.append(.init(type: "mrkdwn", text: "*Container*\n\(container)")) }
         if let error = context.error {
             fields.append(.init(type: "mrkdwn", text: "*Error*\n\(error.errorClass.rawValue): \(error.displayName)"))
@@ -90,7 +96,10 @@ enum AlertMessage {
         }
         let link = dashboardLink(alert, publicURL: publicURL)
         if let link {
-            let label = alert.deviceId == nil ? "Open the broken devices on the dashboard" : "Open the device on the dashboard"
+            let label =
+                alert.deviceId != nil
+                ? "Open the device on the dashboard"
+                : alert.kind == .releaseRegression ? "Open the app's releases on the dashboard" : "Open the broken devices on the dashboard"
             blocks.append(.init(type: "section", text: .init(type: "mrkdwn", text: "<\(link)|\(label)>")))
         }
         blocks.append(.init(type: "context", elements: [.init(type: "mrkdwn", text: "SyncHealth alert `\(alert.id)`")]))
@@ -135,7 +144,7 @@ enum AlertMessage {
         if let v = context.info?.appVersion { details["appVersion"] = v }
         let payload = PagerDuty.Payload(
             summary: String(alert.summary.prefix(1024)),
-            source: alert.deviceId ?? alert.containerId ?? "synchealth",
+            source: alert.deviceId ?? alert.containerId ?? alert.appId ?? "synchealth",
             severity: severity(alert, context),
             timestamp: alert.startsAt.rfc3339,
             component: alert.appId ?? alert.containerId,
@@ -162,6 +171,7 @@ enum AlertMessage {
         labels["app_id"] = alert.appId
         labels["container_id"] = alert.containerId
         labels["device_id"] = alert.deviceId
+        labels["app_version"] = alert.appVersion
         labels["error_class"] = context.errorClass?.rawValue
         let endsAt = alert.state == .resolved ? (alert.endsAt ?? now) : now + alertmanagerHold
         return AlertmanagerAlert(

@@ -1,3 +1,4 @@
+import Foundation
 import SyncHealthCore
 import SyncHealthStore
 
@@ -33,6 +34,66 @@ enum AlertText {
             detail:
                 "\(counts.activeBroken) of \(counts.active) active devices are broken (error, notSyncing or unknown); \(counts.notSyncing) are not syncing."
         )
+    }
+
+    /// A release's regression alert: it fires with the finding, and its resolve keeps what it fired with.
+    static func record(regression change: ReleaseRegression.Change, releases: [String: ReleaseCounts], firing: AlertRecord?) -> AlertRecord {
+        let key = change.key
+        guard let finding = change.finding else {
+            var resolved =
+                firing
+                ?? AlertRecord(
+                    id: AlertIdentity.id(
+                        subject: .release(appId: key.appId, version: key.version),
+                        kind: .releaseRegression,
+                        startsAt: change.transition.startsAt
+                    ),
+                    kind: .releaseRegression,
+                    state: .firing,
+                    deviceId: nil,
+                    appId: key.appId,
+                    containerId: nil,
+                    startsAt: change.transition.startsAt,
+                    endsAt: nil,
+                    summary: "Release \(key.version) of \(key.appId) breaks sync more often than the release before",
+                    detail: "",
+                    appVersion: key.version
+                )
+            resolved.state = .resolved
+            resolved.endsAt = change.transition.endsAt
+            let share = releases[key.version]?.brokenShare.map { " (\(percent($0)) of its active devices broken now)" } ?? ""
+            resolved.detail += " Resolved: \(key.version) is no longer broken significantly more often than the release before\(share)."
+            return resolved
+        }
+        let counts = releases[key.version]?.counts ?? FleetCounts()
+        let base = releases[finding.previous]?.counts ?? FleetCounts()
+        return AlertRecord(
+            id: AlertIdentity.id(
+                subject: .release(appId: key.appId, version: key.version),
+                kind: .releaseRegression,
+                startsAt: change.transition.startsAt
+            ),
+            kind: .releaseRegression,
+            state: .firing,
+            deviceId: nil,
+            appId: key.appId,
+            containerId: nil,
+            startsAt: change.transition.startsAt,
+            endsAt: nil,
+            summary:
+                "Release \(key.version) of \(key.appId) breaks sync: \(percent(finding.share)) of its active devices, against \(percent(finding.previousShare)) on \(finding.previous)",
+            detail:
+                "\(counts.activeBroken) of \(counts.active) active devices on \(key.version) are broken (error, notSyncing or unknown), against"
+                + " \(base.activeBroken) of \(base.active) on \(finding.previous): z = \(String(format: "%.1f", finding.z)), p < 0.001."
+                + " Their top errors, with what to do: GET /v1/releases?appId=\(key.appId).",
+            appVersion: key.version
+        )
+    }
+
+    /// `0.6` as `60%`, `0.025` as `2.5%`.
+    static func percent(_ share: Double) -> String {
+        let p = share * 100
+        return p >= 10 || p == p.rounded() ? "\(Int(p.rounded()))%" : String(format: "%.1f%%", p)
     }
 
     /// The message that tells ops an alert started flapping, and that its changes are held until it is stable.
@@ -98,6 +159,8 @@ enum AlertText {
             )
         case .fleetDegraded:
             return ("Fleet degraded", "")
+        case .releaseRegression:
+            return ("Release regression", "")
         }
     }
 }

@@ -8,6 +8,8 @@ public struct EngineConfiguration: Sendable {
     public var notifications = NotificationPolicy.Configuration()
     /// Group wait and interval of incidents.
     public var incidents = IncidentBook.Configuration()
+    /// How often every app's releases are judged for `releaseRegression` (`RegressionWatch`).
+    public var releaseCheckInterval: Duration = .seconds(30)
     /// How device timestamps in the future are treated.
     public var skew = SkewPolicy()
     /// Where ops open the dashboard (`https://synchealth.example.com`), for links in alert messages; none if `nil`.

@@ -65,10 +65,12 @@ public struct IncidentWatch: Service {
                 detail: ""
             )
             let errorClass = record.key.signature.map { SyncErrorReport(domain: $0.domain, code: $0.code).errorClass }
+            // A silence on an app version holds an incident while every one of its devices runs that version.
+            let shared = record.byVersion.count == 1 ? record.byVersion.keys.first.map { DeviceInfo(appVersion: $0) } : nil
             messages += IncidentMessage.messages(
                 record,
                 notice: notice,
-                subscribers: engine.webhooks.incidentSubscribers(for: representative, errorClass: errorClass, now: now),
+                subscribers: engine.webhooks.incidentSubscribers(for: representative, info: shared, errorClass: errorClass, now: now),
                 now: now,
                 publicURL: engine.configuration.publicURL
             )

@@ -57,7 +57,8 @@ struct WebhookPayload: Encodable {
 
 /// An alert as the API and webhooks show it:
 /// `{"id", "kind", "state", "deviceId", "appId", "containerId", "startsAt", "endsAt", "summary", "detail"}`, and
-/// `reason` when an alert resolved for another reason than its condition ending (`ResolveReason`).
+/// `reason` when an alert resolved for another reason than its condition ending (`ResolveReason`), and `appVersion`
+/// for a release's alert.
 public struct AlertJSON: Encodable, Sendable {
     let alert: AlertRecord
     /// The silences holding the alert's deliveries, for the API (webhook bodies leave it out).
@@ -75,7 +76,9 @@ public struct AlertJSON: Encodable, Sendable {
         self.silencedBy = silencedBy
     }
 
-    enum Key: String, CodingKey { case id, kind, state, deviceId, appId, containerId, startsAt, endsAt, summary, detail, reason, silencedBy }
+    enum Key: String, CodingKey {
+        case id, kind, state, deviceId, appId, appVersion, containerId, startsAt, endsAt, summary, detail, reason, silencedBy
+    }
 
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: Key.self)
@@ -84,6 +87,7 @@ public struct AlertJSON: Encodable, Sendable {
         try c.encode(alert.state.rawValue, forKey: .state)
         try c.encode(alert.deviceId, forKey: .deviceId)
         try c.encode(alert.appId, forKey: .appId)
+        if let appVersion = alert.appVersion { try c.encode(appVersion, forKey: .appVersion) }
         try c.encode(alert.containerId, forKey: .containerId)
         try c.encode(alert.startsAt.rfc3339, forKey: .startsAt)
         try c.encode(alert.endsAt?.rfc3339, forKey: .endsAt)

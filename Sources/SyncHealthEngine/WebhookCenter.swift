@@ -131,14 +131,15 @@ public final class WebhookCenter: Service, Sendable {
 
     /// The subscriptions that hear of an alert's transition. Those that group by device hear of every one they want.
     /// Those that group by incident hear of the incidents instead: of a container's `fleetDegraded` only if they
-    /// name that kind, since its causes reach them as incidents.
+    /// name that kind, since its causes reach them as incidents. A `releaseRegression` has no incident: every
+    /// subscription that wants it hears of it.
     func subscribers(for alert: AlertRecord, context: AlertContext, now: Timestamp) -> [WebhookSubscription] {
         guard !silences.holds(alert, info: context.info, now: now) else { return [] }
         let perDevice = alert.deviceId != nil
         return subscriptions.withLock {
             $0.values.filter { subscription in
                 guard subscription.wants(alert, errorClass: context.errorClass) else { return false }
-                guard subscription.effectiveGrouping == .incident else { return true }
+                guard subscription.effectiveGrouping == .incident, alert.kind != .releaseRegression else { return true }
                 return !perDevice && subscription.kinds.contains(alert.kind)
             }
             .sorted { $0.id < $1.id }
@@ -146,9 +147,10 @@ public final class WebhookCenter: Service, Sendable {
     }
 
     /// The subscriptions that hear of an incident: those that group by incident and want its alerts (`alert` is a
-    /// representative one: the incident's kind, app and container), unless a silence holds them.
-    func incidentSubscribers(for alert: AlertRecord, errorClass: ErrorClass?, now: Timestamp) -> [WebhookSubscription] {
-        guard !silences.holds(alert, info: nil, now: now) else { return [] }
+    /// representative one: the incident's kind, app and container), unless a silence holds them. `info` is what all
+    /// the incident's devices share (their app version, when they run one), for silences that match on it.
+    func incidentSubscribers(for alert: AlertRecord, info: DeviceInfo?, errorClass: ErrorClass?, now: Timestamp) -> [WebhookSubscription] {
+        guard !silences.holds(alert, info: info, now: now) else { return [] }
         return subscriptions.withLock {
             $0.values.filter { $0.effectiveGrouping == .incident && $0.wants(alert, errorClass: errorClass) }.sorted { $0.id < $1.id }
         }

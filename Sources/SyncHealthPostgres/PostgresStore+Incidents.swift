@@ -45,6 +45,34 @@ extension PostgresStore {
         }
     }
 
+    public func saveReleaseAlerts(_ alerts: [AlertRecord], messages: [OutboxMessage]) async throws {
+        try await withTransaction { connection in
+            for a in alerts {
+                // `alerts_release_firing` refuses a second firing row of the release; an id already used too.
+                let query: PostgresQuery =
+                    a.state == .firing
+                    ? """
+                    INSERT INTO alerts (id, kind, state, app_id, device_id, container_id, starts_at, ends_at, summary, detail, reason, app_version)
+                    VALUES (\(a.id), \(a.kind.rawValue), \(a.state.rawValue), \(a.appId), \(a.deviceId), \(a.containerId),
+                        \(a.startsAt.microseconds), \(a.endsAt?.microseconds), \(a.summary), \(a.detail), \(a.reason?.rawValue), \(a.appVersion))
+                    ON CONFLICT DO NOTHING
+                    RETURNING id
+                    """
+                    : """
+                    UPDATE alerts SET state = \(a.state.rawValue), ends_at = \(a.endsAt?.microseconds), summary = \(a.summary),
+                        detail = \(a.detail), reason = \(a.reason?.rawValue)
+                    WHERE id = \(a.id) AND state = 'firing'
+                    RETURNING id
+                    """
+                var written = false
+                for try await _ in try await connection.query(query, logger: logger).decode(String.self) { written = true }
+                // Rolled back with everything before it: another replica got there first.
+                guard written else { throw IncidentStoreError.conflict }
+            }
+            try await Self.insertOutbox(messages, connection, logger: logger)
+        }
+    }
+
     public func incidents(_ query: IncidentQuery) async throws -> IncidentPage {
         let rows = try await Self.incidents(
             try await run(

@@ -219,12 +219,23 @@ extension PostgresStore {
             "v10: alert transitions told to every replica (LISTEN synchealth_transitions)",
             PostgresGroupSQL.transitionTrigger.map { PostgresQuery(unsafeSQL: $0) }
         ),
+        (
+            // The index lets one `releaseRegression` alert fire per release, whichever replica tries.
+            "v11: release regression alerts",
+            [
+                "ALTER TABLE alerts ADD COLUMN app_version TEXT",
+                """
+                CREATE UNIQUE INDEX alerts_release_firing ON alerts (app_id, app_version)
+                    WHERE kind = 'releaseRegression' AND state = 'firing'
+                """,
+            ]
+        ),
     ]
 
     /// The migrations a replica of the release before runs on unchanged (they only add): recorded with each
     /// migration, so that a replica that does not know a migration can tell whether it may start on the schema
     /// (docs/operations.md, "Upgrading"). Every migration from v8 on that only adds belongs here.
-    static let additive: Set<Int> = [8, 9, 10]
+    static let additive: Set<Int> = [8, 9, 10, 11]
 
     /// Applies the missing migrations, one replica at a time (under a transaction-scoped advisory lock). A database
     /// that a newer release has migrated is used if every migration this release does not know only adds (a

@@ -180,7 +180,7 @@ public final class PostgresStore: SharedSyncStore {
     public func alerts(_ query: AlertQuery) async throws -> AlertPage {
         let rows = try await run(
             """
-            SELECT seq, id, kind, state, app_id, device_id, container_id, starts_at, ends_at, summary, detail, reason FROM alerts
+            SELECT \(unescaped: Self.alertColumns) FROM alerts
             WHERE seq < \(query.cursor ?? Int64.max)
               AND (\(query.state?.rawValue)::text IS NULL OR state = \(query.state?.rawValue))
               AND (\(query.kind?.rawValue)::text IS NULL OR kind = \(query.kind?.rawValue))
@@ -196,11 +196,13 @@ public final class PostgresStore: SharedSyncStore {
         return AlertPage(alerts: Array(alerts.prefix(query.limit)), nextCursor: numbered[query.limit - 1].seq)
     }
 
-    /// Alerts, with their `seq`, from rows of `seq, id, kind, state, app_id, device_id, container_id, starts_at,
-    /// ends_at, summary, detail, reason`.
+    /// The columns `alerts(_:)` decodes.
+    static let alertColumns = "seq, id, kind, state, app_id, device_id, container_id, starts_at, ends_at, summary, detail, reason, app_version"
+
+    /// Alerts, with their `seq`, from rows of `alertColumns`.
     static func alerts(_ rows: PostgresRowSequence) async throws -> [(seq: Int64, alert: AlertRecord)] {
         var alerts: [(seq: Int64, alert: AlertRecord)] = []
-        typealias Row = (Int64, String, String, String, String?, String?, String?, Int64, Int64?, String, String, String?)
+        typealias Row = (Int64, String, String, String, String?, String?, String?, Int64, Int64?, String, String, String?, String?)
         for try await row in rows.decode(Row.self) {
             guard let kind = AlertKind(rawValue: row.2), let state = AlertState(rawValue: row.3) else {
                 throw StoreError.undecodableRecord("alert \(row.1)")
@@ -216,7 +218,8 @@ public final class PostgresStore: SharedSyncStore {
                 endsAt: row.8.map(Timestamp.init(microseconds:)),
                 summary: row.9,
                 detail: row.10,
-                reason: row.11.flatMap(ResolveReason.init(rawValue:))
+                reason: row.11.flatMap(ResolveReason.init(rawValue:)),
+                appVersion: row.12
             )
             alerts.append((row.0, alert))
         }
@@ -227,7 +230,7 @@ public final class PostgresStore: SharedSyncStore {
         guard !ids.isEmpty else { return [] }
         let rows = try await run(
             """
-            SELECT seq, id, kind, state, app_id, device_id, container_id, starts_at, ends_at, summary, detail, reason FROM alerts
+            SELECT \(unescaped: Self.alertColumns) FROM alerts
             WHERE id = ANY(\(ids)::text[])
             """,
             logger: logger
@@ -263,7 +266,7 @@ public final class PostgresStore: SharedSyncStore {
     public func recentTransitions(limit: Int) async throws -> [AlertRecord] {
         let rows = try await run(
             """
-            SELECT seq, id, kind, state, app_id, device_id, container_id, starts_at, ends_at, summary, detail, reason FROM alerts
+            SELECT \(unescaped: Self.alertColumns) FROM alerts
             WHERE seq IN (SELECT seq FROM alerts ORDER BY seq DESC LIMIT \(limit))
                OR seq IN (SELECT seq FROM alerts WHERE state = 'resolved' ORDER BY ends_at DESC LIMIT \(limit))
             ORDER BY seq

@@ -92,6 +92,12 @@ extension ServiceSetting {
             }
         ),
         duration(
+            "release-check-interval",
+            "How often every app's releases are judged, to fire or resolve releaseRegression.",
+            \.engine.releaseCheckInterval,
+            atLeast: .seconds(1)
+        ),
+        duration(
             "dedupe-window",
             "How long event ids are remembered, so that a repeat is dropped; they are kept up to a seventh longer.",
             \.engine.dedupeRetention,

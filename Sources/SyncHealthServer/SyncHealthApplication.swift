@@ -196,6 +196,7 @@ public enum SyncHealthApplication {
                 engine, engine.webhooks, AlertmanagerRefresh(engine: engine, logger: logger),
                 SilenceRelease(engine: engine, logger: logger),
                 IncidentWatch(engine: engine, logger: logger),
+                RegressionWatch(engine: engine, logger: logger),
                 HistoryRecorder(engine: engine, store: store.store, logger: logger),
                 LiveFeedTicker(engine: engine, logger: logger),
                 HeapTrimmer(logger: logger),

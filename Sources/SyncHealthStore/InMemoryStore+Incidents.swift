@@ -22,6 +22,27 @@ extension InMemoryStore {
         }
     }
 
+    public func saveReleaseAlerts(_ alerts: [AlertRecord], messages: [OutboxMessage]) async throws {
+        try withState { s throws(IncidentStoreError) in
+            var copy = s
+            for alert in alerts {
+                if alert.state == .firing {
+                    let firing = copy.alerts.contains {
+                        $0.kind == .releaseRegression && $0.state == .firing && $0.appId == alert.appId && $0.appVersion == alert.appVersion
+                    }
+                    guard !firing, copy.alertIndex[alert.id] == nil else { throw .conflict }
+                    copy.alertIndex[alert.id] = copy.alerts.count
+                    copy.alerts.append(alert)
+                } else {
+                    guard let i = copy.alertIndex[alert.id], copy.alerts[i].state == .firing else { throw .conflict }
+                    copy.alerts[i] = alert
+                }
+            }
+            for m in messages where !copy.outbox.contains(where: { $0.id == m.id }) { copy.outbox.append(m) }
+            s = copy
+        }
+    }
+
     public func incidents(_ query: IncidentQuery) async throws -> IncidentPage {
         withState { s in
             // Positions count from 1, newest last; a page goes down from the cursor.

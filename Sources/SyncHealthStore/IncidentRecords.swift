@@ -63,6 +63,12 @@ public protocol IncidentStore: Sendable {
     /// A page of incidents, newest first.
     func incidents(_ query: IncidentQuery) async throws -> IncidentPage
 
+    /// Writes release alerts (`releaseRegression`, with `appVersion` set) and `messages` in one transaction. A
+    /// firing alert is a new row, written only if its release has no alert firing; a resolved one replaces the
+    /// firing row of its id, only if that still fires. Otherwise it throws `IncidentStoreError.conflict` and writes
+    /// nothing: another writer got there first. A message already written (same id) is not written again.
+    func saveReleaseAlerts(_ alerts: [AlertRecord], messages: [OutboxMessage]) async throws
+
     /// One incident.
     func incident(id: String) async throws -> IncidentRecord?
 

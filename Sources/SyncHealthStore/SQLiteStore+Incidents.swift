@@ -43,6 +43,34 @@ extension SQLiteStore {
         }
     }
 
+    public func saveReleaseAlerts(_ alerts: [AlertRecord], messages: [OutboxMessage]) async throws {
+        try await pool.write { db in
+            for a in alerts {
+                if a.state == .firing {
+                    // `alerts_release_firing` refuses a second firing row of the release; an id already used too.
+                    try db.execute(
+                        sql: """
+                            INSERT OR IGNORE INTO alerts (id, kind, state, app_id, device_id, container_id, starts_at, ends_at, summary, detail,
+                                reason, app_version)
+                            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                            """,
+                        arguments: [
+                            a.id, a.kind.rawValue, a.state.rawValue, a.appId, a.deviceId, a.containerId, a.startsAt.microseconds,
+                            a.endsAt?.microseconds, a.summary, a.detail, a.reason?.rawValue, a.appVersion,
+                        ]
+                    )
+                } else {
+                    try db.execute(
+                        sql: "UPDATE alerts SET state = ?, ends_at = ?, summary = ?, detail = ?, reason = ? WHERE id = ? AND state = 'firing'",
+                        arguments: [a.state.rawValue, a.endsAt?.microseconds, a.summary, a.detail, a.reason?.rawValue, a.id]
+                    )
+                }
+                if db.changesCount == 0 { throw IncidentStoreError.conflict }
+            }
+            try Self.insertOutbox(messages, db)
+        }
+    }
+
     public func incidents(_ query: IncidentQuery) async throws -> IncidentPage {
         try await pool.read { db in
             let rows = try Row.fetchAll(

@@ -255,6 +255,17 @@ extension SQLiteStore {
                     """
             )
         }
+        migrator.registerMigration("v13: release regression alerts") { db in
+            // `app_version`: the release of a `releaseRegression` alert. The index lets one such alert fire per
+            // release, whichever writer tries.
+            try db.execute(
+                sql: """
+                    ALTER TABLE alerts ADD COLUMN app_version TEXT;
+                    CREATE UNIQUE INDEX alerts_release_firing ON alerts (app_id, app_version)
+                        WHERE kind = 'releaseRegression' AND state = 'firing';
+                    """
+            )
+        }
         return migrator
     }
 }

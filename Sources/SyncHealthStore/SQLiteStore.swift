@@ -359,7 +359,7 @@ public final class SQLiteStore: LocalSyncStore {
             let rows = try Row.fetchAll(
                 db,
                 sql: """
-                    SELECT seq, id, kind, state, app_id, device_id, container_id, starts_at, ends_at, summary, detail, reason
+                    SELECT \(Self.alertColumns)
                     FROM alerts \(whereClause) ORDER BY seq DESC LIMIT ?
                     """,
                 arguments: StatementArguments(arguments)
@@ -370,8 +370,10 @@ public final class SQLiteStore: LocalSyncStore {
         }
     }
 
-    /// An alert from a row of `seq, id, kind, state, app_id, device_id, container_id, starts_at, ends_at, summary,
-    /// detail, reason`.
+    /// The columns `alert(_:)` decodes.
+    static let alertColumns = "seq, id, kind, state, app_id, device_id, container_id, starts_at, ends_at, summary, detail, reason, app_version"
+
+    /// An alert from a row of `alertColumns`.
     static func alert(_ row: Row) throws -> AlertRecord {
         guard let kind = AlertKind(rawValue: row[2]), let state = AlertState(rawValue: row[3]) else {
             throw StoreError.undecodableRecord("alert \(String(describing: row[1] as String?))")
@@ -387,7 +389,8 @@ public final class SQLiteStore: LocalSyncStore {
             endsAt: (row[8] as Int64?).map(Timestamp.init(microseconds:)),
             summary: row[9],
             detail: row[10],
-            reason: (row[11] as String?).flatMap(ResolveReason.init(rawValue:))
+            reason: (row[11] as String?).flatMap(ResolveReason.init(rawValue:)),
+            appVersion: row[12]
         )
     }
 
@@ -397,7 +400,7 @@ public final class SQLiteStore: LocalSyncStore {
             let rows = try Row.fetchAll(
                 db,
                 sql: """
-                    SELECT seq, id, kind, state, app_id, device_id, container_id, starts_at, ends_at, summary, detail, reason
+                    SELECT \(Self.alertColumns)
                     FROM alerts
                     WHERE seq IN (SELECT seq FROM alerts ORDER BY seq DESC LIMIT ?)
                        OR seq IN (SELECT seq FROM alerts WHERE state = 'resolved' ORDER BY ends_at DESC LIMIT ?)

@@ -216,6 +216,9 @@ public struct AlertRecord: Sendable, Hashable {
     public var detail: String
     /// Why it resolved, when not because its condition ended.
     public var reason: ResolveReason?
+    /// The release, for a `releaseRegression` alert. Such alerts are written by `IncidentStore.saveReleaseAlerts`
+    /// only, never in a group, so the journal's entry format does not carry it.
+    public var appVersion: String?
 
     /// Creates an alert.
     public init(
@@ -229,9 +232,11 @@ public struct AlertRecord: Sendable, Hashable {
         endsAt: Timestamp?,
         summary: String,
         detail: String,
-        reason: ResolveReason? = nil
+        reason: ResolveReason? = nil,
+        appVersion: String? = nil
     ) {
         self.reason = reason
+        self.appVersion = appVersion
         self.id = id
         self.kind = kind
         self.state = state

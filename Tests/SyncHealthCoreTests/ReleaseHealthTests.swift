@@ -117,4 +117,20 @@ struct ReleaseHealthTests {
         #expect(m.worstSyncError == ckBadContainer)
         #expect(m.worstSyncError?.errorClass == m.syncErrorClass)
     }
+
+    @Test("a regression without a firing alert fires, a firing alert without a regression resolves with its start, the rest is unchanged")
+    func regressionChanges() {
+        let (a, b, c) = (
+            ReleaseKey(appId: "app", version: "2.0"), ReleaseKey(appId: "app", version: "1.10"), ReleaseKey(appId: "app", version: "1.9")
+        )
+        let finding = ReleaseRegression.Finding(previous: "1.9", share: 0.6, previousShare: 0.02, z: 8)
+        let now = t(100)
+        let changes = ReleaseRegression.changes(firing: [b: t(10), c: t(20)], findings: [a: finding, c: finding], now: now)
+        #expect(changes.map(\.key) == [b, a], "in release order: 1.10 before 2.0; 1.9 fires and is found: unchanged")
+        #expect(changes[0].transition == AlertTransition(kind: .releaseRegression, change: .resolve, startsAt: t(10), endsAt: now))
+        #expect(changes[0].finding == nil)
+        #expect(changes[1].transition == AlertTransition(kind: .releaseRegression, change: .fire, startsAt: now))
+        #expect(changes[1].finding == finding)
+        #expect(ReleaseRegression.changes(firing: [:], findings: [:], now: now).isEmpty)
+    }
 }

@@ -161,3 +161,40 @@ struct SharedIncidentTests {
         }
     }
 }
+
+extension IncidentTests {
+    @Test("a silence on an app version holds an incident whose devices all run it, and not one that spans versions", arguments: [false, true])
+    func silenceOnVersion(spansVersions: Bool) async throws {
+        let transport = RecordingTransport()
+        var configuration = EngineConfiguration()
+        configuration.incidents.groupWait = .seconds(2)
+        configuration.alerts.fleetMinimumActive = 1_000
+        let clock = ManualClock(testStart)
+        let service = TestService(clock: clock, configuration: configuration, transport: transport, webhooks: WebhookFormatTests.privateAllowed)
+        try await service.test { client in
+            _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:9/slack", "format": "slack"}"#)
+            let silence = try await client.execute(
+                uri: "/v1/silences",
+                method: .post,
+                headers: headers(adminKey),
+                body: ByteBuffer(string: #"{"matchers": {"appVersion": "2.0"}, "endsAt": "2030-01-01T00:00:00Z", "comment": "known"}"#)
+            )
+            #expect(silence.status == .created)
+            for i in 0..<10 { try await Self.breakDevice(client, "dev-\(i)", version: spansVersions && i < 3 ? "2.1" : "2.0") }
+            for _ in 0..<4 { try await advance(clock, by: .seconds(1)) }
+            // Its first notice is decided, and its messages written with it, in one transaction.
+            #expect(
+                try await eventually {
+                    let open = try json(try await client.get("/v1/incidents?state=open"))["data"] as? [[String: Any]]
+                    return open?.count == 1 && open?.first?["notifiedAt"] is String
+                }
+            )
+            if spansVersions {
+                #expect(try await eventually { transport.requests(to: "/slack").count == 1 }, "3 of its devices run 2.1")
+            } else {
+                let queued = try await service.store.dueMessages(now: testStart + .seconds(3_600), limit: 10)
+                #expect(queued.isEmpty && transport.requests(to: "/slack").isEmpty, "every device runs 2.0: held")
+            }
+        }
+    }
+}

@@ -170,7 +170,10 @@ struct NotificationPolicyServiceTests {
                     )
                 )
             }
-            #expect(try await eventually { payloads(transport).contains { ($0["data"] as? [String: Any])?["kind"] as? String == "fleetDegraded" } })
+            // The three device alerts were told before the fleet alert fired; lines are delivered side by side, so
+            // wait for all four.
+            func told(_ kind: String) -> Int { payloads(transport).count { ($0["data"] as? [String: Any])?["kind"] as? String == kind } }
+            #expect(try await eventually { told("fleetDegraded") == 1 && told("syncError") == 3 })
             let beforeHold = payloads(transport).count
             // Two more devices break while the fleet alert fires: held back.
             for i in 3..<5 {

@@ -111,3 +111,57 @@ struct IncidentStoreConformanceTests {
         }
     }
 }
+
+extension IncidentStoreConformanceTests {
+    static func releaseAlert(_ version: String, startsAt: Timestamp = t0, state: AlertState = .firing) -> AlertRecord {
+        AlertRecord(
+            id: "regression-\(version)-\(startsAt.microseconds)",
+            kind: .releaseRegression,
+            state: state,
+            deviceId: nil,
+            appId: "app",
+            containerId: nil,
+            startsAt: startsAt,
+            endsAt: state == .resolved ? startsAt + .seconds(60) : nil,
+            summary: "Release \(version) breaks sync",
+            detail: "detail",
+            appVersion: version
+        )
+    }
+
+    @Test(
+        "a release alert fires once per release, whichever writer tries second; its resolve only replaces a firing row; messages go with it",
+        arguments: StoreKind.allCases
+    )
+    func releaseAlerts(kind: StoreKind) async throws {
+        try await kind.withStore { store in
+            try await store.saveWebhook(subscription())
+            let fired = Self.releaseAlert("2.0")
+            try await store.saveReleaseAlerts([fired], messages: [message("m1", line: "r")])
+            let firing = try await store.alerts(AlertQuery(state: .firing, kind: .releaseRegression))
+            #expect(firing.alerts == [fired], "read back whole, with its release")
+
+            // Another writer, judging the same change at another time: refused, and nothing of it is written.
+            let late = Self.releaseAlert("2.0", startsAt: t0 + .seconds(5))
+            await #expect(throws: IncidentStoreError.conflict) {
+                try await store.saveReleaseAlerts([Self.releaseAlert("2.1"), late], messages: [message("m2", line: "r2")])
+            }
+            #expect(try await store.alerts(AlertQuery(kind: .releaseRegression)).alerts.map(\.id) == [fired.id], "2.1 rolled back with it")
+            #expect(Set(try await store.dueMessages(now: t0, limit: 10).map(\.id)) == ["m1"])
+
+            var resolved = fired
+            resolved.state = .resolved
+            resolved.endsAt = t0 + .seconds(60)
+            resolved.detail += " Resolved."
+            try await store.saveReleaseAlerts([resolved], messages: [message("m3", line: "r")])
+            #expect(try await store.alerts(AlertQuery(kind: .releaseRegression)).alerts == [resolved])
+            await #expect(throws: IncidentStoreError.conflict, "resolved already") {
+                try await store.saveReleaseAlerts([resolved], messages: [])
+            }
+            // Resolved, the release may fire again.
+            let again = Self.releaseAlert("2.0", startsAt: t0 + .seconds(120))
+            try await store.saveReleaseAlerts([again], messages: [])
+            #expect(try await store.alerts(AlertQuery(state: .firing, kind: .releaseRegression)).alerts == [again])
+        }
+    }
+}

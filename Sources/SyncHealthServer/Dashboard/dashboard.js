@@ -32,6 +32,7 @@ const KIND_LABELS = {
   syncStalled: "Sync stalled",
   exportAtRisk: "Export at risk",
   fleetDegraded: "Fleet degraded",
+  releaseRegression: "Release regression",
 };
 
 // ---- DOM helpers -----------------------------------------------------------------------------------------
@@ -451,7 +452,8 @@ function alertRow(a) {
   return h("tr", { "data-alert": a.id, "data-state": a.state },
     h("td", {}, h("span", { class: `badge ${a.state}` }, a.state), a.silencedBy && a.silencedBy.length ? h("span", { class: "muted" }, " silenced") : null),
     h("td", {}, KIND_LABELS[a.kind] || a.kind),
-    h("td", {}, a.deviceId ? h("a", { href: `#/device/${encodeURIComponent(a.appId)}/${encodeURIComponent(a.deviceId)}` }, a.summary) : a.summary),
+    h("td", {}, a.deviceId ? h("a", { href: `#/device/${encodeURIComponent(a.appId)}/${encodeURIComponent(a.deviceId)}` }, a.summary)
+      : a.appVersion ? h("a", { href: `#/releases${query({ appId: a.appId })}` }, a.summary) : a.summary),
     h("td", {}, time(a.startsAt)), h("td", {}, time(a.endsAt)));
 }
 

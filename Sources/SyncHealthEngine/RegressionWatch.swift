@@ -1,0 +1,102 @@
+public import Logging
+public import ServiceLifecycle
+public import SyncHealthCore
+public import SyncHealthStore
+
+/// Judges every app's releases (`ReleaseRegression`) and fires or resolves their `releaseRegression` alerts, with
+/// the alerts' messages in the same transaction (`IncidentStore.saveReleaseAlerts`).
+///
+/// Every replica runs one. A release has at most one firing alert (the store refuses a second), so when two
+/// replicas judge the same change one writes it, and the other's write is refused and it reads again.
+public struct RegressionWatch: Service {
+    let engine: any MonitorEngine
+    let logger: Logger
+
+    /// Watches `engine`'s releases.
+    public init(engine: any MonitorEngine, logger: Logger) {
+        self.engine = engine
+        self.logger = logger
+    }
+
+    public func run() async throws {
+        let wake = WakeSignal()
+        await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                var next = engine.now + (engine.isReady ? engine.configuration.releaseCheckInterval : .seconds(1))
+                if engine.isReady {
+                    do {
+                        if try await step() == nil { next = engine.now + .seconds(1) }
+                    } catch {
+                        logger.warning("Judging releases failed", metadata: ["error": "\(error)"])
+                    }
+                }
+                await wake.wait(until: next, clock: engine.clock)
+            }
+        }
+    }
+
+    /// One judgement of every release. Returns the alerts written, or `nil` when another replica wrote first (the
+    /// caller judges again soon).
+    @discardableResult
+    func step() async throws -> [AlertRecord]? {
+        let now = engine.now
+        let apps = try await engine.appVersions()
+        var findings: [ReleaseKey: ReleaseRegression.Finding] = [:]
+        for (appId, releases) in apps {
+            for (version, finding) in ReleaseRegression.evaluate(releases, minimumDevices: engine.configuration.alerts.releaseMinimumDevices) {
+                findings[ReleaseKey(appId: appId, version: version)] = finding
+            }
+        }
+        let firing = try await firingAlerts()
+        let changes = ReleaseRegression.changes(firing: firing.mapValues(\.startsAt), findings: findings, now: now)
+        guard !changes.isEmpty else { return [] }
+        var alerts: [AlertRecord] = []
+        var messages: [OutboxMessage] = []
+        for change in changes {
+            let alert = AlertText.record(regression: change, releases: apps[change.key.appId] ?? [:], firing: firing[change.key])
+            let context = AlertContext.release(change.key)
+            alerts.append(alert)
+            messages += OutboxBuilder.messages(
+                for: alert,
+                change: change.transition.change,
+                line: .release(appId: change.key.appId, version: change.key.version),
+                context: context,
+                subscribers: engine.webhooks.subscribers(for: alert, context: context, now: now),
+                now: now,
+                publicURL: engine.configuration.publicURL
+            )
+        }
+        do {
+            try await engine.webhooks.store.saveReleaseAlerts(alerts, messages: messages)
+        } catch IncidentStoreError.conflict {
+            logger.debug("Release alerts changed meanwhile; judging again")
+            return nil
+        }
+        engine.feed.publish(alerts)
+        for alert in alerts {
+            logger.notice(
+                "Release regression changed",
+                metadata: [
+                    "app.id": "\(alert.appId ?? "")", "release.version": "\(alert.appVersion ?? "")", "alert.state": "\(alert.state.rawValue)",
+                ]
+            )
+        }
+        if !messages.isEmpty { engine.webhooks.notify() }
+        return alerts
+    }
+
+    /// The firing `releaseRegression` alerts, by release.
+    func firingAlerts() async throws -> [ReleaseKey: AlertRecord] {
+        var firing: [ReleaseKey: AlertRecord] = [:]
+        var cursor: Int64?
+        repeat {
+            let page = try await engine.alerts(AlertQuery(state: .firing, kind: .releaseRegression, limit: 500, cursor: cursor))
+            for alert in page.alerts {
+                guard let appId = alert.appId, let version = alert.appVersion else { continue }
+                firing[ReleaseKey(appId: appId, version: version)] = alert
+            }
+            cursor = page.nextCursor
+        } while cursor != nil
+        return firing
+    }
+}

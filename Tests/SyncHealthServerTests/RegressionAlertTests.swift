@@ -1,0 +1,154 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import SyncHealthCore
+import SyncHealthPostgres
+import SyncHealthStore
+import SyncHealthTestSupport
+import Testing
+
+@testable import SyncHealthEngine
+@testable import SyncHealthServer
+
+@Suite("The releaseRegression alert")
+struct RegressionAlertTests {
+    /// A device on `version` that recovers from `ReleaseEndpointTests.post`'s error.
+    static func recover(_ client: some TestClientProtocol, _ device: String, version: String) async throws {
+        let events = [event("s", "2026-11-22T10:00:05Z", #""kind": "activity", "phase": "export", "state": "started""#)]
+        let body =
+            #"{"device": {"deviceId": "\#(device)", "appId": "com.example.notes", "containerId": "iCloud.n", "platform": "iOS", "osVersion": "18.1", "appVersion": "\#(version)"}, "events": [\#(events.joined(separator: ","))]}"#
+        #expect(try await client.post(ByteBuffer(string: body)).status == .accepted)
+    }
+
+    static var configuration: EngineConfiguration {
+        var configuration = EngineConfiguration()
+        configuration.releaseCheckInterval = .seconds(1)
+        return configuration
+    }
+
+    @Test(
+        "2.0 broken on 60 of 100 against 1.9 on 2 of 100 fires one releaseRegression for 2.0, told to device and incident subscriptions; it resolves when 2.0 recovers",
+        arguments: EngineStore.withShared
+    )
+    func firesAndResolves(store: EngineStore) async throws {
+        let transport = RecordingTransport()
+        let clock = ManualClock(testStart)
+        let service = TestService(
+            store: try await store.make(),
+            clock: clock,
+            configuration: Self.configuration,
+            transport: transport,
+            webhooks: WebhookFormatTests.privateAllowed
+        )
+        try await service.test { client in
+            _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:9/standard", "kinds": ["releaseRegression"]}"#)
+            _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:9/slack", "format": "slack", "kinds": ["releaseRegression"]}"#)
+            for i in 0..<100 { try await ReleaseEndpointTests.post(client, "old-\(i)", version: "1.9", broken: i < 2) }
+            for i in 0..<100 { try await ReleaseEndpointTests.post(client, "new-\(i)", version: "2.0", broken: i < 60) }
+            try await advance(clock, by: .seconds(61))
+            #expect(try await eventually { transport.requests(to: "/standard").count == 1 && transport.requests(to: "/slack").count == 1 })
+            let fired = try #require(transport.requests(to: "/standard").first?.json as? [String: Any])
+            #expect(fired["type"] as? String == "alert.firing")
+            let alert = try #require(fired["data"] as? [String: Any])
+            #expect(alert["kind"] as? String == "releaseRegression")
+            #expect(alert["appVersion"] as? String == "2.0")
+            #expect(alert["appId"] as? String == "com.example.notes")
+            #expect((alert["summary"] as? String)?.contains("60% of its active devices, against 2% on 1.9") == true, "\(alert)")
+            let slack = (transport.requests(to: "/slack").first?.json as? [String: Any])?["text"] as? String ?? ""
+            #expect(slack.contains("releaseRegression firing") && slack.contains("Release 2.0"), "a Slack subscription hears of it: \(slack)")
+
+            let listed = try json(try await client.get("/v1/alerts?kind=releaseRegression&state=firing"))
+            let rows = try #require(listed["data"] as? [[String: Any]])
+            #expect(rows.count == 1 && rows.first?["appVersion"] as? String == "2.0")
+
+            for i in 0..<60 { try await Self.recover(client, "new-\(i)", version: "2.0") }
+            try await advance(clock, by: .seconds(61))
+            #expect(try await eventually { transport.requests(to: "/standard").count == 2 })
+            let resolved = try #require(transport.requests(to: "/standard").last?.json as? [String: Any])
+            #expect(resolved["type"] as? String == "alert.resolved")
+            #expect((resolved["data"] as? [String: Any])?["id"] as? String == alert["id"] as? String, "the same alert resolves")
+            try await advance(clock, by: .seconds(5))
+            #expect(transport.requests(to: "/standard").count == 2, "told once each way")
+        }
+    }
+
+    @Test("equal shares fire nothing, nor do fewer active devices than the minimum; a regression fires once however often it is judged")
+    func judgedOnlyWhenItHolds() async throws {
+        var configuration = Self.configuration
+        configuration.alerts.releaseMinimumDevices = 30
+        let service = TestService(configuration: configuration)
+        let watch = RegressionWatch(engine: service.engine, logger: testLogger())
+        try await service.test { client in
+            for i in 0..<40 { try await ReleaseEndpointTests.post(client, "a-\(i)", version: "1.0", broken: i < 10) }
+            for i in 0..<40 { try await ReleaseEndpointTests.post(client, "b-\(i)", version: "1.1", broken: i < 10) }
+            for i in 0..<29 { try await ReleaseEndpointTests.post(client, "c-\(i)", version: "1.2", broken: true) }
+            #expect(try await watch.step() == [], "1.1 equals 1.0; 1.2 has 29 active devices, fewer than 30")
+            try await ReleaseEndpointTests.post(client, "c-29", version: "1.2", broken: true)
+            let fired = try #require(try await watch.step())
+            #expect(fired.map(\.appVersion) == ["1.2"] && fired.map(\.state) == [.firing], "30 devices: judged, and a regression")
+            #expect(try await watch.step() == [], "firing already")
+        }
+    }
+
+    @Test("a silence on the app version holds the regression's messages")
+    func silencedByVersion() async throws {
+        let transport = RecordingTransport()
+        let service = TestService(configuration: Self.configuration, transport: transport, webhooks: WebhookFormatTests.privateAllowed)
+        let watch = RegressionWatch(engine: service.engine, logger: testLogger())
+        try await service.test { client in
+            _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:9/standard"}"#)
+            let silence = try await client.execute(
+                uri: "/v1/silences",
+                method: .post,
+                headers: headers(adminKey),
+                body: ByteBuffer(string: #"{"matchers": {"appVersion": "2.0"}, "endsAt": "2030-01-01T00:00:00Z", "comment": "rolling back"}"#)
+            )
+            #expect(silence.status == .created, "\(String(buffer: silence.body))")
+            for i in 0..<100 { try await ReleaseEndpointTests.post(client, "old-\(i)", version: "1.9", broken: i < 2) }
+            for i in 0..<100 { try await ReleaseEndpointTests.post(client, "new-\(i)", version: "2.0", broken: i < 60) }
+            let before = transport.requests(to: "/standard").count
+            #expect(try await watch.step()?.count == 1, "it fires, and is listed")
+            #expect(transport.requests(to: "/standard").count == before, "but nothing about it is sent")
+            #expect(try json(try await client.get("/v1/alerts?kind=releaseRegression"))["data"] as? [Any] != nil)
+        }
+    }
+}
+
+@Suite("The releaseRegression alert on two PostgreSQL replicas", .serialized, .enabled(if: PostgresTesting.baseURL != nil))
+struct SharedRegressionAlertTests {
+    @Test("two replicas judging the same regression at once write one alert and one message")
+    func onceAcrossReplicas() async throws {
+        let url = try await PostgresTesting.freshDatabase()
+        let transport = RecordingTransport()
+        func replica() throws -> TestService {
+            TestService(
+                store: .shared(try PostgresStore(url: url, logger: testLogger())),
+                configuration: RegressionAlertTests.configuration,
+                transport: transport,
+                webhooks: WebhookFormatTests.privateAllowed
+            )
+        }
+        let (a, b) = (try replica(), try replica())
+        try await a.test { clientA in
+            try await b.test { clientB in
+                _ = try await createWebhook(clientA, json: #"{"url": "http://127.0.0.1:9/standard", "kinds": ["releaseRegression"]}"#)
+                for i in 0..<100 { try await ReleaseEndpointTests.post(clientA, "old-\(i)", version: "1.9", broken: i < 2) }
+                for i in 0..<100 { try await ReleaseEndpointTests.post(clientB, "new-\(i)", version: "2.0", broken: i < 60) }
+                let (watchA, watchB) = (
+                    RegressionWatch(engine: a.engine, logger: testLogger()), RegressionWatch(engine: b.engine, logger: testLogger())
+                )
+                async let stepA = watchA.step()
+                async let stepB = watchB.step()
+                let written = [try await stepA, try await stepB].map { $0?.count ?? 0 }
+                #expect(written.sorted() == [0, 1], "one replica wrote it; the other found it firing or was refused")
+                let firing = try json(try await clientB.get("/v1/alerts?kind=releaseRegression&state=firing"))
+                #expect((firing["data"] as? [Any])?.count == 1)
+                #expect(try await eventually { transport.requests(to: "/standard").count == 1 })
+                let (againA, againB) = (try await watchA.step(), try await watchB.step())
+                #expect(againA == [] && againB == [], "both see it firing")
+            }
+        }
+    }
+}
