@@ -8,7 +8,7 @@
 /// Indices are `0..<count`, as an array's. Elements are only appended, never inserted or removed.
 ///
 /// Reading and writing an element are `@inlinable`: the engine's modules use it with a device's record, and
-/// unspecialised they copied each record through its value witnesses (docs/benchmarks-log.md, "Specialised").
+/// unspecialised they copied each record through its value witnesses (docs/benchmarks-log.md#specialised-collections).
 public struct ChunkedArray<Element>: RandomAccessCollection, MutableCollection {
     /// Elements per chunk: a power of two, so that an index splits into chunk and offset with a shift and a mask.
     @inlinable public static var chunkSize: Int { 1 << chunkShift }

@@ -7,7 +7,7 @@
 /// insert is too. Lookups hash the key twice (once for the shard, once in it).
 ///
 /// Lookups and `withShard` are `@inlinable`, so that the modules that use it get them specialised for their keys
-/// and values (docs/benchmarks-log.md, "Specialised").
+/// and values (docs/benchmarks-log.md#specialised-collections).
 public struct ShardedDictionary<Key: Hashable, Value> {
     @usableFromInline var shards: [[Key: Value]]
     @usableFromInline var entries = 0

@@ -22,8 +22,8 @@ public struct EngineConfiguration: Sendable {
     /// `nil` keeps them all.
     public var alertRetention: Duration? = .seconds(90 * 86_400)
     /// Most expired event ids forgotten in one transaction. Forgetting runs hourly, a transaction of this size
-    /// at a time between groups: 500 random keys take ~10 ms on SQLite, where an hour of ids (1M) in one
-    /// transaction held every request up for ~9 s. See docs/benchmarks-log.md.
+    /// at a time between groups, so that a request waits for one small transaction at most, never for an hour of
+    /// ids (docs/benchmarks-log.md#forgetting-expired-ids).
     public var pruneBatchSize = 500
     /// Most requests committed in one transaction.
     public var maxGroupRequests = 1024

@@ -10,11 +10,13 @@ public import SyncHealthWebhooks
 /// - `LocalMonitor`, over a store that one process owns (SQLite, or memory in tests): every device is cached in
 ///   memory, and the cache is the authority between commits.
 /// - `SharedMonitor`, over a store that several replicas share (PostgreSQL): the database is the authority. A
-///   replica remembers the devices it last read or wrote (`SharedCache`) only to plan on them; a group writes only
-///   if none of what it planned on changed meanwhile, else it reads and plans again.
+///   replica plans a group on the devices as it last read or wrote them (`SharedCache`) and writes first: the
+///   guarded write, refused if any of them changed meanwhile, is the group's one round trip. Refused, or on devices
+///   it does not know, it reads them and plans again.
 ///
-/// Both run as a service: `run()` loads or prepares the store, then commits groups (queued requests, due timers)
-/// until graceful shutdown, and commits what was accepted before it returns.
+/// Both run as a service: `run()` loads or prepares the store, then commits groups (queued requests, due timers,
+/// erasures) until graceful shutdown, and commits what was accepted before it returns. Both plan with the same
+/// `GroupPlan` (docs/architecture.md#two-pipelines-one-protocol).
 public protocol MonitorEngine: Service, Sendable {
     /// The service's clock.
     var clock: any ServiceClock { get }

@@ -20,9 +20,9 @@ public protocol ServiceClock: Sendable {
 /// It sleeps in steps of at most `longestStep`. A cancelled `Task.sleep` keeps its timer and a small task (about
 /// 900 bytes) until the deadline it was given (swiftlang/swift#60441). The engine's loop waits until the next
 /// device deadline, often hours ahead, and requests wake it early about 80 times a second under load, so a sleep
-/// to the deadline itself left those bytes behind for hours: the heap in use grew by 33 MiB in 8 minutes of
-/// single events (docs/benchmarks-log.md, "Where a soak's memory goes"). In steps, what a cancelled sleep
-/// keeps is freed within a step.
+/// to the deadline itself would leave those bytes behind for hours, a leak under steady load
+/// (docs/benchmarks-log.md#where-a-soaks-memory-goes). In steps, what a cancelled sleep keeps is freed within a
+/// step.
 public struct SystemClock: ServiceClock {
     /// The longest a sleep waits before it looks at the clock again.
     public static let longestStep = Duration.seconds(1)

@@ -163,10 +163,9 @@ extension PostgresStore {
             ]
         ),
         (
-            // Keyed by the device first, every event inserted at a random leaf of an index as large as the window:
-            // with 100M ids, single events ran at 0.83 of an empty window's rate with a p99 of 313 ms
-            // (docs/benchmarks-log.md, "Event ids by generation"). Id first, ids that grow with time are inserted
-            // at the right edge, and expiry deletes from the left.
+            // Keyed by the device first, every event is inserted at a random leaf of an index as large as the
+            // window. Id first, ids that grow with time are inserted at the right edge, and expiry deletes from the
+            // left (docs/benchmarks-log.md#a-weeks-window-on-postgresql).
             "v7: event ids keyed id first",
             [
                 "ALTER TABLE seen_events DROP CONSTRAINT seen_events_pkey",

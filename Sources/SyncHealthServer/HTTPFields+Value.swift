@@ -2,8 +2,8 @@ import HTTPTypes
 
 extension HTTPFields {
     /// `self[name]`, without building a new string for a field that appears once, as it does in nearly every
-    /// request. The subscript joins the values through a lazy sequence even for one: for `Authorization` alone
-    /// that was 0.8% of the CPU under single events (docs/benchmarks-log.md, "Specialised").
+    /// request. The subscript joins the values through a lazy sequence even for one, and every request reads
+    /// `Authorization` (docs/benchmarks-log.md#specialised-collections).
     func value(_ name: HTTPField.Name) -> String? {
         guard let first = firstIndex(where: { $0.name == name }) else { return nil }
         if self[index(after: first)...].contains(where: { $0.name == name }) { return self[name] }

@@ -18,7 +18,7 @@ import SyncHealthCore
 /// After each trim at rest it also measures the heap (`HeapUsage`) into two gauges: what is allocated, and what
 /// the allocator holds free. Under steady load the resident set grows for minutes while what is allocated stays
 /// level: freed memory stays in the arenas, in pieces among long-lived allocations, where a trim cannot return
-/// it (docs/benchmarks-log.md, "Where a soak's memory goes"). The gauges tell that apart from a leak.
+/// it (docs/benchmarks-log.md#where-a-soaks-memory-goes). The gauges tell that apart from a leak.
 public struct HeapTrimmer: Service {
     let interval: Duration
     let policy: HeapTrimPolicy

@@ -11,7 +11,7 @@ import Darwin
 ///
 /// A copy of a large store is CPU work that ingestion would otherwise share, on a machine where ingestion uses every
 /// core: run flat out, a copy of 1M devices took a third of the single-event rate while it ran. Paced, the copy
-/// takes longer and ingestion barely notices (docs/operations.md#backups).
+/// takes longer and ingestion barely notices (docs/operations.md#backup-and-restore).
 ///
 /// The copy's pages are left to the page cache on purpose: `VACUUM INTO` does not fsync its output, the copy is
 /// streamed out and deleted within seconds, so most of it never reaches the disk, where it would hold up the

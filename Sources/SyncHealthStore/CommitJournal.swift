@@ -11,10 +11,10 @@ import Darwin
 /// The embedded store's commit journal: an append-only file that a group's changes reach before they are
 /// acknowledged, one sequential record per group.
 ///
-/// Writing a group straight into SQLite's tables rewrote ~18 KB of B-tree pages for a 150-byte event (WAL
-/// frames, then the checkpoint's copy), and that halved single-event ingestion (docs/benchmarks-log.md, "The commit
-/// journal"). A journal record is the group's bytes and nothing else; `SQLiteStore` folds the journal into the
-/// tables later, many groups in one transaction.
+/// Writing a group straight into SQLite's tables rewrites kilobytes of B-tree pages for a small event (WAL frames,
+/// then the checkpoint's copy); a journal record is the group's bytes and nothing else, and `SQLiteStore` folds the
+/// journal into the tables later, many groups in one transaction, so each page is rewritten once for many events
+/// (docs/architecture.md#the-commit-journal).
 ///
 /// Records live in numbered segment files (`synchealth-journal-<n>`). A fold seals the active segment, and a
 /// segment is retired once every record in it is in the tables. Each record is a 24-byte header (magic, payload
@@ -29,8 +29,7 @@ import Darwin
 /// A retired segment is kept as a spare (`synchealth-spare-journal-<n>`, at most `maxSpares` of at most
 /// `maxSpareBytes`) and renamed to the next segment's name when one is needed, so that records overwrite blocks
 /// the file already has. `fdatasync` after a write that grows a file must also write the inode (its size); after
-/// one within the file it writes the data alone: on this machine's disk 90 µs and 42 µs of CPU a sync, against
-/// 132 µs and 57 µs (docs/benchmarks-log.md, "Recycled journal segments"). Its older records never come back: they are all
+/// one within the file it writes the data alone, which is cheaper. Its older records never come back: they are all
 /// at or below the fold that retired the segment, and a store replays only what is above its last fold.
 ///
 /// All file work runs on one serial queue, off Swift's concurrency pool: `fdatasync` blocks for a millisecond.

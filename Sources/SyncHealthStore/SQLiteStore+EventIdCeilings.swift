@@ -6,8 +6,8 @@ import Synchronization
 /// Per device, a ceiling that no event id recorded for it is above, so that the journal's dedupe judges a claim
 /// whose ids are all above it without reading the tables: ids that only grow (the client's UUIDv7) are new.
 ///
-/// The dedupe read was 9-16% of the single-event rate and 7-14 µs of CPU a request (docs/benchmarks-log.md,
-/// "Ceilings"). A ceiling is the first 16 bytes of an id, zero-padded (`Prefix`), so that a device costs a
+/// The dedupe read is a B-tree seek a generation for every claim (docs/architecture.md#event-ids-by-generation).
+/// A ceiling is the first 16 bytes of an id, zero-padded (`Prefix`), so that a device costs a
 /// dictionary entry (24 bytes, up to 64 with the room a dictionary keeps to grow) and no allocation. An id whose
 /// prefix is above its device's ceiling is above every recorded id, so it was not recorded; any other id is read as
 /// before. Prefixes keep the ids' order (an id at or below another has a prefix at or below the other's), so the

@@ -4,7 +4,7 @@ import GRDB
 /// then the id's bytes, then its device's hash; and per device, a ceiling that none of its ids is above, in
 /// `event_id_ceilings`.
 ///
-/// Why this shape (docs/benchmarks-log.md, "Event ids by generation"):
+/// Why this shape (docs/architecture.md#event-ids-by-generation):
 /// - **A fold writes pages in proportion to the ids it records.** Ids that grow with time (the client's UUIDv7)
 ///   go in at the right edge of the current generation, so a page written holds a hundred new ids. The per-device
 ///   rows of migrations v4-v9 (tails and buckets) rewrote a page for each device a fold touched: once every

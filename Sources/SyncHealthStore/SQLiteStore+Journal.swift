@@ -108,10 +108,8 @@ struct JournalBacklog: Sendable {
 
 extension SQLiteStore {
     /// A fold starts once the backlog is this old, or this large. A fold rewrites each page its groups touch
-    /// once, however many of them touch it: at 100,000 devices, doubling both from 1 s and 8 MiB cut the bytes
-    /// written per single event by two fifths and raised the rate by about 7% (docs/benchmarks-log.md, "Larger
-    /// folds"). In exchange the backlog holds twice as much in memory (peak RSS 20 MiB higher under single
-    /// events, 50-60 MiB under 100-event batches), and a restart after a crash replays up to twice as much.
+    /// once, however many of them touch it, so larger folds write fewer bytes an event; in exchange the backlog
+    /// holds more in memory, and a restart after a crash replays more (docs/benchmarks-log.md#larger-folds-and-a-folds-frees-off-the-journals-queue).
     static let foldInterval = Duration.seconds(2)
     static let foldBytes = 16 << 20
     /// A commit that finds more than this in the backlog folds it before it returns, so that a writer that falls
@@ -206,9 +204,8 @@ extension SQLiteStore {
     /// commit behind it).
     ///
     /// The result is taken out of the box it crosses threads in, and `empty` left there: the queue lets go of its
-    /// block, and with it the box, whenever it gets to it, and whoever lets go last frees what the box holds. A
-    /// fold's `Forgotten` freed there held up every commit for 20-40 ms (docs/benchmarks-log.md, "What a fold
-    /// forgets was freed on the journal's queue").
+    /// block, and with it the box, whenever it gets to it, and whoever lets go last frees what the box holds: a
+    /// fold's `Forgotten` freed on the queue would hold up every commit behind it.
     func withBacklog<T: Sendable>(politely: Bool, empty: T, _ body: @escaping @Sendable (inout JournalBacklog) -> T) -> T {
         guard politely else { return backlog.withLock { body(&$0) } }
         let result = Mutex(empty)
@@ -244,8 +241,8 @@ extension SQLiteStore {
 /// with the requests it holds up. GRDB's own threads run at `userInitiated`, which libdispatch on Linux maps above
 /// the requests' priority; a thread of its own because an unprivileged process cannot raise a thread's priority
 /// back, and GRDB's and dispatch's threads serve everything else too. Too low a priority lets folds fall behind a
-/// heavy load and grow, so the default is a middle value (why: docs/benchmarks-log.md, "Where a single-event
-/// request's CPU goes"). When the backlog passes `pressureBytes` the fold runs on GRDB's writer instead: under a
+/// heavy load and grow, so the default is a middle value (docs/benchmarks-log.md#the-folds-thread-and-its-cpu).
+/// When the backlog passes `pressureBytes` the fold runs on GRDB's writer instead: under a
 /// load the polite thread cannot keep up with, folding late only makes the folds larger.
 ///
 /// A fold that fails leaves its groups in the journal and the backlog, and the next tick tries again. Until one

@@ -37,9 +37,9 @@ public final class SQLiteStore: LocalSyncStore {
     /// The most page cache, in KiB, each connection keeps (SQLite's default is 2 MiB).
     ///
     /// Every event costs B-tree descents into `devices` and the event-id tables: the commit's dedupe read and the fold's
-    /// read and write. With 2 MiB a connection kept few of those tables' pages, so a single-event request read ~1.35
-    /// pages back from the OS with `pread` (docs/benchmarks-log.md, "SQLite's page cache"). The memory is taken as pages are
-    /// read: the writer and the reader that judges ids fill theirs, the others stay small.
+    /// read and write. With SQLite's default a connection keeps few of those tables' pages, and each request reads
+    /// pages back from the OS (docs/benchmarks-log.md#sqlite-settings). The memory is taken as pages are read: the
+    /// writer and the reader that judges ids fill theirs, the others stay small.
     static let pageCacheKiB = 32 * 1024
 
     /// The database file's path.
@@ -153,9 +153,9 @@ public final class SQLiteStore: LocalSyncStore {
     }
 
     /// SQLite's quick check of every table and its indexes but `event_ids`, which holds most of a store's pages
-    /// once its window has filled: checking 100M ids read 3.8 GB and added 12 s to every start
-    /// (docs/benchmarks-log.md, "Event ids by generation"). A damaged page there fails the fold that reaches it,
-    /// which keeps its groups in the journal; the backup's full integrity check covers it.
+    /// once its window has filled, so that a start does not read the whole window (docs/architecture.md#event-ids-by-generation).
+    /// A damaged page there fails the fold that reaches it, which keeps its groups in the journal; the backup's full
+    /// integrity check covers it.
     static func quickCheck(_ db: Database, path: String) throws {
         let tables = try String.fetchAll(
             db,
