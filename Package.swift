@@ -13,6 +13,7 @@ let package = Package(
     products: [
         .executable(name: "synchealth", targets: ["synchealth"]),
         .library(name: "SyncHealthCore", targets: ["SyncHealthCore"]),
+        .library(name: "SyncHealthEngineTesting", targets: ["SyncHealthEngineTesting"]),
     ],
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
@@ -173,6 +174,11 @@ let package = Package(
             path: "Benchmarks/BareRoute",
             swiftSettings: swiftSettings
         ),
+        // What tests of the engine need from outside it: a clock they move, a transport that records.
+        .target(
+            name: "SyncHealthEngineTesting",
+            dependencies: ["SyncHealthCore", "SyncHealthEngine", "SyncHealthWebhooks"]
+        ),
         // Helpers shared by the test targets.
         .target(
             name: "SyncHealthTestSupport",
@@ -211,13 +217,14 @@ let package = Package(
         .testTarget(
             name: "SyncHealthEngineTests",
             // CHeap: a test counts what the allocator holds.
-            dependencies: ["SyncHealthEngine", "SyncHealthCore", "SyncHealthStore", "SyncHealthTestSupport", "CHeap"]
+            dependencies: ["SyncHealthEngine", "SyncHealthEngineTesting", "SyncHealthCore", "SyncHealthStore", "SyncHealthTestSupport", "CHeap"]
         ),
         .testTarget(
             name: "SyncHealthServerTests",
             dependencies: [
                 "SyncHealthServer",
                 "SyncHealthEngine",
+                "SyncHealthEngineTesting",
                 "SyncHealthCore",
                 "SyncHealthStore",
                 "SyncHealthPostgres",
@@ -266,7 +273,7 @@ if Context.environment["SYNCHEALTH_BENCHMARKS"] != nil {
         .executableTarget(
             name: "Churn",
             dependencies: [
-                "CHeap", "SyncHealthCore", "SyncHealthStore", "SyncHealthEngine", "SyncHealthWebhooks",
+                "CHeap", "SyncHealthCore", "SyncHealthStore", "SyncHealthEngine", "SyncHealthEngineTesting", "SyncHealthWebhooks",
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Benchmarks/Churn"

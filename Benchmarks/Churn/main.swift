@@ -13,6 +13,7 @@ import Foundation
 import Logging
 import SyncHealthCore
 import SyncHealthEngine
+import SyncHealthEngineTesting
 import SyncHealthStore
 import SyncHealthWebhooks
 

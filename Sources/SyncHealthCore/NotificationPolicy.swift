@@ -1,7 +1,8 @@
 import HeapModule
 
-/// Decides which alert transitions are worth telling ops about: a flapping alert is told once, and while a
-/// container's `fleetDegraded` fires, that container's device alerts are held back and counted.
+/// Decides which alert transitions are worth telling ops about: a flapping alert is told once, then held until
+/// it has been quiet for a window. (Many devices breaking at once are grouped into incidents, for the subscriptions
+/// that want them, by `IncidentBook`; a subscription that groups by device hears of every device.)
 ///
 /// A value type: `decide` and `settle` return what to deliver, and the caller writes the messages.
 ///
@@ -26,8 +27,6 @@ public struct NotificationPolicy: Sendable, Equatable {
         case deliver(flapping: Bool)
         /// Do not deliver: the alert is flapping and ops were told.
         case suppressFlapping
-        /// Do not deliver: the container's fleet alert fires; the transition is counted for its summary.
-        case holdForFleet
     }
 
     /// A line of one device's alerts of one kind.
@@ -57,7 +56,6 @@ public struct NotificationPolicy: Sendable, Equatable {
     /// The values a group's calls replaced, so that they can be put back.
     struct Journal: Sendable {
         var lines: [AlertLine: Line?] = [:]
-        var heldBack: [String: Int?] = [:]
     }
 
     /// Thresholds.
@@ -65,8 +63,6 @@ public struct NotificationPolicy: Sendable, Equatable {
     /// Lines with recent activity: one per device in a fleet-wide outage, so in shards, which
     /// grow without rehashing every line at once under the engine's lock (see `ShardedDictionary`).
     public private(set) var lines = ShardedDictionary<AlertLine, Line>()
-    /// Device transitions held back per container while its fleet alert fires.
-    public private(set) var heldBack: [String: Int] = [:]
     /// Lines by when `settle` should look at them: each line with a `settleAt` has an entry at that time.
     private var queue = Heap<Entry>()
     /// Set between `beginChanges` and `keepChanges` or `discardChanges`.
@@ -77,8 +73,8 @@ public struct NotificationPolicy: Sendable, Equatable {
         self.configuration = configuration
     }
 
-    /// Decides about one device transition on line `key`.
-    public mutating func decide(key: AlertLine, containerId: String?, transition: AlertTransition, fleetFiring: Bool, now: Timestamp) -> Decision {
+    /// Decides about one transition on line `key`.
+    public mutating func decide(key: AlertLine, transition: AlertTransition, now: Timestamp) -> Decision {
         remember(line: key)
         var line = lines[key] ?? Line()
         let windowStart = now - configuration.flapWindow
@@ -92,11 +88,6 @@ public struct NotificationPolicy: Sendable, Equatable {
             queue.insert(Entry(at: now + configuration.flapWindow, key: key))
         }
         defer { lines[key] = line }
-        if fleetFiring, let containerId {
-            remember(heldBack: containerId)
-            heldBack[containerId, default: 0] += 1
-            return .holdForFleet
-        }
         if line.flappingSince != nil { return .suppressFlapping }
         if line.fires.count > configuration.flapThreshold {
             line.flappingSince = now
@@ -143,22 +134,16 @@ public struct NotificationPolicy: Sendable, Equatable {
         queue.min?.at
     }
 
-    /// The number of device transitions held back for a container, which is reset.
-    public mutating func takeHeldBack(containerId: String) -> Int {
-        remember(heldBack: containerId)
-        return heldBack.removeValue(forKey: containerId) ?? 0
-    }
-
     /// Starts recording what the calls change, so that `discardChanges` can put it back: a group decides on the
     /// policy in place, before its commit, and takes its decisions back if the commit fails.
     public mutating func beginChanges() {
         journal = Journal()
     }
 
-    /// Whether anything changed since `beginChanges` (a line or a held-back count touched).
+    /// Whether anything changed since `beginChanges` (a line touched).
     public var hasChanges: Bool {
         guard let journal else { return false }
-        return !journal.lines.isEmpty || !journal.heldBack.isEmpty
+        return !journal.lines.isEmpty
     }
 
     /// Keeps the changes since `beginChanges`.
@@ -175,7 +160,6 @@ public struct NotificationPolicy: Sendable, Equatable {
             // Its queue entry may have been taken meanwhile; a second one at the same time is skipped as stale.
             if let at = line?.settleAt { queue.insert(Entry(at: at, key: key)) }
         }
-        for (containerId, count) in journal.heldBack { heldBack[containerId] = count }
     }
 
     private mutating func remember(line key: AlertLine) {
@@ -183,12 +167,7 @@ public struct NotificationPolicy: Sendable, Equatable {
         journal?.lines.updateValue(lines[key], forKey: key)
     }
 
-    private mutating func remember(heldBack containerId: String) {
-        guard journal != nil, journal?.heldBack.index(forKey: containerId) == nil else { return }
-        journal?.heldBack.updateValue(heldBack[containerId], forKey: containerId)
-    }
-
     public static func == (a: NotificationPolicy, b: NotificationPolicy) -> Bool {
-        a.configuration == b.configuration && a.lines == b.lines && a.heldBack == b.heldBack
+        a.configuration == b.configuration && a.lines == b.lines
     }
 }

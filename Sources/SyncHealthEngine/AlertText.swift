@@ -36,49 +36,23 @@ enum AlertText {
         )
     }
 
-    /// A release's regression alert: it fires with the finding, and its resolve keeps what it fired with.
-    static func record(regression change: ReleaseRegression.Change, releases: [String: ReleaseCounts], firing: AlertRecord?) -> AlertRecord {
-        let key = change.key
-        guard let finding = change.finding else {
-            var resolved =
-                firing
-                ?? AlertRecord(
-                    id: AlertIdentity.id(
-                        subject: .release(appId: key.appId, version: key.version),
-                        kind: .releaseRegression,
-                        startsAt: change.transition.startsAt
-                    ),
-                    kind: .releaseRegression,
-                    state: .firing,
-                    deviceId: nil,
-                    appId: key.appId,
-                    containerId: nil,
-                    startsAt: change.transition.startsAt,
-                    endsAt: nil,
-                    summary: "Release \(key.version) of \(key.appId) breaks sync more often than the release before",
-                    detail: "",
-                    appVersion: key.version
-                )
-            resolved.state = .resolved
-            resolved.endsAt = change.transition.endsAt
-            let share = releases[key.version]?.brokenShare.map { " (\(percent($0)) of its active devices broken now)" } ?? ""
-            resolved.detail += " Resolved: \(key.version) is no longer broken significantly more often than the release before\(share)."
-            return resolved
-        }
+    /// A release's regression alert as it fires, with the finding.
+    static func record(
+        regression key: ReleaseKey,
+        finding: ReleaseRegression.Finding,
+        releases: [String: ReleaseCounts],
+        startsAt: Timestamp
+    ) -> AlertRecord {
         let counts = releases[key.version]?.counts ?? FleetCounts()
         let base = releases[finding.previous]?.counts ?? FleetCounts()
         return AlertRecord(
-            id: AlertIdentity.id(
-                subject: .release(appId: key.appId, version: key.version),
-                kind: .releaseRegression,
-                startsAt: change.transition.startsAt
-            ),
+            id: AlertIdentity.id(subject: .release(appId: key.appId, version: key.version), kind: .releaseRegression, startsAt: startsAt),
             kind: .releaseRegression,
             state: .firing,
             deviceId: nil,
             appId: key.appId,
             containerId: nil,
-            startsAt: change.transition.startsAt,
+            startsAt: startsAt,
             endsAt: nil,
             summary:
                 "Release \(key.version) of \(key.appId) breaks sync: \(percent(finding.share)) of its active devices, against \(percent(finding.previousShare)) on \(finding.previous)",
@@ -88,6 +62,17 @@ enum AlertText {
                 + " Their top errors, with what to do: GET /v1/releases?appId=\(key.appId).",
             appVersion: key.version
         )
+    }
+
+    /// A firing regression alert as it resolves: what it fired with, and the release's share now.
+    static func resolved(regression alert: AlertRecord, releases: [String: ReleaseCounts], at endsAt: Timestamp) -> AlertRecord {
+        var resolved = alert
+        resolved.state = .resolved
+        resolved.endsAt = endsAt
+        let version = alert.appVersion ?? ""
+        let share = releases[version]?.brokenShare.map { " (\(percent($0)) of its active devices broken now)" } ?? ""
+        resolved.detail += " Resolved: \(version) is no longer broken significantly more often than the release before\(share)."
+        return resolved
     }
 
     /// `0.6` as `60%`, `0.025` as `2.5%`.
@@ -119,14 +104,6 @@ enum AlertText {
                 } ?? ""
             told.detail += " Resolved because the device was not seen\(after) and was forgotten (SYNCHEALTH_FORGET_AFTER)."
         }
-        return told
-    }
-
-    /// A fleet alert's resolve, noting the device alert changes held back while it fired.
-    static func heldBack(_ alert: AlertRecord, count: Int) -> AlertRecord {
-        guard count > 0 else { return alert }
-        var told = alert
-        told.detail += " \(count) device alert changes of this container were held back while it fired; GET /v1/alerts lists them."
         return told
     }
 

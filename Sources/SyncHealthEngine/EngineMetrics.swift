@@ -30,8 +30,9 @@ struct EngineMetrics: Sendable {
             )
         }
     )
+    /// Every kind but `releaseRegression`, which `RegressionWatch` counts.
     let firing: [AlertKind: Gauge] = Dictionary(
-        uniqueKeysWithValues: AlertKind.allCases.map { kind in
+        uniqueKeysWithValues: AlertKind.allCases.filter { $0 != .releaseRegression }.map { kind in
             (kind, Gauge(label: "synchealth_alerts_firing", dimensions: [("kind", kind.rawValue)]))
         }
     )

@@ -37,8 +37,9 @@ struct GroupPlan {
     var touched: [Touched] = []
     /// The counters after the group (the shared pipeline starts from zero: these are then its deltas).
     var counters: FleetCounters
-    /// The release counters after the group (the local pipeline's; the shared one reads releases from its devices).
-    var releases: ReleaseCounters
+    /// The release counters after the group; `nil` for the shared pipeline, which counts releases from its devices
+    /// when asked.
+    var releases: ReleaseCounters?
     var fleetAlerts: FleetAlerts
     var transitions: [Transition] = []
     /// Containers a touched device left or joined, sorted: the fleet rule is evaluated for these.
@@ -60,7 +61,7 @@ struct GroupPlan {
         erasures: [DeviceKey] = [],
         devices: DeviceTable,
         counters: FleetCounters,
-        releases: ReleaseCounters = ReleaseCounters(),
+        releases: ReleaseCounters? = nil,
         fleetAlerts: FleetAlerts,
         policy: inout NotificationPolicy,
         now: Timestamp,
@@ -142,8 +143,7 @@ private struct GroupPlanner {
             plan.changes.alerts.append(alert)
             plan.transitions.append(GroupPlan.Transition(id: alert.id, kind: alert.kind, change: transition.change))
             let line = AlertLine.device(device.key, alert.kind)
-            let fleetFiring = device.info.containerId.map { plan.fleetAlerts.firing[$0] != nil } ?? false
-            switch policy.decide(key: line, containerId: device.info.containerId, transition: transition, fleetFiring: fleetFiring, now: now) {
+            switch policy.decide(key: line, transition: transition, now: now) {
             case .deliver(let flapping):
                 let told = flapping ? AlertText.flapping(alert, configuration: configuration.notifications) : alert
                 let context = AlertContext(device: device)
@@ -156,7 +156,7 @@ private struct GroupPlanner {
                     now: now,
                     publicURL: configuration.publicURL
                 )
-            case .suppressFlapping, .holdForFleet:
+            case .suppressFlapping:
                 break
             }
         }
@@ -278,7 +278,7 @@ private struct GroupPlanner {
             let old = item.index.map { _ in item.contribution }
             let new = item.removal == nil ? item.record.fleetContribution(now: now, configuration: configuration.alerts) : nil
             plan.counters.replace(old, with: new)
-            plan.releases.replace(old, with: new, firstSeenAt: item.record.firstSeenAt, lastSeenAt: item.record.lastSeenAt)
+            plan.releases?.replace(old, with: new, firstSeenAt: item.record.firstSeenAt, lastSeenAt: item.record.lastSeenAt)
             if let c = old?.containerId { containers.insert(c) }
             if let c = new?.containerId { containers.insert(c) }
             if let new { plan.touched[s].contribution = new }
@@ -300,7 +300,6 @@ extension GroupPlan {
     /// Evaluates the fleet rule of every container the group touched, given their counts after the group.
     mutating func evaluateFleet(
         counts countsOf: (String) -> FleetCounts,
-        policy: inout NotificationPolicy,
         now: Timestamp,
         configuration: EngineConfiguration,
         subscribers: (AlertRecord, AlertContext) -> [WebhookSubscription]
@@ -310,10 +309,7 @@ extension GroupPlan {
             guard let transition = fleetAlerts.evaluate(containerId: container, counts: counts, now: now, configuration: configuration.alerts) else {
                 continue
             }
-            var alert = AlertText.record(for: transition, containerId: container, counts: counts)
-            if transition.change == .resolve {
-                alert = AlertText.heldBack(alert, count: policy.takeHeldBack(containerId: container))
-            }
+            let alert = AlertText.record(for: transition, containerId: container, counts: counts)
             changes.alerts.append(alert)
             changes.fleetAlerts.append((container, transition.change == .fire ? transition.startsAt : nil))
             transitions.append(Transition(id: alert.id, kind: .fleetDegraded, change: transition.change))

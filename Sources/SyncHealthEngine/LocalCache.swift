@@ -128,7 +128,7 @@ struct LocalCache {
         }
         if devices.wantsCompaction { compact() } else { compactDeadlinesIfNeeded() }
         counters = plan.counters
-        releases = plan.releases
+        if let planned = plan.releases { releases = planned }
         fleetAlerts = plan.fleetAlerts
         policy.keepChanges()
         for t in plan.transitions { firing[t.kind, default: 0] += t.change == .fire ? 1 : -1 }

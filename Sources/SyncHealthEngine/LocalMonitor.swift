@@ -301,7 +301,6 @@ public final class LocalMonitor: MonitorEngine, GroupPipeline {
             let counters = plan.counters
             plan.evaluateFleet(
                 counts: { counters[FleetScope(containerId: $0)] },
-                policy: &c.policy,
                 now: now,
                 configuration: configuration,
                 subscribers: webhooks.subscribers(for:context:)
@@ -312,6 +311,6 @@ public final class LocalMonitor: MonitorEngine, GroupPipeline {
 
     private func updateFiringGauges() {
         let firing = cache.withLock { $0.firing }
-        for kind in AlertKind.allCases { metrics.firing[kind]?.record(firing[kind] ?? 0) }
+        for (kind, gauge) in metrics.firing { gauge.record(firing[kind] ?? 0) }
     }
 }

@@ -1,3 +1,4 @@
+import CoreMetrics
 public import Logging
 public import ServiceLifecycle
 public import SyncHealthCore
@@ -11,6 +12,16 @@ public import SyncHealthStore
 public struct RegressionWatch: Service {
     let engine: any MonitorEngine
     let logger: Logger
+    /// `synchealth_alerts_firing{kind="releaseRegression"}`: the engines count the other kinds.
+    let firingGauge = Gauge(label: "synchealth_alerts_firing", dimensions: [("kind", AlertKind.releaseRegression.rawValue)])
+    let fired = Counter(
+        label: "synchealth_alert_transitions_total",
+        dimensions: [("kind", AlertKind.releaseRegression.rawValue), ("change", "fire")]
+    )
+    let resolved = Counter(
+        label: "synchealth_alert_transitions_total",
+        dimensions: [("kind", AlertKind.releaseRegression.rawValue), ("change", "resolve")]
+    )
 
     /// Watches `engine`'s releases.
     public init(engine: any MonitorEngine, logger: Logger) {
@@ -49,11 +60,20 @@ public struct RegressionWatch: Service {
         }
         let firing = try await firingAlerts()
         let changes = ReleaseRegression.changes(firing: firing.mapValues(\.startsAt), findings: findings, now: now)
+        firingGauge.record(firing.count)
         guard !changes.isEmpty else { return [] }
         var alerts: [AlertRecord] = []
         var messages: [OutboxMessage] = []
         for change in changes {
-            let alert = AlertText.record(regression: change, releases: apps[change.key.appId] ?? [:], firing: firing[change.key])
+            let releases = apps[change.key.appId] ?? [:]
+            let alert: AlertRecord
+            if let finding = change.finding {
+                alert = AlertText.record(regression: change.key, finding: finding, releases: releases, startsAt: change.transition.startsAt)
+            } else if let fired = firing[change.key] {
+                alert = AlertText.resolved(regression: fired, releases: releases, at: now)
+            } else {
+                continue
+            }
             let context = AlertContext.release(change.key)
             alerts.append(alert)
             messages += OutboxBuilder.messages(
@@ -72,6 +92,10 @@ public struct RegressionWatch: Service {
             logger.debug("Release alerts changed meanwhile; judging again")
             return nil
         }
+        let fires = changes.count { $0.finding != nil }
+        fired.increment(by: fires)
+        resolved.increment(by: changes.count - fires)
+        firingGauge.record(firing.count + fires - (changes.count - fires))
         engine.feed.publish(alerts)
         for alert in alerts {
             logger.notice(

@@ -11,8 +11,8 @@ import Synchronization
 /// knows them (`SharedCache`: as it last read or wrote them), on what it knows, and then the guarded write is the
 /// group's only round trip. Timers are the store's due-time column, claimed for a lease, so a replica serves the timers of one
 /// that died. Reads go to the store, so every replica answers alike as soon as a write commits; subscriptions and
-/// fleet rules follow other replicas' writes within `sharedPollInterval`. Only the notification policy (flapping,
-/// fleet hold-back counts) is per replica: a group decides on it in place, keeps its changes after the commit, and
+/// fleet rules follow other replicas' writes within `sharedPollInterval`. Only the notification policy (flapping)
+/// is per replica: a group decides on it in place, keeps its changes after the commit, and
 /// takes them back when an attempt fails.
 public final class SharedMonitor: MonitorEngine, GroupPipeline {
     public let configuration: EngineConfiguration
@@ -346,19 +346,16 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
                 plan.containers = Array(Set(plan.containers).union(snapshot.counts.keys).union(snapshot.fleetAlerts.keys)).sorted()
             }
             let deltas = plan.counters
-            policy.withLock { p in
-                plan.evaluateFleet(
-                    counts: { container in
-                        var counts = snapshot.counts[container] ?? FleetCounts()
-                        counts.add(deltas[FleetScope(containerId: container)])
-                        return counts
-                    },
-                    policy: &p,
-                    now: now,
-                    configuration: configuration,
-                    subscribers: webhooks.subscribers(for:context:)
-                )
-            }
+            plan.evaluateFleet(
+                counts: { container in
+                    var counts = snapshot.counts[container] ?? FleetCounts()
+                    counts.add(deltas[FleetScope(containerId: container)])
+                    return counts
+                },
+                now: now,
+                configuration: configuration,
+                subscribers: webhooks.subscribers(for:context:)
+            )
             if plan.changes.isEmpty { return plan }
             let write = GroupWrite(
                 changes: plan.changes,

@@ -9,15 +9,8 @@ import Testing
 struct ReferencePolicy {
     var configuration = NotificationPolicy.Configuration()
     var lines: [AlertLine: NotificationPolicy.Line] = [:]
-    var heldBack: [String: Int] = [:]
 
-    mutating func decide(
-        key: AlertLine,
-        containerId: String?,
-        transition: AlertTransition,
-        fleetFiring: Bool,
-        now: Timestamp
-    ) -> NotificationPolicy.Decision {
+    mutating func decide(key: AlertLine, transition: AlertTransition, now: Timestamp) -> NotificationPolicy.Decision {
         var line = lines[key] ?? NotificationPolicy.Line()
         let windowStart = now - configuration.flapWindow
         line.fires.removeAll { $0 < windowStart }
@@ -25,10 +18,6 @@ struct ReferencePolicy {
         line.last = transition
         line.lastAt = now
         defer { lines[key] = line }
-        if fleetFiring, let containerId {
-            heldBack[containerId, default: 0] += 1
-            return .holdForFleet
-        }
         if line.flappingSince != nil { return .suppressFlapping }
         if line.fires.count > configuration.flapThreshold {
             line.flappingSince = now
@@ -62,21 +51,16 @@ struct ReferencePolicy {
         lines.values.compactMap { line in line.flappingSince != nil || !line.fires.isEmpty ? line.lastAt.map { $0 + configuration.flapWindow } : nil }
             .min()
     }
-
-    mutating func takeHeldBack(containerId: String) -> Int {
-        heldBack.removeValue(forKey: containerId) ?? 0
-    }
 }
 
-/// A random sequence of calls on a policy: decides on a few lines, settles, takes held-back counts.
+/// A random sequence of calls on a policy: decides on a few lines, settles.
 struct PolicyScript {
     var random: SplitMix64
     var now = t(0)
 
     enum Call {
-        case decide(key: AlertLine, containerId: String?, transition: AlertTransition, fleetFiring: Bool, now: Timestamp)
+        case decide(key: AlertLine, transition: AlertTransition, now: Timestamp)
         case settle(now: Timestamp)
-        case takeHeldBack(String)
     }
 
     mutating func next() -> Call {
@@ -85,14 +69,11 @@ struct PolicyScript {
         switch random.next() % 10 {
         case 0...5:
             let key = line("k\(random.next() % 6)")
-            let containerId = ["c0", "c1", nil][Int(random.next() % 3)]
             let change: AlertTransition.Change = random.next() % 2 == 0 ? .fire : .resolve
             let transition = AlertTransition(kind: .syncError, change: change, startsAt: now - .seconds(10), endsAt: change == .resolve ? now : nil)
-            return .decide(key: key, containerId: containerId, transition: transition, fleetFiring: random.next() % 5 == 0, now: now)
-        case 6...8:
-            return .settle(now: now)
+            return .decide(key: key, transition: transition, now: now)
         default:
-            return .takeHeldBack(["c0", "c1"][Int(random.next() % 2)])
+            return .settle(now: now)
         }
     }
 }
@@ -101,20 +82,12 @@ struct PolicyScript {
 enum Answer: Equatable {
     case decision(NotificationPolicy.Decision)
     case settled([AlertLine], [AlertTransition])
-    case count(Int)
 }
 
 /// The calls a script makes, on either policy.
 protocol PolicyCalls {
-    mutating func decide(
-        key: AlertLine,
-        containerId: String?,
-        transition: AlertTransition,
-        fleetFiring: Bool,
-        now: Timestamp
-    ) -> NotificationPolicy.Decision
+    mutating func decide(key: AlertLine, transition: AlertTransition, now: Timestamp) -> NotificationPolicy.Decision
     mutating func settle(now: Timestamp) -> [(key: AlertLine, transition: AlertTransition)]
-    mutating func takeHeldBack(containerId: String) -> Int
 }
 
 extension NotificationPolicy: PolicyCalls {}
@@ -123,13 +96,11 @@ extension ReferencePolicy: PolicyCalls {}
 extension PolicyCalls {
     mutating func run(_ call: PolicyScript.Call) -> Answer {
         switch call {
-        case .decide(let key, let containerId, let transition, let fleetFiring, let now):
-            return .decision(decide(key: key, containerId: containerId, transition: transition, fleetFiring: fleetFiring, now: now))
+        case .decide(let key, let transition, let now):
+            return .decision(decide(key: key, transition: transition, now: now))
         case .settle(let now):
             let settled = settle(now: now)
             return .settled(settled.map(\.key), settled.map(\.transition))
-        case .takeHeldBack(let containerId):
-            return .count(takeHeldBack(containerId: containerId))
         }
     }
 }
@@ -157,7 +128,6 @@ struct NotificationPolicyQueueTests {
                 Dictionary(uniqueKeysWithValues: policy.lines.map { ($0.key, visible($0.value)) }) == reference.lines.mapValues(visible),
                 "step \(step)"
             )
-            #expect(policy.heldBack == reference.heldBack)
             if let due = reference.nextSettleTime {
                 #expect(policy.nextSettleTime.map { $0 <= due } == true, "a line due to settle is never waited past")
             }

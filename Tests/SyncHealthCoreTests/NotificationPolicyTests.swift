@@ -3,7 +3,7 @@ import Testing
 
 @testable import SyncHealthCore
 
-@Suite("Notification policy: flapping and fleet grouping")
+@Suite("Notification policy: flapping")
 struct NotificationPolicyTests {
     func fire(_ at: Double) -> AlertTransition { AlertTransition(kind: .syncError, change: .fire, startsAt: t(at)) }
     func resolve(_ started: Double, _ at: Double) -> AlertTransition {
@@ -16,9 +16,9 @@ struct NotificationPolicyTests {
         var decisions: [NotificationPolicy.Decision] = []
         for i in 0..<5 {
             let base = Double(i * 60)
-            decisions.append(policy.decide(key: line("k"), containerId: nil, transition: fire(base), fleetFiring: false, now: t(base)))
+            decisions.append(policy.decide(key: line("k"), transition: fire(base), now: t(base)))
             decisions.append(
-                policy.decide(key: line("k"), containerId: nil, transition: resolve(base, base + 30), fleetFiring: false, now: t(base + 30))
+                policy.decide(key: line("k"), transition: resolve(base, base + 30), now: t(base + 30))
             )
         }
         #expect(Array(decisions[0..<6]) == Array(repeating: NotificationPolicy.Decision.deliver(flapping: false), count: 6))
@@ -33,7 +33,7 @@ struct NotificationPolicyTests {
         #expect(settled.first?.transition.change == .resolve)
         #expect(policy.lines.isEmpty, "an idle, resolved line is forgotten")
         #expect(
-            policy.decide(key: line("k"), containerId: nil, transition: fire(9000), fleetFiring: false, now: t(9000)) == .deliver(flapping: false)
+            policy.decide(key: line("k"), transition: fire(9000), now: t(9000)) == .deliver(flapping: false)
         )
     }
 
@@ -42,22 +42,12 @@ struct NotificationPolicyTests {
         var policy = NotificationPolicy()
         for i in 0..<4 {
             let base = Double(i * 60)
-            _ = policy.decide(key: line("k"), containerId: nil, transition: fire(base), fleetFiring: false, now: t(base))
+            _ = policy.decide(key: line("k"), transition: fire(base), now: t(base))
             if i < 3 {
-                _ = policy.decide(key: line("k"), containerId: nil, transition: resolve(base, base + 30), fleetFiring: false, now: t(base + 30))
+                _ = policy.decide(key: line("k"), transition: resolve(base, base + 30), now: t(base + 30))
             }
         }
         // Told "flapping" on the 4th fire, and it stayed firing.
         #expect(policy.settle(now: t(180 + 3600)).isEmpty)
-    }
-
-    @Test("while the fleet alert fires, device transitions of its container are held back and counted")
-    func fleetGrouping() {
-        var policy = NotificationPolicy()
-        #expect(policy.decide(key: line("a"), containerId: "c", transition: fire(1), fleetFiring: true, now: t(1)) == .holdForFleet)
-        #expect(policy.decide(key: line("b"), containerId: "c", transition: fire(2), fleetFiring: true, now: t(2)) == .holdForFleet)
-        #expect(policy.decide(key: line("x"), containerId: "other", transition: fire(2), fleetFiring: false, now: t(2)) == .deliver(flapping: false))
-        #expect(policy.takeHeldBack(containerId: "c") == 2)
-        #expect(policy.takeHeldBack(containerId: "c") == 0)
     }
 }

@@ -45,7 +45,6 @@ struct DeviceRemovalTests {
         let counters = plan.counters
         plan.evaluateFleet(
             counts: { counters[FleetScope(containerId: $0)] },
-            policy: &policy,
             now: now,
             configuration: configuration,
             subscribers: { _, _ in [GroupPlanTests.hook] }
@@ -94,7 +93,7 @@ struct DeviceRemovalTests {
         let told = Self.payloads(plan).compactMap { $0["data"] as? [String: Any] }
         #expect(told.map { $0["reason"] as? String } == ["forgotten"], "the resolve is told, with its reason")
         #expect(plan.counters[FleetScope()].devices == 0)
-        #expect(plan.releases.releases(appId: "com.example.notes", by: .appVersion).values.allSatisfy { $0.counts.devices == 0 })
+        #expect(plan.releases?.releases(appId: "com.example.notes", by: .appVersion).values.allSatisfy { $0.counts.devices == 0 } == true)
 
         cache.install(plan)
         #expect(cache.devices.liveCount == 0)

@@ -5,6 +5,7 @@ import NIOCore
 import NIOFoundationEssentialsCompat
 import SyncHealthCore
 import SyncHealthEngine
+import SyncHealthEngineTesting
 import SyncHealthPostgres
 import SyncHealthStore
 import SyncHealthTestSupport

@@ -5,6 +5,7 @@ import HummingbirdTesting
 import NIOCore
 import SyncHealthCore
 import SyncHealthEngine
+import SyncHealthEngineTesting
 import SyncHealthPostgres
 import SyncHealthStore
 import SyncHealthTestSupport
@@ -40,12 +41,12 @@ struct IncidentTests {
         }
     }
 
-    @Test("100 devices break with one error: Slack and PagerDuty get one trigger naming 100 devices and one resolve; Standard Webhooks gets 100")
+    @Test(
+        "100 devices break with one error: Slack and PagerDuty get one trigger naming 100 devices and one resolve; Standard Webhooks gets 100, and fleetDegraded"
+    )
     func grouping() async throws {
         var configuration = EngineConfiguration()
         configuration.incidents.groupWait = .seconds(2)
-        // The fleet rule held device messages back while it fired: this test is about incidents alone.
-        configuration.alerts.fleetMinimumActive = 1_000
         let clock = ManualClock(testStart)
         let service = TestService(
             clock: clock,
@@ -58,8 +59,12 @@ struct IncidentTests {
                 _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:\#(ports[0])/hook", "format": "slack"}"#)
                 _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:\#(ports[1])/hook", "format": "pagerduty", "routingKey": "R"}"#)
                 _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:\#(ports[2])/hook"}"#)
+                func standardTold(_ kind: String) -> Int { standard.all.count { ($0.json["data"] as? [String: Any])?["kind"] as? String == kind } }
                 for i in 0..<100 { try await Self.breakDevice(client, "dev-\(i)", version: i < 60 ? "2.0" : "1.9") }
-                #expect(try await eventually { standard.count == 100 }, "Standard Webhooks groups by device by default")
+                #expect(
+                    try await eventually { standardTold("syncError") == 100 && standardTold("fleetDegraded") == 1 },
+                    "Standard Webhooks groups by device by default: every device, and the fleet alert beside them"
+                )
                 try await advance(clock, by: .seconds(1))
                 #expect(slack.count == 0 && pd.count == 0, "nothing before the group wait")
                 try await advance(clock, by: .seconds(1))
@@ -85,7 +90,7 @@ struct IncidentTests {
                 #expect(try await client.get("/v1/incidents/in_nope").status == .notFound)
 
                 for i in 0..<100 { try await Self.recover(client, "dev-\(i)") }
-                #expect(try await eventually { standard.count == 200 })
+                #expect(try await eventually { standardTold("syncError") == 200 && standardTold("fleetDegraded") == 2 })
                 try await advance(clock, by: .seconds(1))
                 #expect(try await eventually { slack.count == 2 && pd.count == 2 })
                 #expect((slack.all[1].json["text"] as? String)?.hasPrefix("✅ Resolved") == true)

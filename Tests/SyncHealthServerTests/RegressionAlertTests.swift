@@ -4,6 +4,7 @@ import Hummingbird
 import HummingbirdTesting
 import NIOCore
 import SyncHealthCore
+import SyncHealthEngineTesting
 import SyncHealthPostgres
 import SyncHealthStore
 import SyncHealthTestSupport

@@ -85,10 +85,12 @@ func acceptedCount(_ deviceId: String, _ events: [String], to replicas: Replicas
     return 0
 }
 
-func breakingEvents(_ deviceId: String, at: Timestamp) -> [String] {
+/// A device whose export fails with `CKErrorDomain` `code`: 9 (notAuthenticated, fires after the error delay) unless
+/// told otherwise; 5 (badContainer, a developer error) fires at once.
+func breakingEvents(_ deviceId: String, at: Timestamp, code: Int = 9) -> [String] {
     [
         #"{"eventId": "\#(deviceId)-n", "occurredAt": "\#(at.rfc3339)", "kind": "network", "available": true}"#,
-        #"{"eventId": "\#(deviceId)-f", "occurredAt": "\#((at + .milliseconds(1)).rfc3339)", "kind": "activity", "phase": "export", "state": "failed", "error": {"domain": "CKErrorDomain", "code": 9}}"#,
+        #"{"eventId": "\#(deviceId)-f", "occurredAt": "\#((at + .milliseconds(1)).rfc3339)", "kind": "activity", "phase": "export", "state": "failed", "error": {"domain": "CKErrorDomain", "code": \#(code)}}"#,
     ]
 }
 
@@ -221,6 +223,76 @@ struct ReplicaTests {
             let counts = try #require(try JSONSerialization.jsonObject(with: summary.body) as? [String: Any])
             #expect(counts["devices"] as? Int == devices.count + breaking.count + 1, "seed \(seed): counters agree with the devices")
             #expect(a.stop() == 0)
+        }
+    }
+}
+
+@Suite("Incidents on two PostgreSQL replicas, one killed", .serialized, .enabled(if: PostgresTesting.baseURL != nil))
+struct ReplicaIncidentTests {
+    /// The devices break with a developer error, which fires in the group that commits it (no timer): every alert
+    /// has fired once its post is acknowledged, so the incident's count does not depend on which replica's timers
+    /// died with it.
+    @Test("30 devices break across two replicas, one is SIGKILLed: Slack gets one incident and one resolve, each once")
+    func incidentThroughAKill() async throws {
+        let url = try await PostgresTesting.freshDatabase()
+        let receiver = TestReceiver()
+        try await withReceiver(receiver) { port in
+            let environment = [
+                "SYNCHEALTH_DATABASE_URL": url, "SYNCHEALTH_INGEST_KEYS": "crash-ingest", "SYNCHEALTH_READ_KEYS": "crash-read",
+                "SYNCHEALTH_ADMIN_KEYS": "crash-admin", "SYNCHEALTH_GROUP_WAIT": "5s",
+                "SYNCHEALTH_WEBHOOK_ALLOW_PRIVATE": "1", "SYNCHEALTH_WEBHOOK_LEASE": "20s", "SYNCHEALTH_DEVICE_RATE_LIMIT": "off",
+            ]
+            let a = try LiveServer(environment: environment)
+            let b = try LiveServer(environment: environment)
+            defer {
+                a.stop()
+                b.stop()
+            }
+            for server in [a, b] { #expect(try await eventually { try await server.request("GET", "/readyz").status == 200 }) }
+            let hook = try await a.request(
+                "POST",
+                "/v1/webhooks",
+                key: "crash-admin",
+                body: Data(#"{"url": "http://127.0.0.1:\#(port)/hook", "format": "slack"}"#.utf8)
+            )
+            #expect(hook.status == 201)
+            let replicas = Replicas([a, b])
+            let devices = (0..<30).map { "inc-\($0)" }
+            // All at once, so that they land well within the group wait however busy the machine is.
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for id in devices {
+                    group.addTask {
+                        try await postUntilAcknowledged(
+                            id,
+                            breakingEvents(id, at: Timestamp(seconds: Date().timeIntervalSince1970), code: 5),
+                            to: replicas
+                        )
+                    }
+                }
+                try await group.waitForAll()
+            }
+            // Killed while the alerts fire and the incident gathers: either replica may be the one that writes it.
+            try await Task.sleep(for: .milliseconds(Int.random(in: 500...2_500)))
+            kill(b.process.processIdentifier, SIGKILL)
+            replicas.remove(b)
+            b.process.waitUntilExit()
+
+            func texts() -> [String] { receiver.all.compactMap { $0.json["text"] as? String } }
+            // Up to the group wait, then the webhook lease of a message the killed replica had claimed.
+            for _ in 0..<450 where texts().isEmpty { try await Task.sleep(for: .milliseconds(100)) }
+            #expect(texts().count == 1 && texts().first?.contains("on 30 devices") == true, "\(texts())")
+            for id in devices {
+                try await postUntilAcknowledged(id, recoveryEvents(id, at: Timestamp(seconds: Date().timeIntervalSince1970)), to: replicas)
+            }
+            for _ in 0..<300 where texts().count < 2 { try await Task.sleep(for: .milliseconds(100)) }
+            try await Task.sleep(for: .seconds(3))
+            // A message b sent and could not record before it died is sent again after its lease, with the same body:
+            // delivery is at least once. Two distinct messages, each told once by whichever replica wrote it.
+            #expect(Set(texts()).count == 2, "\(texts())")
+            #expect(texts().filter { $0.hasPrefix("✅ Resolved") }.count == 1)
+            let incidents = try await a.request("GET", "/v1/incidents", key: "crash-read")
+            let data = (try JSONSerialization.jsonObject(with: incidents.body) as? [String: Any])?["data"] as? [[String: Any]] ?? []
+            #expect(data.count == 1 && data.first?["state"] as? String == "resolved" && data.first?["peakDevices"] as? Int == 30)
         }
     }
 }

@@ -4,6 +4,7 @@ import HummingbirdTesting
 import NIOCore
 import SyncHealthCore
 import SyncHealthEngine
+import SyncHealthEngineTesting
 import SyncHealthPostgres
 import SyncHealthStore
 import SyncHealthTestSupport

@@ -7,6 +7,7 @@ import NIOFoundationEssentialsCompat
 import Prometheus
 import ServiceLifecycle
 import SyncHealthCore
+import SyncHealthEngineTesting
 import SyncHealthPostgres
 import SyncHealthStore
 import SyncHealthTestSupport
@@ -16,15 +17,6 @@ import Testing
 
 @testable import SyncHealthEngine
 @testable import SyncHealthServer
-
-/// A transport that answers 200 and keeps what it was asked to send.
-final class RecordingTransport: WebhookTransport {
-    let sent = Mutex<[WebhookRequest]>([])
-    func send(_ request: WebhookRequest) async -> WebhookResponse {
-        sent.withLock { $0.append(request) }
-        return .status(200, retryAfter: nil)
-    }
-}
 
 let ingestKey = "test-ingest"
 let readKey = "test-read"

@@ -5,6 +5,7 @@ import HummingbirdTesting
 import NIOCore
 import SyncHealthCore
 import SyncHealthEngine
+import SyncHealthEngineTesting
 import SyncHealthStore
 import SyncHealthTestSupport
 import SyncHealthWebhooks

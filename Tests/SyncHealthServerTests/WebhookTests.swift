@@ -7,6 +7,7 @@ import NIOCore
 import NIOPosix
 import SyncHealthCore
 import SyncHealthEngine
+import SyncHealthEngineTesting
 import SyncHealthStore
 import SyncHealthTestSupport
 import SyncHealthWebhooks
