@@ -40,18 +40,19 @@ extension FleetRoutes {
     }
 }
 
-/// `GET /v1/incidents/{id}`: the incident, and a page of its devices.
+/// `GET /v1/incidents/{id}`: the incident, and a page of its devices as `firingDevices` (the incident's own
+/// `devices` is their count, so the page cannot share the name).
 struct IncidentDetailDTO: Encodable {
     let incident: IncidentJSON
     let devices: [IncidentDeviceDTO]
     let nextCursor: String?
 
-    enum Key: String, CodingKey { case devices, nextCursor }
+    enum Key: String, CodingKey { case firingDevices, nextCursor }
 
     func encode(to encoder: any Encoder) throws {
         try incident.encode(to: encoder)
         var c = encoder.container(keyedBy: Key.self)
-        try c.encode(devices, forKey: .devices)
+        try c.encode(devices, forKey: .firingDevices)
         try c.encode(nextCursor, forKey: .nextCursor)
     }
 }

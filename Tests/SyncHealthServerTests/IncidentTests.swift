@@ -86,7 +86,8 @@ struct IncidentTests {
                 #expect(incidents.count == 1 && incidents[0]["id"] as? String == incidentId && incidents[0]["devices"] as? Int == 100)
                 #expect((incidents[0]["error"] as? [String: Any])?["name"] as? String == "badContainer")
                 let detail = try json(try await client.get("/v1/incidents/\(incidentId)?limit=30"))
-                #expect((detail["devices"] as? [[String: Any]])?.count == 30 && detail["nextCursor"] as? String == "30")
+                #expect((detail["firingDevices"] as? [[String: Any]])?.count == 30 && detail["nextCursor"] as? String == "30")
+                #expect(detail["devices"] as? Int == 100, "the incident's count, beside the page")
                 #expect(try await client.get("/v1/incidents/in_nope").status == .notFound)
 
                 for i in 0..<100 { try await Self.recover(client, "dev-\(i)") }

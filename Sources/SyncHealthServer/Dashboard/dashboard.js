@@ -474,7 +474,7 @@ function incidentRow(i) {
   details.addEventListener("toggle", async () => {
     if (!details.open || devices.childElementCount) return;
     const d = await api(`/v1/incidents/${encodeURIComponent(i.id)}?limit=50`);
-    devices.replaceChildren(d.devices.length ? h("ul", {}, d.devices.map((x) => h("li", {},
+    devices.replaceChildren(d.firingDevices.length ? h("ul", {}, d.firingDevices.map((x) => h("li", {},
       h("a", { href: `#/device/${encodeURIComponent(i.appId)}/${encodeURIComponent(x.deviceId)}` }, x.deviceId),
       h("span", { class: "muted" }, ` ${x.appVersion || ""} · since `, time(x.since))))) : h("p", { class: "muted" }, "No device fires now."),
       d.nextCursor ? h("p", { class: "muted" }, `The first 50 of ${fmt(i.devices)}.`) : null);
