@@ -48,12 +48,22 @@ let engine = MonitorStore.local(store).makeEngine(
 )
 
 /// The data directory's bytes on disk (database, WAL, journal segments).
-func directoryBytes() -> Int {
+/// The data directory's bytes: the database file, its WAL, and the rest (the commit journal's segments).
+func directoryBytes() -> (database: Int, wal: Int, journal: Int) {
     let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
-    return names.reduce(0) { sum, name in
+    var bytes = (database: 0, wal: 0, journal: 0)
+    for name in names {
         let attributes = try? FileManager.default.attributesOfItem(atPath: (directory as NSString).appendingPathComponent(name))
-        return sum + ((attributes?[.size] as? Int) ?? 0)
+        let size = (attributes?[.size] as? Int) ?? 0
+        if name == "synchealth.sqlite" {
+            bytes.database += size
+        } else if name == "synchealth.sqlite-wal" {
+            bytes.wal += size
+        } else {
+            bytes.journal += size
+        }
     }
+    return bytes
 }
 
 /// One device's daily post: two events with time-first ids, as the client's UUIDv7 are.
@@ -75,6 +85,8 @@ struct Sample {
     var devices: Int
     var residentMiB: Double
     var diskMiB: Double
+    var databaseMiB: Double
+    var walMiB: Double
 }
 
 func sample(day: Int) async throws -> Sample {
@@ -82,11 +94,14 @@ func sample(day: Int) async throws -> Sample {
     try await Task.sleep(for: .seconds(3))
     _ = cheap_trim(0)
     let devices = (engine as? LocalMonitor)?.deviceCount ?? -1
+    let bytes = directoryBytes()
     return Sample(
         day: day,
         devices: devices,
         residentMiB: Double(cheap_resident_bytes()) / 1_048_576,
-        diskMiB: Double(directoryBytes()) / 1_048_576
+        diskMiB: Double(bytes.database + bytes.wal + bytes.journal) / 1_048_576,
+        databaseMiB: Double(bytes.database) / 1_048_576,
+        walMiB: Double(bytes.wal) / 1_048_576
     )
 }
 
@@ -97,8 +112,8 @@ try await withThrowingTaskGroup(of: Void.self) { services in
     services.addTask { try await store.maintenance(logger: logger, niceness: 0).run() }
     while !engine.isReady { try await Task.sleep(for: .milliseconds(10)) }
     print("fleet \(fleet), churn \(churn) a day, forget after \(forgetDays) days, alert history \(historyDays) days, \(days) days")
-    print("| day | devices kept | RSS (MiB) | data directory (MiB) |")
-    print("|---|---|---|---|")
+    print("| day | devices kept | RSS (MiB) | data directory (MiB) | of which the database / its WAL (MiB) |")
+    print("|---|---|---|---|---|")
     var active = Array(0..<fleet)
     var next = fleet
     for day in 0..<days {
@@ -119,7 +134,7 @@ try await withThrowingTaskGroup(of: Void.self) { services in
         if (day + 1) % 30 == 0 || day == days - 1 {
             let s = try await sample(day: day + 1)
             samples.append(s)
-            print(String(format: "| %d | %d | %.1f | %.1f |", s.day, s.devices, s.residentMiB, s.diskMiB))
+            print(String(format: "| %d | %d | %.1f | %.1f | %.1f / %.1f |", s.day, s.devices, s.residentMiB, s.diskMiB, s.databaseMiB, s.walMiB))
         }
     }
     services.cancelAll()

@@ -25,20 +25,7 @@ public struct IncidentWatch: Service {
     }
 
     public func run() async throws {
-        let wake = WakeSignal()
-        await cancelWhenGracefulShutdown {
-            while !Task.isCancelled {
-                var next = engine.now + (engine.isReady ? pollInterval : .seconds(1))
-                if engine.isReady {
-                    do {
-                        if let due = try await step() { next = min(next, max(due, engine.now)) }
-                    } catch {
-                        logger.warning("Grouping alerts into incidents failed", metadata: ["error": "\(error)"])
-                    }
-                }
-                await wake.wait(until: next, clock: engine.clock)
-            }
-        }
+        await engine.watch(every: pollInterval, logger: logger, failure: "Grouping alerts into incidents failed") { try await step() }
     }
 
     /// One step; returns when the book next has something to decide.

@@ -30,19 +30,9 @@ public struct RegressionWatch: Service {
     }
 
     public func run() async throws {
-        let wake = WakeSignal()
-        await cancelWhenGracefulShutdown {
-            while !Task.isCancelled {
-                var next = engine.now + (engine.isReady ? engine.configuration.releaseCheckInterval : .seconds(1))
-                if engine.isReady {
-                    do {
-                        if try await step() == nil { next = engine.now + .seconds(1) }
-                    } catch {
-                        logger.warning("Judging releases failed", metadata: ["error": "\(error)"])
-                    }
-                }
-                await wake.wait(until: next, clock: engine.clock)
-            }
+        await engine.watch(every: engine.configuration.releaseCheckInterval, logger: logger, failure: "Judging releases failed") {
+            // Refused (another replica wrote first): judge again in a second.
+            try await step() == nil ? engine.now + .seconds(1) : nil
         }
     }
 
