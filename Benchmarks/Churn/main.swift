@@ -66,6 +66,19 @@ func directoryBytes() -> (database: Int, wal: Int, journal: Int) {
     return bytes
 }
 
+/// The database file's free pages, in MiB, as its header says (bytes 36-39: the freelist's page count; 16-17: the
+/// page size). The header is as of the last checkpoint.
+func freeMiB() -> Double {
+    guard let handle = FileHandle(forReadingAtPath: (directory as NSString).appendingPathComponent("synchealth.sqlite")),
+        let header = try? handle.read(upToCount: 100), header.count == 100
+    else { return -1 }
+    try? handle.close()
+    let bytes = [UInt8](header)
+    let pageSize = Int(bytes[16]) << 8 | Int(bytes[17])
+    let free = bytes[36..<40].reduce(0) { $0 << 8 | Int($1) }
+    return Double(free * (pageSize == 1 ? 65_536 : pageSize)) / 1_048_576
+}
+
 /// One device's daily post: two events with time-first ids, as the client's UUIDv7 are.
 func post(_ device: Int, at now: Timestamp) -> EventBatch {
     let key = DeviceKey(appId: "com.bench.churn", deviceId: "dev-\(device)")
@@ -87,6 +100,7 @@ struct Sample {
     var diskMiB: Double
     var databaseMiB: Double
     var walMiB: Double
+    var freeMiB: Double
 }
 
 func sample(day: Int) async throws -> Sample {
@@ -101,7 +115,8 @@ func sample(day: Int) async throws -> Sample {
         residentMiB: Double(cheap_resident_bytes()) / 1_048_576,
         diskMiB: Double(bytes.database + bytes.wal + bytes.journal) / 1_048_576,
         databaseMiB: Double(bytes.database) / 1_048_576,
-        walMiB: Double(bytes.wal) / 1_048_576
+        walMiB: Double(bytes.wal) / 1_048_576,
+        freeMiB: freeMiB()
     )
 }
 
@@ -112,8 +127,8 @@ try await withThrowingTaskGroup(of: Void.self) { services in
     services.addTask { try await store.maintenance(logger: logger, niceness: 0).run() }
     while !engine.isReady { try await Task.sleep(for: .milliseconds(10)) }
     print("fleet \(fleet), churn \(churn) a day, forget after \(forgetDays) days, alert history \(historyDays) days, \(days) days")
-    print("| day | devices kept | RSS (MiB) | data directory (MiB) | of which the database / its WAL (MiB) |")
-    print("|---|---|---|---|---|")
+    print("| day | devices kept | RSS (MiB) | data directory (MiB) | of which the database / its WAL (MiB) | free pages in the database (MiB) |")
+    print("|---|---|---|---|---|---|")
     var active = Array(0..<fleet)
     var next = fleet
     for day in 0..<days {
@@ -134,7 +149,18 @@ try await withThrowingTaskGroup(of: Void.self) { services in
         if (day + 1) % 30 == 0 || day == days - 1 {
             let s = try await sample(day: day + 1)
             samples.append(s)
-            print(String(format: "| %d | %d | %.1f | %.1f | %.1f / %.1f |", s.day, s.devices, s.residentMiB, s.diskMiB, s.databaseMiB, s.walMiB))
+            print(
+                String(
+                    format: "| %d | %d | %.1f | %.1f | %.1f / %.1f | %.1f |",
+                    s.day,
+                    s.devices,
+                    s.residentMiB,
+                    s.diskMiB,
+                    s.databaseMiB,
+                    s.walMiB,
+                    s.freeMiB
+                )
+            )
         }
     }
     services.cancelAll()
