@@ -100,13 +100,7 @@ struct RegressionAlertTests {
         let watch = RegressionWatch(engine: service.engine, logger: testLogger())
         try await service.test { client in
             _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:9/standard"}"#)
-            let silence = try await client.execute(
-                uri: "/v1/silences",
-                method: .post,
-                headers: headers(adminKey),
-                body: ByteBuffer(string: #"{"matchers": {"appVersion": "2.0"}, "endsAt": "2030-01-01T00:00:00Z", "comment": "rolling back"}"#)
-            )
-            #expect(silence.status == .created, "\(String(buffer: silence.body))")
+            _ = try await createSilence(client, #"{"matchers": {"appVersion": "2.0"}, "endsAt": "2030-01-01T00:00:00Z", "comment": "rolling back"}"#)
             for i in 0..<100 { try await ReleaseEndpointTests.post(client, "old-\(i)", version: "1.9", broken: i < 2) }
             for i in 0..<100 { try await ReleaseEndpointTests.post(client, "new-\(i)", version: "2.0", broken: i < 60) }
             let before = transport.requests(to: "/standard").count
