@@ -31,7 +31,15 @@ extension SQLiteStore: StoreBackup {
             configuration.readonly = true
             let reader = try DatabaseQueue(path: source, configuration: configuration)
             defer { try? reader.close() }
-            try reader.inDatabase { db in try pacer.during(db) { try db.execute(sql: "VACUUM INTO ?", arguments: [path]) } }
+            try reader.inDatabase { db in
+                // The copy can return free pages whatever the store's setting: restoring it converts a store made
+                // before stores could (see `SQLiteStore.compact`). Only asked of a store that cannot: on one that
+                // can, the pragma writes its header, which a read-only connection refuses.
+                if try Int.fetchOne(db, sql: "PRAGMA auto_vacuum") != 2 {
+                    try db.execute(sql: "PRAGMA auto_vacuum = INCREMENTAL")
+                }
+                try pacer.during(db) { try db.execute(sql: "VACUUM INTO ?", arguments: [path]) }
+            }
             return pacer.pauses
         }
     }

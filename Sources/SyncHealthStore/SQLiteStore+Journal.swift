@@ -261,6 +261,9 @@ public struct SQLiteMaintenance: Service {
     let niceness: Int32
     let foldFailures = Counter(label: "synchealth_store_fold_failures_total")
     let backlogBytes = Gauge(label: "synchealth_store_journal_backlog_bytes")
+    let reclaimedBytes = Counter(label: "synchealth_store_reclaimed_bytes_total")
+    /// When free pages go back to the file system (tests make it eager).
+    var reclaimer = FreePageReclaimer()
 
     public func run() async throws {
         let thread = NIOThreadPool(numberOfThreads: 1)
@@ -280,8 +283,17 @@ public struct SQLiteMaintenance: Service {
         let pacer = WritebackPacer(files: store.writebackFiles)
         var checkpointed = 0
         var failing = 0
+        var reclaimer = self.reclaimer
+        var tick = 0
+        if let counts = try? await store.pageCounts(), !counts.reclaimable {
+            logger.notice(
+                "The database keeps the pages it frees; run synchealth compact once, with the service stopped, to let it return them",
+                metadata: ["store.free_pages": "\(counts.free)", "store.pages": "\(counts.pages)"]
+            )
+        }
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
             try? await Task.sleep(for: .milliseconds(50))
+            tick += 1
             if store.foldIsDue() {
                 do {
                     if niceness > 0, store.backlog.withLock({ $0.bytes }) < Self.pressureBytes {
@@ -309,9 +321,23 @@ public struct SQLiteMaintenance: Service {
                     logger.error("Deleting erased devices' event ids failed; retrying", metadata: ["error": "\(error)"])
                 }
             }
+            // Free pages: looked at each second, and each tick while a run of steps is under way.
+            var reclaimed = false
+            if reclaimer.reclaiming || tick % 20 == 0, let counts = try? await store.pageCounts(), counts.reclaimable {
+                let pages = reclaimer.step(pageCount: counts.pages, freePages: counts.free)
+                if pages > 0 {
+                    do {
+                        _ = try await pacer.during { try await onThread { try store.reclaimFreePagesBlocking(pages) } }
+                        reclaimedBytes.increment(by: pages * counts.pageSize)
+                        reclaimed = true
+                    } catch {
+                        logger.error("Returning free pages failed; retrying", metadata: ["error": "\(error)"])
+                    }
+                }
+            }
             let (folds, bytes) = store.backlog.withLock { ($0.folds, $0.bytes) }
             backlogBytes.record(bytes)
-            if folds != checkpointed {
+            if folds != checkpointed || reclaimed {
                 checkpointed = folds
                 if niceness > 0 {
                     try? await pacer.during { try await onThread { store.checkpointer.checkpointBlocking() } }

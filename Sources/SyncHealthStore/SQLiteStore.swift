@@ -113,6 +113,7 @@ public final class SQLiteStore: LocalSyncStore {
         path = (directory as NSString).appendingPathComponent("synchealth.sqlite")
         do {
             try Self.checkHeader(path)
+            try Self.createReclaimable(path)
             var configuration = Configuration()
             configuration.busyMode = .timeout(5)
             configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA cache_size = -\(Self.pageCacheKiB)") }

@@ -124,3 +124,31 @@ struct Failure: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }
 }
+
+/// `synchealth compact`: rewrites a stopped service's embedded store so that it returns free pages.
+struct Compact: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Rewrite a stopped service's embedded store so that it gives the disk back the pages it frees.",
+        discussion: """
+            Stores made by this release return free pages by themselves. A store made by an earlier release keeps \
+            them: run this once, with the service stopped. It takes about as long as a backup and needs as much \
+            free disk as the database file. Restoring a backup converts a store too.
+            """
+    )
+
+    @Option(name: .customLong("data-dir"), help: "The data directory of the stopped service.")
+    var dataDirectory: String
+
+    func run() async throws {
+        do {
+            let (before, after) = try await SQLiteStore.compact(directory: dataDirectory)
+            func mebibytes(_ pages: Int, _ size: Int) -> String { String(format: "%.1f MiB", Double(pages * size) / 1_048_576) }
+            print(
+                "compact: \(mebibytes(before.pages, before.pageSize)) (\(mebibytes(before.free, before.pageSize)) free) -> "
+                    + "\(mebibytes(after.pages, after.pageSize)); free pages are returned from now on"
+            )
+        } catch {
+            throw Failure("compact: \(error)")
+        }
+    }
+}

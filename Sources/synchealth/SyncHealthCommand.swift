@@ -6,7 +6,7 @@ struct SyncHealthCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "synchealth",
         abstract: "Sync health for apps that sync through iCloud: the server side of CloudKitSyncMonitor.",
-        subcommands: [Serve.self, Simulate.self, Backup.self, Restore.self],
+        subcommands: [Serve.self, Simulate.self, Backup.self, Restore.self, Compact.self],
         defaultSubcommand: Serve.self
     )
 }
