@@ -6,7 +6,7 @@
 /// file's end into free slots and truncates it. That costs writes, and pages freed now are mostly reused within
 /// the day, so reclaiming starts only once free pages pass a sixteenth of the file (`high`), and then goes on in
 /// small steps until they are down to a thirty-second (`low`): a file stays within ~7% of its live pages
-/// (docs/architecture.md#free-pages).
+/// (docs/architecture.md#free-pages-go-back-to-the-file-system).
 ///
 /// A value type: `step` is told the file's counts and returns how many pages to reclaim now; the caller does it.
 public struct FreePageReclaimer: Sendable, Equatable {
