@@ -134,7 +134,6 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "CompressNIO", package: "compress-nio"),
-                .product(name: "HeapModule", package: "swift-collections"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -157,7 +156,6 @@ let package = Package(
                 "SyncHealthServer",
                 // `synchealth simulate` sends through the client package's delivery.
                 .product(name: "SyncHealthClient", package: "Client"),
-                "SyncHealthEngine",
                 "SyncHealthCore",
                 "SyncHealthStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -203,7 +201,6 @@ let package = Package(
                 "SyncHealthStore", "SyncHealthPostgres", "SyncHealthCore", "SyncHealthTestSupport",
                 .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
             ]
         ),
         .testTarget(

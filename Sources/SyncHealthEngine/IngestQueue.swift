@@ -1,5 +1,6 @@
 import CoreMetrics
 import SyncHealthCore
+import SyncHealthStore
 import Synchronization
 
 /// The front both pipelines share: the requests waiting for a group, and the engine's phase.
@@ -86,7 +87,7 @@ struct IngestJob {
     var continuation: CheckedContinuation<Result<IngestReceipt, EngineError>, Never>
 
     /// The (device, event ids) pair a group claims for it.
-    var claim: (key: DeviceKey, eventIds: [String]) { (batch.key, batch.events.map(\.eventId)) }
+    var claim: EventIdClaim { (batch.key, batch.events.map(\.eventId)) }
 }
 
 /// A queued erasure (`MonitorEngine.erase`).

@@ -37,7 +37,7 @@ struct SharedCache {
     /// What a group of `claims` (and the further `keys`) plans on without reading, or `nil` when it should read:
     /// some of its devices are missing here and missing devices are usually stored, writes first are often
     /// refused, or the fleet alerts were never read. Missing devices count as new; every event id as new.
-    func snapshot(keys: [DeviceKey], claims: [(key: DeviceKey, eventIds: [String])]) -> GroupSnapshot? {
+    func snapshot(keys: [DeviceKey], claims: [EventIdClaim]) -> GroupSnapshot? {
         guard capacity > 0, let fleetAlerts, refusedShare < Self.trustLimit else { return nil }
         var snapshot = GroupSnapshot()
         for key in keys {

@@ -162,11 +162,6 @@ public final class WebhookCenter: Service, Sendable {
     // MARK: Management
 
     /// Creates a subscription after checking its fields, and its URL (scheme, and the SSRF guard).
-    public func create(url: String, kinds: [String], description: String?) async throws -> WebhookSubscription {
-        try await create(WebhookRequestFields(url: url, kinds: kinds, description: description))
-    }
-
-    /// Creates a subscription after checking its fields, and its URL (scheme, and the SSRF guard).
     public func create(_ fields: WebhookRequestFields) async throws -> WebhookSubscription {
         var parsedKinds: [AlertKind] = []
         for name in fields.kinds {

@@ -162,7 +162,7 @@ public final class PostgresStore: SharedSyncStore {
         return PersistedState(devices: devices, fleetAlerts: fleet)
     }
 
-    public func seenEventIds(_ requests: [(key: DeviceKey, eventIds: [String])]) async throws -> [Set<String>] {
+    public func seenEventIds(_ requests: [EventIdClaim]) async throws -> [Set<String>] {
         try await group { group in
             try await group.read(GroupRead(keys: [], claims: requests, now: Timestamp(microseconds: Int64.min / 2), dueLimit: 0, containers: [])).seen
         }

@@ -28,7 +28,7 @@ extension FleetRoutes {
     func scopes(_ request: Request, context: AppRequestContext) async throws -> Response {
         try context.require(.read)
         let limit = try Query(request).limit(default: Self.maxScopes, max: Self.maxScopes)
-        let all = try await mapEngine { () async throws(EngineError) in try await engine.summaries() }
+        let all = try await engine.summaries()
         let scopes = FleetScopeSelection.largest(all.filter { $0.key != .all }, limit: limit)
         return try JSONResponse.make(
             ScopesDTO(
@@ -51,9 +51,7 @@ extension FleetRoutes {
         let resolution =
             try query.enumValue("resolution", HistoryResolution.self)
             ?? (from >= now - HistoryResolution.minute.retention ? .minute : .hour)
-        let points = try await mapEngine { () async throws(EngineError) in
-            try await engine.history(scope, resolution: resolution, from: from, to: to)
-        }
+        let points = try await engine.history(scope, resolution: resolution, from: from, to: to)
         return try JSONResponse.make(
             HistoryDTO(
                 appId: scope.appId,

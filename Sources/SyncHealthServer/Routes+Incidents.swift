@@ -15,7 +15,7 @@ extension FleetRoutes {
             limit: try query.limit(),
             cursor: try query.cursor()
         )
-        let page = try await mapEngine { () async throws(EngineError) in try await engine.incidents(incidentQuery) }
+        let page = try await engine.incidents(incidentQuery)
         return try JSONResponse.make(PageDTO(data: page.incidents.map(IncidentJSON.init), nextCursor: page.nextCursor.map(String.init)))
     }
 
@@ -25,10 +25,10 @@ extension FleetRoutes {
         let query = Query(request)
         let limit = try query.limit()
         let offset = Int(try query.cursor() ?? 0)
-        guard let incident = try await mapEngine({ () async throws(EngineError) in try await engine.incident(id: id) }) else {
+        guard let incident = try await engine.incident(id: id) else {
             throw APIError.notFound("no incident \(id)")
         }
-        let devices = try await mapEngine { () async throws(EngineError) in try await engine.devices(of: incident) }
+        let devices = try await engine.devices(of: incident)
         let page = devices.dropFirst(offset).prefix(limit)
         return try JSONResponse.make(
             IncidentDetailDTO(

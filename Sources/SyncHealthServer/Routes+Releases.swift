@@ -12,7 +12,7 @@ extension FleetRoutes {
         let query = Query(request)
         guard let appId = try query.identifier("appId") else { throw APIError.invalidQuery(name: "appId", detail: "is required") }
         let dimension = try query.enumValue("by", ReleaseDimension.self) ?? .appVersion
-        let releases = try await mapEngine { () async throws(EngineError) in try await engine.releases(appId: appId, by: dimension) }
+        let releases = try await engine.releases(appId: appId, by: dimension)
         let minimum = engine.configuration.alerts.releaseMinimumDevices
         // Only app versions follow one another; OS versions are not releases of the app, so they are not judged.
         let findings = dimension == .appVersion ? ReleaseRegression.evaluate(releases, minimumDevices: minimum) : [:]

@@ -99,11 +99,6 @@ enum JSONRequest {
     }
 }
 
-/// Runs `body`, turning an `EngineError` into its API error.
-func mapEngine<T>(_ body: () async throws(EngineError) -> T) async throws(APIError) -> T {
-    do { return try await body() } catch { throw error.apiError }
-}
-
 /// `POST /v1/events`.
 struct EventsRoutes<Engine: MonitorEngine> {
     let engine: Engine
@@ -215,7 +210,7 @@ struct DeviceRoutes<Engine: MonitorEngine> {
             throw APIError.invalidQuery(name: "appId", detail: "is required: an erasure names the app of the device")
         }
         let key = DeviceKey(appId: appId, deviceId: deviceId)
-        _ = try await mapEngine { () async throws(EngineError) in try await engine.erase(key) }
+        _ = try await engine.erase(key)
         return Response(status: .noContent)
     }
 
@@ -227,12 +222,12 @@ struct DeviceRoutes<Engine: MonitorEngine> {
         if let appId = try query.identifier("appId") {
             key = DeviceKey(appId: appId, deviceId: deviceId)
         } else {
-            let matches = try await mapEngine { () async throws(EngineError) in try await engine.devices(withId: deviceId) }
+            let matches = try await engine.devices(withId: deviceId)
             guard let only = matches.first else { throw APIError.notFound("No device \(deviceId).") }
             guard matches.count == 1 else { throw APIError.ambiguousDevice(deviceId) }
             key = only
         }
-        guard let snapshot = try await mapEngine({ () async throws(EngineError) in try await engine.device(key) }) else {
+        guard let snapshot = try await engine.device(key) else {
             throw APIError.notFound("No device \(deviceId) in app \(key.appId).")
         }
         return try JSONResponse.make(DeviceStatusDTO(snapshot: snapshot))
@@ -252,7 +247,7 @@ struct DeviceRoutes<Engine: MonitorEngine> {
         )
         let limit = try query.limit()
         let cursor = Int(clamping: try query.cursor() ?? 0)
-        let page = try await mapEngine { () async throws(EngineError) in try await engine.devices(filter, after: cursor, limit: limit) }
+        let page = try await engine.devices(filter, after: cursor, limit: limit)
         return try JSONResponse.make(PageDTO(data: page.devices.map(DeviceStatusDTO.init), nextCursor: page.nextCursor.map(String.init)))
     }
 }
@@ -265,7 +260,7 @@ struct FleetRoutes<Engine: MonitorEngine> {
         try context.require(.read)
         let query = Query(request)
         let scope = FleetScope(appId: try query.identifier("appId"), containerId: try query.string("containerId"))
-        let counts = try await mapEngine { () async throws(EngineError) in try await engine.summary(scope) }
+        let counts = try await engine.summary(scope)
         return try JSONResponse.make(FleetSummaryDTO(counts: counts, generatedAt: engine.now))
     }
 
@@ -280,12 +275,12 @@ struct FleetRoutes<Engine: MonitorEngine> {
             limit: try query.limit(),
             cursor: try query.cursor()
         )
-        let page = try await mapEngine { () async throws(EngineError) in try await engine.alerts(alertQuery) }
+        let page = try await engine.alerts(alertQuery)
         // The devices of the firing alerts, for the silences that match on platform and versions: one read.
         let keys = page.alerts.compactMap { alert in
             alert.state == .firing ? alert.appId.flatMap { app in alert.deviceId.map { DeviceKey(appId: app, deviceId: $0) } } : nil
         }
-        let infos = try await mapEngine { () async throws(EngineError) in try await engine.records(Array(Set(keys))) }.mapValues(\.info)
+        let infos = try await engine.records(Array(Set(keys))).mapValues(\.info)
         let now = engine.now
         let data = page.alerts.map { alert in
             guard alert.state == .firing else { return AlertJSON(alert, silencedBy: []) }

@@ -40,11 +40,11 @@ public final class InMemoryStore: LocalSyncStore {
         }
     }
 
-    public func seenEventIds(_ requests: [(key: DeviceKey, eventIds: [String])]) async throws -> [Set<String>] {
+    public func seenEventIds(_ requests: [EventIdClaim]) async throws -> [Set<String>] {
         seen(requests)
     }
 
-    func seen(_ requests: [(key: DeviceKey, eventIds: [String])]) -> [Set<String>] {
+    func seen(_ requests: [EventIdClaim]) -> [Set<String>] {
         state.withLock { s in
             requests.map { request in
                 let seen = s.seen[request.key] ?? [:]
@@ -276,7 +276,7 @@ struct InMemoryCommitter: GroupCommitter {
     let store: InMemoryStore
 
     func commit<Result>(
-        claiming claims: [(key: DeviceKey, eventIds: [String])],
+        claiming claims: [EventIdClaim],
         at recordedAt: Timestamp,
         plan: (_ seen: [Set<String>]) throws -> (changes: StoreChanges, result: Result)
     ) throws -> Result {

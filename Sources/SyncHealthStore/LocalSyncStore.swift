@@ -20,7 +20,7 @@ public protocol GroupCommitter {
     /// (earlier groups of the series included) are passed to `plan`, and when it returns the changes are durable.
     /// If `plan` or the write throws, nothing of this group is written; the series may go on.
     func commit<Result>(
-        claiming claims: [(key: DeviceKey, eventIds: [String])],
+        claiming claims: [EventIdClaim],
         at recordedAt: Timestamp,
         plan: (_ seen: [Set<String>]) throws -> (changes: StoreChanges, result: Result)
     ) throws -> Result
@@ -32,7 +32,7 @@ public protocol GroupCommitter {
 extension LocalSyncStore {
     /// One group, as a series of one.
     public func commit<Result: Sendable>(
-        claiming claims: [(key: DeviceKey, eventIds: [String])],
+        claiming claims: [EventIdClaim],
         at recordedAt: Timestamp,
         plan: @escaping @Sendable (_ seen: [Set<String>]) throws -> (changes: StoreChanges, result: Result)
     )

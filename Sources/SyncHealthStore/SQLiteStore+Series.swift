@@ -28,7 +28,7 @@ struct JournalCommitter: GroupCommitter {
     let appender: CommitJournal.Appender
 
     func commit<Result>(
-        claiming claims: [(key: DeviceKey, eventIds: [String])],
+        claiming claims: [EventIdClaim],
         at recordedAt: Timestamp,
         plan: (_ seen: [Set<String>]) throws -> (changes: StoreChanges, result: Result)
     ) throws -> Result {
@@ -50,7 +50,7 @@ struct TablesCommitter: GroupCommitter {
     let eventIdSpan: Int64
 
     func commit<Result>(
-        claiming claims: [(key: DeviceKey, eventIds: [String])],
+        claiming claims: [EventIdClaim],
         at recordedAt: Timestamp,
         plan: (_ seen: [Set<String>]) throws -> (changes: StoreChanges, result: Result)
     ) throws -> Result {

@@ -257,7 +257,7 @@ public final class SQLiteStore: LocalSyncStore {
         }
     }
 
-    public func seenEventIds(_ requests: [(key: DeviceKey, eventIds: [String])]) async throws -> [Set<String>] {
+    public func seenEventIds(_ requests: [EventIdClaim]) async throws -> [Set<String>] {
         let claims = Self.encoded(requests)
         let recent = inBacklog(claims)
         let recorded = try await pool.read { db in try Self.recordedBefore(claims, recent: recent, db) }
@@ -265,7 +265,7 @@ public final class SQLiteStore: LocalSyncStore {
     }
 
     /// Claims as the journal and the buckets key them: each device by its stable hash, each id as its UTF-8 bytes.
-    static func encoded(_ claims: [(key: DeviceKey, eventIds: [String])]) -> [(hash: Int64, ids: [[UInt8]])] {
+    static func encoded(_ claims: [EventIdClaim]) -> [(hash: Int64, ids: [[UInt8]])] {
         claims.map { (hash: $0.key.stableHash, ids: $0.eventIds.map { Array($0.utf8) }) }
     }
 
@@ -296,7 +296,7 @@ public final class SQLiteStore: LocalSyncStore {
     /// The group for the claims, given which ids were `recorded` before it: an id recorded before is seen; one
     /// this group records is a repeat within it, which `plan` judges.
     static func judge<Result>(
-        _ claims: [(key: DeviceKey, eventIds: [String])],
+        _ claims: [EventIdClaim],
         _ encoded: [(hash: Int64, ids: [[UInt8]])],
         _ recorded: [[Bool]],
         at recordedAt: Timestamp,

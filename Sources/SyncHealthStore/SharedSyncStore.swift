@@ -96,7 +96,7 @@ public struct GroupRead: Sendable {
     /// The devices of its requests (and of lines to settle).
     public var keys: [DeviceKey]
     /// Per request, its device and the event ids it claims.
-    public var claims: [(key: DeviceKey, eventIds: [String])]
+    public var claims: [EventIdClaim]
     /// The service clock.
     public var now: Timestamp
     /// At most this many due devices.
@@ -105,7 +105,7 @@ public struct GroupRead: Sendable {
     public var containers: [String]?
 
     /// Creates a read.
-    public init(keys: [DeviceKey], claims: [(key: DeviceKey, eventIds: [String])], now: Timestamp, dueLimit: Int, containers: [String]?) {
+    public init(keys: [DeviceKey], claims: [EventIdClaim], now: Timestamp, dueLimit: Int, containers: [String]?) {
         self.keys = keys
         self.claims = claims
         self.now = now

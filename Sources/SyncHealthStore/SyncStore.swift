@@ -1,5 +1,8 @@
 public import SyncHealthCore
 
+/// One device's event ids in a request, as the store's dedupe reads and records them.
+public typealias EventIdClaim = (key: DeviceKey, eventIds: [String])
+
 /// The durable store behind the service. The store is the truth: the service may cache hot state in memory,
 /// but rebuilds it from `loadState()` at start.
 ///
@@ -10,7 +13,7 @@ public protocol SyncStore: WebhookStore, SilenceStore, HistoryStore, IncidentSto
     func loadState() async throws -> PersistedState
 
     /// For each (device, candidate ids) pair, the ids already recorded for that device.
-    func seenEventIds(_ requests: [(key: DeviceKey, eventIds: [String])]) async throws -> [Set<String>]
+    func seenEventIds(_ requests: [EventIdClaim]) async throws -> [Set<String>]
 
     /// Durably writes one group of changes in a single transaction.
     func commit(_ changes: StoreChanges) async throws
@@ -24,7 +27,7 @@ public protocol SyncStore: WebhookStore, SilenceStore, HistoryStore, IncidentSto
     /// The default implementation reads with `seenEventIds` and then calls `commit(_:)`, which is the same when
     /// one process writes; a store overrides it to do both in one pass.
     func commit<Result: Sendable>(
-        claiming claims: [(key: DeviceKey, eventIds: [String])],
+        claiming claims: [EventIdClaim],
         at recordedAt: Timestamp,
         plan: @escaping @Sendable (_ seen: [Set<String>]) throws -> (changes: StoreChanges, result: Result)
     )
@@ -55,7 +58,7 @@ public protocol SyncStore: WebhookStore, SilenceStore, HistoryStore, IncidentSto
 
 extension SyncStore {
     public func commit<Result: Sendable>(
-        claiming claims: [(key: DeviceKey, eventIds: [String])],
+        claiming claims: [EventIdClaim],
         at recordedAt: Timestamp,
         plan: @escaping @Sendable (_ seen: [Set<String>]) throws -> (changes: StoreChanges, result: Result)
     )
@@ -109,7 +112,7 @@ public struct StoreChanges: Sendable {
 
     /// The claimed ids that were not recorded before, each (device, id) once, in claim order: the ids a group
     /// records, for stores that write them after planning.
-    public static func newIds(_ claims: [(key: DeviceKey, eventIds: [String])], seen: [Set<String>]) -> [(key: DeviceKey, eventId: String)] {
+    public static func newIds(_ claims: [EventIdClaim], seen: [Set<String>]) -> [(key: DeviceKey, eventId: String)] {
         var listed: [DeviceKey: Set<String>] = [:]
         var ids: [(key: DeviceKey, eventId: String)] = []
         for (claim, seen) in zip(claims, seen) {
@@ -123,7 +126,7 @@ public struct StoreChanges: Sendable {
     /// What `plan` returns for claims of which `seen` were recorded before, with the claims' new ids to record at
     /// `recordedAt`: for stores that record the ids after planning.
     static func planned<Result>(
-        _ claims: [(key: DeviceKey, eventIds: [String])],
+        _ claims: [EventIdClaim],
         seen: [Set<String>],
         at recordedAt: Timestamp,
         plan: (_ seen: [Set<String>]) throws -> (changes: StoreChanges, result: Result)

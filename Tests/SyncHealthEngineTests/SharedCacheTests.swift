@@ -27,7 +27,7 @@ struct SharedCacheTests {
         return snapshot
     }
 
-    static func claims(_ keys: [DeviceKey]) -> [(key: DeviceKey, eventIds: [String])] { keys.map { ($0, ["e"]) } }
+    static func claims(_ keys: [DeviceKey]) -> [EventIdClaim] { keys.map { ($0, ["e"]) } }
 
     @Test("nothing is planned without a read before the first read; then known devices are planned on as read, every id as new")
     func knownDevices() {
