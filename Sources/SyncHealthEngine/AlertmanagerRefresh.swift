@@ -6,7 +6,7 @@ import SyncHealthWebhooks
 
 /// Posts every firing alert to each `alertmanager` subscription again, once a minute and once at start.
 ///
-/// Alertmanager resolves an alert whose `endsAt` has passed; each post holds it for `AlertMessage.alertmanagerHold`
+/// Alertmanager resolves an alert whose `endsAt` has passed; each post holds it for `AlertmanagerFormat.hold`
 /// more, so it stays active while it fires here, across Alertmanager's `resolve_timeout` and across a restart of
 /// this service. The fire and the resolve themselves go through the outbox, in order, with retries; a refresh
 /// that fails is only logged, and the next one makes up for it.
@@ -49,12 +49,12 @@ public struct AlertmanagerRefresh: Service {
             let alerts = firing.filter {
                 subscription.wants($0.0, errorClass: $0.1.errorClass)
                     && engine.webhooks.silences.silencedBy($0.0, info: $0.1.info, now: now).isEmpty
-            }.map { AlertMessage.alertmanager($0.0, context: $0.1, now: now) }
+            }.map { AlertmanagerFormat.alert($0.0, context: $0.1, now: now) }
             guard !alerts.isEmpty else { continue }
             for chunk in stride(from: 0, to: alerts.count, by: 500).map({ Array(alerts[$0..<min($0 + 500, alerts.count)]) }) {
-                guard let body = AlertMessage.encode(chunk) else { continue }
+                guard let body = AlertmanagerFormat.encode(chunk) else { continue }
                 let response = await engine.webhooks.send(
-                    url: WebhookCenter.alertmanagerAlertsURL(subscription.url),
+                    url: AlertmanagerFormat.deliveryURL(subscription.url),
                     headers: [(name: "content-type", value: "application/json")],
                     body: Array(body.utf8)
                 )

@@ -2,7 +2,8 @@ import Foundation
 public import SyncHealthCore
 import SyncHealthStore
 
-/// The body of one incident message in each subscription format. Pure: the same incident gives the same bytes.
+/// What the formats' incident messages share: the dispatch to the subscription's format, the outbox rows, and the
+/// words (headline, versions, advice). Each format's body is in `Formats/` (`AlertFormat`).
 enum IncidentMessage {
     /// The body for `format`; `nil` for a format that does not take incidents (Alertmanager groups by itself).
     static func body(
@@ -13,16 +14,7 @@ enum IncidentMessage {
         now: Timestamp,
         publicURL: String? = nil
     ) -> String? {
-        switch format {
-        case .standardWebhooks:
-            return AlertMessage.encode(Envelope(type: "incident.\(notice.rawValue)", timestamp: now.rfc3339, data: IncidentJSON(incident)))
-        case .slack:
-            return AlertMessage.encode(slack(incident, notice: notice, publicURL: publicURL))
-        case .pagerduty:
-            return AlertMessage.encode(pagerDuty(incident, notice: notice, routingKey: subscription.routingKey ?? ""))
-        case .alertmanager:
-            return nil
-        }
+        format.alertFormat.incidentBody(incident, notice: notice, subscription: subscription, now: now, publicURL: publicURL)
     }
 
     /// The message's outbox rows, one per subscription, each with an id that names the incident, the message's number
@@ -72,69 +64,6 @@ enum IncidentMessage {
         case .updated: return "🟠 \(what(incident.key)) now on \(incident.devices) devices of \(scope)"
         case .resolved: return "✅ Resolved: \(what(incident.key)) on \(scope), at most \(incident.peakDevices) devices"
         }
-    }
-
-    // MARK: Standard Webhooks
-
-    struct Envelope: Encodable {
-        let type: String
-        let timestamp: String
-        let data: IncidentJSON
-    }
-
-    // MARK: Slack
-
-    static func slack(_ incident: IncidentRecord, notice: IncidentBook.Notice, publicURL: String?) -> AlertMessage.Slack {
-        let headline = headline(incident, notice: notice)
-        var fields: [AlertMessage.Slack.Text] = [
-            .init(type: "mrkdwn", text: "*Devices*\n\(incident.devices) (at most \(incident.peakDevices))"),
-            .init(type: "mrkdwn", text: "*Since*\n\(incident.openedAt.rfc3339)"),
-        ]
-        if !incident.byVersion.isEmpty { fields.append(.init(type: "mrkdwn", text: "*App versions*\n\(versions(incident))")) }
-        if !incident.samples.isEmpty { fields.append(.init(type: "mrkdwn", text: "*For example*\n\(incident.samples.joined(separator: ", "))")) }
-        var blocks: [AlertMessage.Slack.Block] = [
-            .init(type: "section", text: .init(type: "mrkdwn", text: "*\(headline)*")),
-            .init(type: "section", fields: fields),
-        ]
-        if let advice = advice(incident.key) {
-            blocks.append(.init(type: "section", text: .init(type: "mrkdwn", text: "*What to do* (\(advice.who.rawValue)): \(advice.text)")))
-        }
-        if let base = publicURL.map({ $0.hasSuffix("/") ? String($0.dropLast()) : $0 }) {
-            blocks.append(.init(type: "section", text: .init(type: "mrkdwn", text: "<\(base)/#/alerts|Open the incidents on the dashboard>")))
-        }
-        blocks.append(.init(type: "context", elements: [.init(type: "mrkdwn", text: "SyncHealth incident `\(incident.id)`")]))
-        return AlertMessage.Slack(text: headline, blocks: blocks)
-    }
-
-    // MARK: PagerDuty
-
-    static func pagerDuty(_ incident: IncidentRecord, notice: IncidentBook.Notice, routingKey: String) -> AlertMessage.PagerDuty {
-        guard notice != .resolved else { return AlertMessage.PagerDuty(routing_key: routingKey, event_action: "resolve", dedup_key: incident.id) }
-        var details = [
-            "incidentId": incident.id, "kind": incident.key.kind.rawValue, "devices": String(incident.devices),
-            "appVersions": versions(incident), "sampleDevices": incident.samples.joined(separator: ", "),
-        ]
-        if let signature = incident.key.signature {
-            let error = SyncErrorReport(domain: signature.domain, code: signature.code)
-            details["error"] = error.displayName
-            details["errorClass"] = error.errorClass.rawValue
-        }
-        if let advice = advice(incident.key) {
-            details["advice"] = advice.text
-            details["adviceWho"] = advice.who.rawValue
-        }
-        let errorClass = incident.key.signature.map { SyncErrorReport(domain: $0.domain, code: $0.code).errorClass }
-        let payload = AlertMessage.PagerDuty.Payload(
-            summary: String(headline(incident, notice: notice).prefix(1024)),
-            source: incident.key.appId,
-            severity: errorClass == .dataLoss ? "critical" : errorClass == .developer ? "error" : "warning",
-            timestamp: incident.openedAt.rfc3339,
-            component: incident.key.appId,
-            group: incident.key.containerId,
-            class: errorClass?.rawValue ?? incident.key.kind.rawValue,
-            custom_details: details
-        )
-        return AlertMessage.PagerDuty(routing_key: routingKey, event_action: "trigger", dedup_key: incident.id, payload: payload)
     }
 }
 

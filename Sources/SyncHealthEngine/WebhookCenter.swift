@@ -179,9 +179,6 @@ public final class WebhookCenter: Service, Sendable {
                 return format
             } ?? .standardWebhooks
         let routingKey = fields.routingKey.flatMap { $0.isEmpty ? nil : $0 }
-        if format == .pagerduty && routingKey == nil {
-            throw WebhookError.invalidField(pointer: "/routingKey", detail: "the pagerduty format needs the integration's routingKey")
-        }
         if let routingKey, routingKey.count > 256 {
             throw WebhookError.invalidField(pointer: "/routingKey", detail: "routingKey is longer than 256 characters")
         }
@@ -201,19 +198,14 @@ public final class WebhookCenter: Service, Sendable {
             }
             return grouping
         }
-        if format == .alertmanager && grouping == .incident {
-            throw WebhookError.invalidField(
-                pointer: "/grouping",
-                detail: "Alertmanager groups alerts itself: use device (its group_by does the rest)"
-            )
-        }
+        try format.alertFormat.validate(routingKey: routingKey, grouping: grouping)
         for (pointer, list) in [("/appIds", fields.appIds), ("/containerIds", fields.containerIds)]
         where list.contains(where: { $0.isEmpty || $0.count > 256 }) {
             throw WebhookError.invalidField(pointer: pointer, detail: "each entry must be 1-256 characters")
         }
         let guardian = AddressGuard(allowPrivate: configuration.allowPrivate)
         do {
-            _ = try guardian.check(format == .alertmanager ? Self.alertmanagerAlertsURL(fields.url) : fields.url)
+            _ = try guardian.check(format.alertFormat.deliveryURL(fields.url))
         } catch .unresolvable {
             // Not proof of anything: DNS may be down, or the name not live yet. Every delivery checks again.
         } catch {
@@ -343,7 +335,7 @@ public final class WebhookCenter: Service, Sendable {
         attempts.increment()
         let body = Array(message.payload.utf8)
         guard let subscription = subscriptions.withLock({ $0[message.webhookId] }), subscription.disabledReason == nil,
-            let (url, headers) = Self.target(subscription, messageId: message.id, body: body, now: now)
+            let (url, headers) = subscription.format.alertFormat.target(subscription, messageId: message.id, body: body, now: now)
         else {
             await record(
                 DeliveryAttempt(
@@ -411,35 +403,6 @@ public final class WebhookCenter: Service, Sendable {
             ]
         )
         await record(attempt, disable: disable)
-    }
-
-    /// Where a subscription's message goes, and its headers: signed for Standard Webhooks, plain JSON for the
-    /// providers' formats. `nil` when the subscription's secret is unusable.
-    static func target(
-        _ subscription: WebhookSubscription,
-        messageId: String,
-        body: [UInt8],
-        now: Timestamp
-    )
-        -> (url: String, headers: [(name: String, value: String)])?
-    {
-        let json = [(name: "content-type", value: "application/json")]
-        switch subscription.format {
-        case .standardWebhooks:
-            guard let signer = WebhookSigner(secret: subscription.secret) else { return nil }
-            return (subscription.url, signer.headers(id: messageId, timestamp: now.unixSeconds, body: body))
-        case .slack, .pagerduty:
-            return (subscription.url, json)
-        case .alertmanager:
-            return (alertmanagerAlertsURL(subscription.url), json)
-        }
-    }
-
-    /// An Alertmanager's `POST /api/v2/alerts`, from its base URL.
-    static func alertmanagerAlertsURL(_ base: String) -> String {
-        var base = base
-        while base.hasSuffix("/") { base.removeLast() }
-        return base + "/api/v2/alerts"
     }
 
     /// One request through the transport, after the SSRF guard has checked the address again (the host may resolve
