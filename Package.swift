@@ -47,10 +47,17 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // Storage: the `SyncStore` protocol, an in-memory store for tests, the SQLite store (GRDB).
+        // Storage's ports (`SyncStore` and the protocols around it), the records they carry, the in-memory store.
         .target(
             name: "SyncHealthStore",
+            dependencies: ["SyncHealthCore"],
+            swiftSettings: swiftSettings
+        ),
+        // The embedded store: SQLite (GRDB) behind a commit journal.
+        .target(
+            name: "SyncHealthSQLite",
             dependencies: [
+                "SyncHealthStore",
                 "SyncHealthCore",
                 "CWriteback",
                 .product(name: "GRDB", package: "GRDB.swift"),
@@ -121,6 +128,7 @@ let package = Package(
                 "SyncHealthEngine",
                 "SyncHealthCore",
                 "SyncHealthStore",
+                "SyncHealthSQLite",
                 "SyncHealthPostgres",
                 "SyncHealthWebhooks",
                 "CHeap",
@@ -158,6 +166,7 @@ let package = Package(
                 .product(name: "SyncHealthClient", package: "Client"),
                 "SyncHealthCore",
                 "SyncHealthStore",
+                "SyncHealthSQLite",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -198,7 +207,16 @@ let package = Package(
         .testTarget(
             name: "SyncHealthStoreTests",
             dependencies: [
-                "SyncHealthStore", "SyncHealthPostgres", "SyncHealthCore", "SyncHealthTestSupport",
+                "SyncHealthStore", "SyncHealthSQLite", "SyncHealthPostgres", "SyncHealthCore", "SyncHealthTestSupport",
+                .product(name: "SyncHealthMonitorTestKit", package: "Client"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .testTarget(
+            name: "SyncHealthSQLiteTests",
+            dependencies: [
+                "SyncHealthSQLite", "SyncHealthStore", "SyncHealthCore", "SyncHealthTestSupport",
                 .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
@@ -224,6 +242,7 @@ let package = Package(
                 "SyncHealthEngineTesting",
                 "SyncHealthCore",
                 "SyncHealthStore",
+                "SyncHealthSQLite",
                 "SyncHealthPostgres",
                 "SyncHealthWebhooks",
                 "SyncHealthTestSupport",
@@ -264,13 +283,13 @@ if Context.environment["SYNCHEALTH_BENCHMARKS"] != nil {
         ),
         .executableTarget(
             name: "PruneCost",
-            dependencies: ["SyncHealthCore", "SyncHealthStore"],
+            dependencies: ["SyncHealthCore", "SyncHealthStore", "SyncHealthSQLite"],
             path: "Benchmarks/PruneCost"
         ),
         .executableTarget(
             name: "Churn",
             dependencies: [
-                "CHeap", "SyncHealthCore", "SyncHealthStore", "SyncHealthEngine", "SyncHealthEngineTesting", "SyncHealthWebhooks",
+                "CHeap", "SyncHealthCore", "SyncHealthStore", "SyncHealthSQLite", "SyncHealthEngine", "SyncHealthEngineTesting", "SyncHealthWebhooks",
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Benchmarks/Churn"

@@ -14,6 +14,7 @@ import Logging
 import SyncHealthCore
 import SyncHealthEngine
 import SyncHealthEngineTesting
+import SyncHealthSQLite
 import SyncHealthStore
 import SyncHealthWebhooks
 

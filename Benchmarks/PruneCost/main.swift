@@ -6,6 +6,7 @@
 //     swift run -c release PruneCost [expired] [kept] [batch]
 import Foundation
 import SyncHealthCore
+import SyncHealthSQLite
 import SyncHealthStore
 
 let arguments = CommandLine.arguments.dropFirst().compactMap { Int($0) }

@@ -1,6 +1,7 @@
 public import Logging
 import SyncHealthCore
 public import SyncHealthEngine
+public import SyncHealthSQLite
 public import SyncHealthStore
 
 /// Everything `synchealth serve` can be told, from the environment or flags (`ServiceSetting.all` declares how).

@@ -9,6 +9,7 @@ public import ServiceLifecycle
 import SyncHealthCore
 public import SyncHealthEngine
 import SyncHealthPostgres
+public import SyncHealthSQLite
 public import SyncHealthStore
 public import SyncHealthWebhooks
 

@@ -1,17 +1,17 @@
 public import SyncHealthCore
 
 /// Appends little-endian values to a byte buffer.
-struct ByteWriter {
-    var bytes: [UInt8] = []
+package struct ByteWriter {
+    package var bytes: [UInt8] = []
 
-    init(capacity: Int = 128) { bytes.reserveCapacity(capacity) }
+    package init(capacity: Int = 128) { bytes.reserveCapacity(capacity) }
 
-    mutating func u8(_ v: UInt8) { bytes.append(v) }
-    mutating func bool(_ v: Bool) { bytes.append(v ? 1 : 0) }
-    mutating func i64(_ v: Int64) { withUnsafeBytes(of: v.littleEndian) { bytes.append(contentsOf: $0) } }
-    mutating func f64(_ v: Double) { i64(Int64(bitPattern: v.bitPattern)) }
-    mutating func time(_ t: Timestamp) { i64(t.microseconds) }
-    mutating func string(_ s: String) {
+    package mutating func u8(_ v: UInt8) { bytes.append(v) }
+    package mutating func bool(_ v: Bool) { bytes.append(v ? 1 : 0) }
+    package mutating func i64(_ v: Int64) { withUnsafeBytes(of: v.littleEndian) { bytes.append(contentsOf: $0) } }
+    package mutating func f64(_ v: Double) { i64(Int64(bitPattern: v.bitPattern)) }
+    package mutating func time(_ t: Timestamp) { i64(t.microseconds) }
+    package mutating func string(_ s: String) {
         // The bytes go straight in, not through an array of their own: every record encoded writes several strings.
         var s = s
         s.withUTF8 { utf8 in
@@ -19,7 +19,7 @@ struct ByteWriter {
             bytes.append(contentsOf: utf8)
         }
     }
-    mutating func optional<T>(_ value: T?, _ write: (inout ByteWriter, T) -> Void) {
+    package mutating func optional<T>(_ value: T?, _ write: (inout ByteWriter, T) -> Void) {
         guard let value else { return u8(0) }
         u8(1)
         write(&self, value)
@@ -27,45 +27,45 @@ struct ByteWriter {
 }
 
 /// Reads what `ByteWriter` wrote; every read checks bounds and throws on truncated or invalid data.
-struct ByteReader {
-    struct Invalid: Error {}
+package struct ByteReader {
+    package struct Invalid: Error { package init() {} }
 
-    let bytes: [UInt8]
-    var index = 0
+    package let bytes: [UInt8]
+    package var index = 0
 
-    init(_ bytes: [UInt8]) { self.bytes = bytes }
+    package init(_ bytes: [UInt8]) { self.bytes = bytes }
 
-    var isAtEnd: Bool { index == bytes.count }
+    package var isAtEnd: Bool { index == bytes.count }
 
-    mutating func u8() throws -> UInt8 {
+    package mutating func u8() throws -> UInt8 {
         guard index < bytes.count else { throw Invalid() }
         defer { index += 1 }
         return bytes[index]
     }
-    mutating func bool() throws -> Bool { try u8() != 0 }
-    mutating func i64() throws -> Int64 {
+    package mutating func bool() throws -> Bool { try u8() != 0 }
+    package mutating func i64() throws -> Int64 {
         guard index + 8 <= bytes.count else { throw Invalid() }
         var v: UInt64 = 0
         for i in 0..<8 { v |= UInt64(bytes[index + i]) << (8 * UInt64(i)) }
         index += 8
         return Int64(bitPattern: v)
     }
-    mutating func f64() throws -> Double { Double(bitPattern: UInt64(bitPattern: try i64())) }
-    mutating func time() throws -> Timestamp { Timestamp(microseconds: try i64()) }
-    mutating func string() throws -> String {
+    package mutating func f64() throws -> Double { Double(bitPattern: UInt64(bitPattern: try i64())) }
+    package mutating func time() throws -> Timestamp { Timestamp(microseconds: try i64()) }
+    package mutating func string() throws -> String {
         let count = try i64()
         guard count >= 0, count <= bytes.count - index else { throw Invalid() }
         defer { index += Int(count) }
         return String(decoding: bytes[index..<(index + Int(count))], as: UTF8.self)
     }
-    mutating func optional<T>(_ read: (inout ByteReader) throws -> T) throws -> T? {
+    package mutating func optional<T>(_ read: (inout ByteReader) throws -> T) throws -> T? {
         switch try u8() {
         case 0: return nil
         case 1: return try read(&self)
         default: throw Invalid()
         }
     }
-    mutating func enumValue<E: RawRepresentable>(_: E.Type) throws -> E where E.RawValue == String {
+    package mutating func enumValue<E: RawRepresentable>(_: E.Type) throws -> E where E.RawValue == String {
         guard let v = E(rawValue: try string()) else { throw Invalid() }
         return v
     }

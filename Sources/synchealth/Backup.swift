@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import SyncHealthSQLite
 import SyncHealthStore
 
 #if canImport(FoundationNetworking)

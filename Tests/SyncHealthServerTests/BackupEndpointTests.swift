@@ -4,6 +4,7 @@ import Hummingbird
 import HummingbirdTesting
 import NIOCore
 import SyncHealthEngine
+import SyncHealthSQLite
 import SyncHealthServer
 import SyncHealthStore
 import SyncHealthTestSupport

@@ -5,6 +5,7 @@ import NIOCore
 import SyncHealthCore
 import SyncHealthEngine
 import SyncHealthEngineTesting
+import SyncHealthSQLite
 import SyncHealthStore
 import SyncHealthTestSupport
 import Testing

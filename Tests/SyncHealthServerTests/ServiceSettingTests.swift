@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import SyncHealthCore
 import SyncHealthEngine
+import SyncHealthSQLite
 import SyncHealthServer
 import SyncHealthStore
 import Testing

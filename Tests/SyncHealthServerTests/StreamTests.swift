@@ -6,6 +6,7 @@ import SyncHealthCore
 import SyncHealthEngine
 import SyncHealthEngineTesting
 import SyncHealthPostgres
+import SyncHealthSQLite
 import SyncHealthStore
 import SyncHealthTestSupport
 import Synchronization

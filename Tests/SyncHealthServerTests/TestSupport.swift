@@ -9,6 +9,7 @@ import ServiceLifecycle
 import SyncHealthCore
 import SyncHealthEngineTesting
 import SyncHealthPostgres
+import SyncHealthSQLite
 import SyncHealthStore
 import SyncHealthTestSupport
 import SyncHealthWebhooks

@@ -8,6 +8,7 @@ import NIOPosix
 import SyncHealthCore
 import SyncHealthEngine
 import SyncHealthEngineTesting
+import SyncHealthSQLite
 import SyncHealthStore
 import SyncHealthTestSupport
 import SyncHealthWebhooks

@@ -3,6 +3,7 @@ import SyncHealthMonitorTestKit
 import SyncHealthTestSupport
 import Testing
 
+@testable import SyncHealthSQLite
 @testable import SyncHealthStore
 
 /// The stored formats, held to golden bytes: a change to a format must be a deliberate one, with a fixture of its
@@ -163,18 +164,4 @@ struct StoredFormatTests {
             #expect(decoded.alerts == entry.alerts && decoded.outbox == entry.outbox && decoded.ids.map(\.id) == entry.ids.map(\.id))
         }
     }
-}
-
-func hex(_ bytes: [UInt8]) -> String {
-    bytes.map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }.joined()
-}
-
-func bytes(_ hex: String) -> [UInt8] {
-    var out: [UInt8] = []
-    var i = hex.startIndex
-    while i < hex.endIndex, let j = hex.index(i, offsetBy: 2, limitedBy: hex.endIndex) {
-        out.append(UInt8(hex[i..<j], radix: 16) ?? 0)
-        i = j
-    }
-    return out
 }

@@ -1,0 +1,126 @@
+import GRDB
+import SyncHealthStore
+
+/// How the embedded store remembers event ids for dedupe: one row an id in `event_ids`, keyed by its generation,
+/// then the id's bytes, then its device's hash; and per device, a ceiling that none of its ids is above, in
+/// `event_id_ceilings`.
+///
+/// Why this shape (docs/architecture.md#event-ids-by-generation):
+/// - **A fold writes pages in proportion to the ids it records.** Ids that grow with time (the client's UUIDv7)
+///   go in at the right edge of the current generation, so a page written holds a hundred new ids. The per-device
+///   rows of migrations v4-v9 (tails and buckets) rewrote a page for each device a fold touched: once every
+///   device's row had filled, nearly every page of the table, each fold, and a week's load slowed down with them.
+/// - **Ids age out a generation at a time.** A generation takes the ids recorded from its first until `span`
+///   later (`event_id_generations.ends_at`). Once all of it is older than the cutoff, expiry deletes its rows in
+///   key order, so whole pages are freed and new ids reuse them: the file stops growing once the window is full.
+///   An id is remembered at least the retention, and at most one span longer.
+/// - **A lookup is a seek a generation** (the window holds retention / span + 1 of them: 8 for 7 days and a day),
+///   and is made only for an id at or below its device's ceiling: a growing id is new without one.
+///
+/// Ids that do not grow (random ones) still cost a seek and an insert each, at random places in the current
+/// generation; nothing is worse for them than it was in the buckets.
+enum EventIds {
+    /// One generation: its number (the first column of `event_ids`' key) and when it stops taking ids.
+    struct Generation: Equatable {
+        var gen: Int64
+        /// Service clock, microseconds.
+        var endsAt: Int64
+    }
+
+    /// Every generation, oldest first.
+    static func generations(_ db: Database) throws -> [Generation] {
+        let select = try FastStatement(db, "SELECT gen, ends_at FROM event_id_generations ORDER BY gen")
+        var generations: [Generation] = []
+        try select.query { row in generations.append(Generation(gen: row.int(0), endsAt: row.int(1))) }
+        return generations
+    }
+
+    /// For each claimed id, whether it was recorded; and for each claim, its device's ceiling in the tables
+    /// (`.zero` for a device without ids).
+    static func recordedBefore(
+        _ claims: [(hash: Int64, ids: [[UInt8]])],
+        _ db: Database
+    ) throws -> (recorded: [[Bool]], ceilings: [EventIdCeilings.Prefix]) {
+        let ceiling = try FastStatement(db, "SELECT through FROM event_id_ceilings WHERE device_hash = ?")
+        let find = try FastStatement(db, "SELECT 1 FROM event_ids WHERE gen = ? AND id = ? AND device_hash = ?")
+        var generations: [Generation]?
+        var recorded: [[Bool]] = []
+        recorded.reserveCapacity(claims.count)
+        var ceilings: [EventIdCeilings.Prefix] = []
+        ceilings.reserveCapacity(claims.count)
+        for claim in claims {
+            var through = EventIdCeilings.Prefix.zero
+            try ceiling.query(.int(claim.hash)) { row in through = EventIdCeilings.Prefix(row.bytes(0)) }
+            ceilings.append(through)
+            var found: [Bool] = []
+            found.reserveCapacity(claim.ids.count)
+            for id in claim.ids {
+                // Above the ceiling: above every id of the device, so not one of them.
+                guard EventIdCeilings.Prefix(id) <= through else {
+                    found.append(false)
+                    continue
+                }
+                if generations == nil { generations = try Self.generations(db) }
+                let hit = try (generations ?? []).contains { generation in
+                    var row = false
+                    try find.query(.int(generation.gen), .blob(id), .int(claim.hash)) { _ in row = true }
+                    return row
+                }
+                found.append(hit)
+            }
+            recorded.append(found)
+        }
+        return (recorded, ceilings)
+    }
+
+    /// Records `ids` (each with its device's hash and when it was recorded) in the generation of their time: the
+    /// current one, or a new one of `span` microseconds when the current one has ended. Raises each device's
+    /// ceiling to cover its ids. An id its generation holds already is not added again.
+    static func record(_ ids: some Sequence<(hash: Int64, id: [UInt8], at: Int64)>, span: Int64, _ db: Database) throws {
+        let insert = try FastStatement(db, "INSERT OR IGNORE INTO event_ids (gen, id, device_hash) VALUES (?, ?, ?)")
+        let open = try FastStatement(db, "INSERT INTO event_id_generations (gen, ends_at) VALUES (?, ?)")
+        var current = try generations(db).last
+        var highest: [Int64: EventIdCeilings.Prefix] = [:]
+        for (hash, id, at) in ids {
+            // A time before the current generation's (a clock set back) stays in it: kept longer, never shorter.
+            if current.map({ at >= $0.endsAt }) ?? true {
+                let next = Generation(gen: (current?.gen ?? 0) + 1, endsAt: at + max(span, 1))
+                try open.run(.int(next.gen), .int(next.endsAt))
+                current = next
+            }
+            guard let gen = current?.gen else { continue }
+            try insert.run(.int(gen), .blob(id), .int(hash))
+            let prefix = EventIdCeilings.Prefix(id)
+            if highest[hash].map({ $0 < prefix }) ?? true { highest[hash] = prefix }
+        }
+        // In rowid order, so that consecutive devices share pages. SQLite compares blobs as memcmp does, in the
+        // prefixes' order.
+        let raise = try FastStatement(
+            db,
+            """
+            INSERT INTO event_id_ceilings (device_hash, through) VALUES (?, ?)
+            ON CONFLICT (device_hash) DO UPDATE SET through = excluded.through WHERE excluded.through > through
+            """
+        )
+        for (hash, prefix) in highest.sorted(by: { $0.key < $1.key }) { try raise.run(.int(hash), .blob(prefix.bytes)) }
+    }
+
+    /// Forgets up to `limit` ids of the generations that ended at or before `cutoff`, oldest first, in key
+    /// order; a generation left empty is removed. Returns how many were forgotten.
+    static func prune(recordedBefore cutoff: Int64, limit: Int, _ db: Database) throws -> Int {
+        let select = try FastStatement(db, "SELECT id, device_hash FROM event_ids WHERE gen = ? ORDER BY id, device_hash LIMIT ?")
+        let delete = try FastStatement(db, "DELETE FROM event_ids WHERE gen = ? AND id = ? AND device_hash = ?")
+        let close = try FastStatement(db, "DELETE FROM event_id_generations WHERE gen = ?")
+        var forgotten = 0
+        for generation in try generations(db) where generation.endsAt <= cutoff {
+            let wanted = limit - forgotten
+            if wanted <= 0 { break }
+            var keys: [(id: [UInt8], hash: Int64)] = []
+            try select.query(.int(generation.gen), .int(Int64(wanted))) { row in keys.append((row.bytes(0), row.int(1))) }
+            for key in keys { try delete.run(.int(generation.gen), .blob(key.id), .int(key.hash)) }
+            forgotten += keys.count
+            if keys.count < wanted { try close.run(.int(generation.gen)) }
+        }
+        return forgotten
+    }
+}
