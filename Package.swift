@@ -232,7 +232,13 @@ let package = Package(
         .testTarget(
             name: "SyncHealthEngineTests",
             // CHeap: a test counts what the allocator holds.
-            dependencies: ["SyncHealthEngine", "SyncHealthEngineTesting", "SyncHealthCore", "SyncHealthStore", "SyncHealthTestSupport", "CHeap"]
+            dependencies: [
+                "SyncHealthEngine", "SyncHealthEngineTesting", "SyncHealthCore", "SyncHealthStore", "SyncHealthSQLite",
+                "SyncHealthTestSupport", "CHeap",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ]
         ),
         .testTarget(
             name: "SyncHealthServerTests",

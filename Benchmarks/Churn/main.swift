@@ -125,7 +125,12 @@ let began = ContinuousClock.now
 var samples: [Sample] = []
 try await withThrowingTaskGroup(of: Void.self) { services in
     services.addTask { try await engine.run() }
-    services.addTask { try await store.maintenance(logger: logger, niceness: 0).run() }
+    // A simulated day passes in about a second: free pages go back at the pace of the days, a tick at a time and
+    // 4 MiB a step, where the service returns 512 KiB a second for days that last a day.
+    var maintenance = store.maintenance(logger: logger, niceness: 0)
+    maintenance.reclaimer.pagesPerStep = 1_024
+    maintenance.reclaimEvery = .zero
+    services.addTask { [maintenance] in try await maintenance.run() }
     while !engine.isReady { try await Task.sleep(for: .milliseconds(10)) }
     print("fleet \(fleet), churn \(churn) a day, forget after \(forgetDays) days, alert history \(historyDays) days, \(days) days")
     print("| day | devices kept | RSS (MiB) | data directory (MiB) | of which the database / its WAL (MiB) | free pages in the database (MiB) |")

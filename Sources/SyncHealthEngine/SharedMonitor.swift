@@ -256,8 +256,7 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
     }
 
     /// A group in one read and one write, or in the write alone when `mayWriteFirst` and the cache knows enough;
-    /// read and planned again when the write is refused (another replica wrote one of its devices, a fleet alert or
-    /// one of its event ids first).
+    /// read and planned again when the write is refused (`SharedGroupStateMachine` decides which).
     private func plan(
         _ jobs: [IngestJob],
         erasures: [DeviceKey],
@@ -268,35 +267,22 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
         in group: any SharedGroup
     ) async throws -> GroupPlan {
         let claims = jobs.map(\.claim)
-        let containers = Array(Set(jobs.compactMap(\.batch.info.containerId)))
-        // Timers claimed by an earlier attempt stay this group's: they are hidden from every read for a lease.
-        var claimedDue: [DeviceKey] = []
-        var writeFirst = mayWriteFirst
-        for _ in 0..<SharedPasses.maxAttempts {
-            // An attempt starts from the decisions before the first.
-            policy.withLock { p in
-                p.discardChanges()
-                p.beginChanges()
-            }
-            let snapshot: GroupSnapshot
-            if writeFirst, let known = cache.withLock({ $0.snapshot(keys: keys, claims: claims) }) {
-                snapshot = known
-            } else {
-                writeFirst = false
-                let listed = Set(keys)
-                let readKeys = keys + claimedDue.filter { !listed.contains($0) }
-                let missing = cache.withLock { c in readKeys.filter { c.devices[$0] == nil } }
-                snapshot = try await group.read(
-                    GroupRead(
-                        keys: readKeys,
-                        claims: claims,
-                        now: now,
-                        dueLimit: configuration.maxTimersPerGroup,
-                        containers: everyContainer ? nil : containers
-                    )
-                )
-                cache.withLock { $0.learn(snapshot, keys: readKeys, missing: missing) }
-                claimedDue += snapshot.due.map(\.record.key)
+        var machine = SharedGroupStateMachine(
+            keys: keys,
+            claims: claims,
+            containers: Array(Set(jobs.compactMap(\.batch.info.containerId))),
+            mayWriteFirst: mayWriteFirst,
+            everyContainer: everyContainer,
+            now: now,
+            dueLimit: configuration.maxTimersPerGroup
+        )
+        var action = machine.start(cached: mayWriteFirst ? cache.withLock { $0.snapshot(keys: keys, claims: claims) } : nil)
+        while true {
+            switch action {
+            case .read(let request):
+                let missing = cache.withLock { c in request.keys.filter { c.devices[$0] == nil } }
+                let snapshot = try await group.read(request)
+                cache.withLock { $0.learn(snapshot, keys: request.keys, missing: missing) }
                 if snapshot.due.count < configuration.maxTimersPerGroup {
                     // Every due timer is claimed: the next read for timers is a poll interval away, or at this
                     // replica's own next deadline (lowered as it writes them).
@@ -307,76 +293,88 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
                     webhooks.replaceSubscriptions(try await group.webhooks())
                     passes.withLock { $0.subscriptionsDigest = digest }
                 }
+                action = machine.read(snapshot)
+            case .plan(let snapshot, let due):
+                var plan = self.plan(jobs, erasures: erasures, claims: claims, on: snapshot, due: due, now: now)
+                let countsKnown = !machine.writingFirst || cache.withLock { $0.knowsCounts(of: plan.containers) }
+                if countsKnown { evaluateFleet(&plan, on: snapshot, everyContainer: everyContainer, now: now) }
+                action = machine.planned(plan, countsKnown: countsKnown)
+            case .write(let write, let first):
+                let written = try await group.write(write)
+                cache.withLock { c in
+                    if first { c.wroteFirst(refused: !written) }
+                    if written { c.wrote(write) }
+                }
+                if written && first { metrics.writesFirst.increment() }
+                if !written { metrics.writeConflicts.increment() }
+                action = machine.wrote(written)
+            case .finished(let plan):
+                return plan
+            case .giveUp:
+                throw StoreError.unavailable(path: "shared store", reason: "a group lost \(machine.maxAttempts) write conflicts in a row")
             }
-            var devices = DeviceTable()
-            var versions: [DeviceKey: Int64] = [:]
-            for stored in snapshot.devices + snapshot.due where devices.index[stored.record.key] == nil {
-                versions[stored.record.key] = stored.version
-                _ = devices.append(
-                    stored.record,
-                    contribution: stored.record.fleetContribution(now: stored.countedAt, configuration: configuration.alerts)
-                )
-            }
-            let due = Set(claimedDue).compactMap { devices.index[$0] }.sorted()
-            var plan = policy.withLock { p in
-                // The counters start at zero: the plan's counters are the group's deltas.
-                GroupPlan.make(
-                    batches: jobs.lazy.map(\.batch),
-                    seen: snapshot.seen,
-                    due: due,
-                    erasures: erasures,
-                    devices: devices,
-                    counters: FleetCounters(),
-                    fleetAlerts: FleetAlerts(firing: snapshot.fleetAlerts),
-                    policy: &p,
-                    now: now,
-                    configuration: configuration,
-                    subscribers: webhooks.subscribers(for:context:)
-                )
-            }
-            // An erased device's ids of this group are not kept; those from before go after the group (`erase`).
-            let erased = Set(plan.changes.removals.filter { $0.reason == .erased }.map(\.key))
-            plan.changes.eventIds = StoreChanges.newIds(claims, seen: snapshot.seen).filter { !erased.contains($0.key) }
-            // A fleet rule to evaluate on counts this replica does not know: read them.
-            if writeFirst && !cache.withLock({ $0.knowsCounts(of: plan.containers) }) {
-                writeFirst = false
-                continue
-            }
-            if everyContainer {
-                plan.containers = Array(Set(plan.containers).union(snapshot.counts.keys).union(snapshot.fleetAlerts.keys)).sorted()
-            }
-            let deltas = plan.counters
-            plan.evaluateFleet(
-                counts: { container in
-                    var counts = snapshot.counts[container] ?? FleetCounts()
-                    counts.add(deltas[FleetScope(containerId: container)])
-                    return counts
-                },
+        }
+    }
+
+    /// The group planned on `snapshot`, from the notification policy's decisions before this attempt.
+    private func plan(
+        _ jobs: [IngestJob],
+        erasures: [DeviceKey],
+        claims: [EventIdClaim],
+        on snapshot: GroupSnapshot,
+        due dueKeys: [DeviceKey],
+        now: Timestamp
+    ) -> GroupPlan {
+        var devices = DeviceTable()
+        for stored in snapshot.devices + snapshot.due where devices.index[stored.record.key] == nil {
+            _ = devices.append(
+                stored.record,
+                contribution: stored.record.fleetContribution(now: stored.countedAt, configuration: configuration.alerts)
+            )
+        }
+        let due = dueKeys.compactMap { devices.index[$0] }.sorted()
+        var plan = policy.withLock { p in
+            // An attempt starts from the decisions before the first.
+            p.discardChanges()
+            p.beginChanges()
+            // The counters start at zero: the plan's counters are the group's deltas.
+            return GroupPlan.make(
+                batches: jobs.lazy.map(\.batch),
+                seen: snapshot.seen,
+                due: due,
+                erasures: erasures,
+                devices: devices,
+                counters: FleetCounters(),
+                fleetAlerts: FleetAlerts(firing: snapshot.fleetAlerts),
+                policy: &p,
                 now: now,
                 configuration: configuration,
                 subscribers: webhooks.subscribers(for:context:)
             )
-            if plan.changes.isEmpty { return plan }
-            let write = GroupWrite(
-                changes: plan.changes,
-                versions: versions,
-                fleetAlertsRead: snapshot.fleetAlerts,
-                counters: plan.counters,
-                claimedTimers: Set(claimedDue)
-            )
-            let written = try await group.write(write)
-            cache.withLock { c in
-                if writeFirst { c.wroteFirst(refused: !written) }
-                if written { c.wrote(write) }
-            }
-            if written {
-                if writeFirst { metrics.writesFirst.increment() }
-                return plan
-            }
-            metrics.writeConflicts.increment()
-            writeFirst = false
         }
-        throw StoreError.unavailable(path: "shared store", reason: "a group lost \(SharedPasses.maxAttempts) write conflicts in a row")
+        // An erased device's ids of this group are not kept; those from before go after the group (`erase`).
+        let erased = Set(plan.changes.removals.filter { $0.reason == .erased }.map(\.key))
+        plan.changes.eventIds = StoreChanges.newIds(claims, seen: snapshot.seen).filter { !erased.contains($0.key) }
+        return plan
+    }
+
+    /// The fleet rule of the plan's containers (every container with counts or a fleet alert, on a fleet pass), on
+    /// the counts read plus the group's own deltas.
+    private func evaluateFleet(_ plan: inout GroupPlan, on snapshot: GroupSnapshot, everyContainer: Bool, now: Timestamp) {
+        if everyContainer {
+            plan.containers = Array(Set(plan.containers).union(snapshot.counts.keys).union(snapshot.fleetAlerts.keys)).sorted()
+        }
+        let deltas = plan.counters
+        plan.evaluateFleet(
+            counts: { container in
+                var counts = snapshot.counts[container] ?? FleetCounts()
+                counts.add(deltas[FleetScope(containerId: container)])
+                return counts
+            },
+            now: now,
+            configuration: configuration,
+            subscribers: webhooks.subscribers(for:context:)
+        )
     }
 }
 

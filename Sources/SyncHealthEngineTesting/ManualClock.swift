@@ -13,6 +13,15 @@ public final class ManualClock: ServiceClock {
         var now: Timestamp
         var sleepers: [Int: Sleeper] = [:]
         var nextId = 0
+        /// Tasks waiting for at least `count` sleepers.
+        var watchers: [Int: (count: Int, continuation: CheckedContinuation<Void, Never>)] = [:]
+
+        /// Takes the watchers whose count the sleepers reach now.
+        mutating func satisfiedWatchers() -> [CheckedContinuation<Void, Never>] {
+            let reached = watchers.filter { $0.value.count <= sleepers.count }
+            for id in reached.keys { watchers[id] = nil }
+            return reached.values.map(\.continuation)
+        }
     }
 
     private let state: Mutex<State>
@@ -26,6 +35,27 @@ public final class ManualClock: ServiceClock {
 
     /// The number of tasks sleeping on this clock.
     public var sleeperCount: Int { state.withLock { $0.sleepers.count } }
+
+    /// Returns once at least `count` tasks sleep on this clock. After a move of the clock, waiting for as many as
+    /// slept before it waits for the loops it woke to have served what came due and to sleep again.
+    public func waitForSleepers(_ count: Int) async {
+        let id = state.withLock { s -> Int in
+            s.nextId += 1
+            return s.nextId
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let now = state.withLock { s -> Bool in
+                    if s.sleepers.count >= count || Task.isCancelled { return true }
+                    s.watchers[id] = (count, continuation)
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        } onCancel: {
+            state.withLock { $0.watchers.removeValue(forKey: id) }?.continuation.resume()
+        }
+    }
 
     /// Moves the clock forward by `duration`, waking every sleeper whose deadline has come.
     public func advance(by duration: Duration) {
@@ -52,12 +82,13 @@ public final class ManualClock: ServiceClock {
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 enum Start { case due, cancelled, sleeping }
-                let start = state.withLock { s -> Start in
-                    if Task.isCancelled { return .cancelled }
-                    if deadline <= s.now { return .due }
+                let (start, watchers) = state.withLock { s -> (Start, [CheckedContinuation<Void, Never>]) in
+                    if Task.isCancelled { return (.cancelled, []) }
+                    if deadline <= s.now { return (.due, []) }
                     s.sleepers[id] = Sleeper(deadline: deadline, continuation: continuation)
-                    return .sleeping
+                    return (.sleeping, s.satisfiedWatchers())
                 }
+                for watcher in watchers { watcher.resume() }
                 switch start {
                 case .due: continuation.resume()
                 case .cancelled: continuation.resume(throwing: CancellationError())

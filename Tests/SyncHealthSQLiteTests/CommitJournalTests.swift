@@ -251,7 +251,8 @@ struct CommitJournalTests {
         let dir = temporaryDirectory()
         let store = try SQLiteStore(directory: dir, synchronous: .normal)
         let log = CapturedLog()
-        let maintenance = store.maintenance(logger: Logger(label: "test") { _ in CapturedLog.Handler(log: log) })
+        // At the process's priority: a lowered thread starves while the rest of the suite runs, and retries less often.
+        let maintenance = store.maintenance(logger: Logger(label: "test") { _ in CapturedLog.Handler(log: log) }, niceness: 0)
         // The fold's first statement writes the devices table: without it, every fold fails.
         try await store.pool.write { db in try db.execute(sql: "ALTER TABLE devices RENAME TO devices_away") }
         try await withThrowingTaskGroup(of: Void.self) { group in

@@ -75,6 +75,7 @@ struct FreePageTests {
         #expect(before.free > 200, "pruning freed pages: \(before)")
         var maintenance = store.maintenance(logger: Logger(label: "test"), niceness: 0)
         maintenance.reclaimer = FreePageReclaimer(pagesPerStep: 64, floorPages: 16)
+        maintenance.reclaimEvery = .zero
         let service = Task { try await maintenance.run() }
         let deadline = ContinuousClock.now + .seconds(20)
         var after = before

@@ -147,15 +147,29 @@ extension TestClientProtocol {
 }
 
 /// Moves `clock` by `duration` and returns once what the move made due has run. The engine's loops sleep on the
-/// clock between passes, so once as many tasks sleep on it as before the move (three checks in a row), every
-/// woken loop has done its pass: a check after this sees a timer's effect, or that it had none.
+/// clock between passes, so once as many tasks sleep on it as before the move, every woken loop has done its pass:
+/// a check after this sees a timer's effect, or that it had none.
 func advance(_ clock: ManualClock, by duration: Duration) async throws {
     let asleep = clock.sleeperCount
     clock.advance(by: duration)
-    var steady = 0
-    for _ in 0..<2_000 where steady < 3 {
-        steady = clock.sleeperCount >= asleep ? steady + 1 : 0
-        try await Task.sleep(for: .milliseconds(2))
+    let slept = await withTaskGroup(of: Bool.self) { group in
+        group.addTask {
+            await clock.waitForSleepers(asleep)
+            return true
+        }
+        // A liveness bound, not a wait for anything: a loop that never sleeps again fails the test.
+        group.addTask {
+            try? await Task.sleep(for: .seconds(5))
+            return false
+        }
+        let first = await group.next() ?? false
+        group.cancelAll()
+        return first
     }
-    #expect(steady == 3, "the loops the clock woke sleep again")
+    #expect(slept, "the loops the clock woke sleep again")
+}
+
+/// Firing alerts of a kind, through the API.
+func firing(_ client: any TestClientProtocol, kind: AlertKind) async throws -> [[String: Any]] {
+    try json(try await client.get("/v1/alerts?state=firing&kind=\(kind.rawValue)"))["data"] as? [[String: Any]] ?? []
 }

@@ -5,19 +5,21 @@
 /// ever reached. With `auto_vacuum = INCREMENTAL`, `PRAGMA incremental_vacuum(n)` moves up to `n` pages from the
 /// file's end into free slots and truncates it. That costs writes, and pages freed now are mostly reused within
 /// the day, so reclaiming starts only once free pages pass a sixteenth of the file (`high`), and then goes on in
-/// small steps until they are down to a thirty-second (`low`): a file stays within ~7% of its live pages
-/// (docs/architecture.md#free-pages-go-back-to-the-file-system).
+/// small steps (paced by `SQLiteMaintenance.reclaimEvery`) until they are down to a thirty-second (`low`): a file
+/// stays within ~7% of its live pages (docs/architecture.md#free-pages-go-back-to-the-file-system).
 ///
 /// A value type: `step` is told the file's counts and returns how many pages to reclaim now; the caller does it.
 public struct FreePageReclaimer: Sendable, Equatable {
-    /// The most pages one step reclaims: 1,024 pages of 4 KiB, so that a step holds the writer for milliseconds.
+    /// The most pages one step reclaims: 128 pages of 4 KiB, so that a step holds the writer for a millisecond or
+    /// two.
     public var pagesPerStep: Int
     /// Free pages never worth a step, whatever the file's size.
     public var floorPages: Int
     /// Whether a run of steps is under way (free pages passed `high` and are not yet down to `low`).
     public private(set) var reclaiming = false
 
-    public init(pagesPerStep: Int = 1_024, floorPages: Int = 2_048) {
+    /// Creates one; see the properties.
+    public init(pagesPerStep: Int = 128, floorPages: Int = 2_048) {
         self.pagesPerStep = pagesPerStep
         self.floorPages = floorPages
     }

@@ -44,8 +44,13 @@ public struct SQLiteMaintenance: Service {
     let foldFailures = Counter(label: "synchealth_store_fold_failures_total")
     let backlogBytes = Gauge(label: "synchealth_store_journal_backlog_bytes")
     let reclaimedBytes = Counter(label: "synchealth_store_reclaimed_bytes_total")
-    /// When free pages go back to the file system (tests make it eager).
-    var reclaimer = FreePageReclaimer()
+    /// When free pages go back to the file system, and how many a step.
+    public var reclaimer = FreePageReclaimer()
+    /// At most one step of returning free pages this often. Paced, because pages moved now are writes that ingestion
+    /// waits behind, and the service has days to return what a day's expiry frees: at the default, 512 KiB a
+    /// second, about 40 GB a day (docs/architecture.md#free-pages-go-back-to-the-file-system). `.zero`: every tick
+    /// (a simulation whose days pass in seconds).
+    public var reclaimEvery: Duration = .seconds(1)
 
     public func run() async throws {
         let thread = NIOThreadPool(numberOfThreads: 1)
@@ -66,7 +71,7 @@ public struct SQLiteMaintenance: Service {
         var checkpointed = 0
         var failing = 0
         var reclaimer = self.reclaimer
-        var tick = 0
+        var nextReclaim = ContinuousClock.now
         if let counts = try? await store.pageCounts(), !counts.reclaimable {
             logger.notice(
                 "The database keeps the pages it frees; run synchealth compact once, with the service stopped, to let it return them",
@@ -75,7 +80,6 @@ public struct SQLiteMaintenance: Service {
         }
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
             try? await Task.sleep(for: .milliseconds(50))
-            tick += 1
             if store.foldIsDue() {
                 do {
                     if niceness > 0, store.backlog.withLock({ $0.bytes }) < Self.pressureBytes {
@@ -103,9 +107,10 @@ public struct SQLiteMaintenance: Service {
                     logger.error("Deleting erased devices' event ids failed; retrying", metadata: ["error": "\(error)"])
                 }
             }
-            // Free pages: looked at each second, and each tick while a run of steps is under way.
+            // Free pages: at most a step each `reclaimEvery`.
             var reclaimed = false
-            if reclaimer.reclaiming || tick % 20 == 0, let counts = try? await store.pageCounts(), counts.reclaimable {
+            if ContinuousClock.now >= nextReclaim, let counts = try? await store.pageCounts(), counts.reclaimable {
+                nextReclaim = ContinuousClock.now + reclaimEvery
                 let pages = reclaimer.step(pageCount: counts.pages, freePages: counts.free)
                 if pages > 0 {
                     do {
