@@ -218,6 +218,7 @@ let package = Package(
             dependencies: [
                 "SyncHealthSQLite", "SyncHealthStore", "SyncHealthCore", "SyncHealthTestSupport",
                 .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Logging", package: "swift-log"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
@@ -260,12 +261,6 @@ let package = Package(
     ]
 )
 
-// The same upcoming features on the test targets and their support target.
-let cTargets: Set = ["CCurl", "CHeap", "CWriteback"]
-for index in package.targets.indices where package.targets[index].swiftSettings == nil && !cTargets.contains(package.targets[index].name) {
-    package.targets[index].swiftSettings = swiftSettings
-}
-
 // Benchmarks (ordo-one/benchmark) build only when asked for, as Hummingbird does, so that `swift build` and
 // `swift test` stay lean:  SYNCHEALTH_BENCHMARKS=1 swift package --scratch-path .build-bench benchmark
 if Context.environment["SYNCHEALTH_BENCHMARKS"] != nil {
@@ -301,4 +296,11 @@ if Context.environment["SYNCHEALTH_BENCHMARKS"] != nil {
             path: "Benchmarks/Churn"
         ),
     ]
+}
+
+// The same upcoming features on every Swift target that does not set its own: tests, their support target and the
+// benchmarks.
+let cTargets: Set = ["CCurl", "CHeap", "CWriteback"]
+for index in package.targets.indices where package.targets[index].swiftSettings == nil && !cTargets.contains(package.targets[index].name) {
+    package.targets[index].swiftSettings = swiftSettings
 }

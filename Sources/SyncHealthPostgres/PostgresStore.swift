@@ -162,21 +162,6 @@ public final class PostgresStore: SharedSyncStore {
         return PersistedState(devices: devices, fleetAlerts: fleet)
     }
 
-    public func seenEventIds(_ requests: [EventIdClaim]) async throws -> [Set<String>] {
-        try await group { group in
-            try await group.read(GroupRead(keys: [], claims: requests, now: Timestamp(microseconds: Int64.min / 2), dueLimit: 0, containers: [])).seen
-        }
-    }
-
-    /// Writes whatever the devices' versions (a group's writes are guarded instead: `SharedGroup.write`).
-    public func commit(_ changes: StoreChanges) async throws {
-        if changes.isEmpty { return }
-        let write = GroupWrite(changes: changes, versions: [:], fleetAlertsRead: [:], counters: FleetCounters())
-        try await client.withConnection { connection in
-            try await PostgresGroup.write(write, guarded: false, shard: shard, on: connection, logger: logger)
-        }
-    }
-
     public func alerts(_ query: AlertQuery) async throws -> AlertPage {
         let rows = try await run(
             """

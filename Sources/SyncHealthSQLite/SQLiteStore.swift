@@ -258,40 +258,9 @@ public final class SQLiteStore: LocalSyncStore {
         }
     }
 
-    public func seenEventIds(_ requests: [EventIdClaim]) async throws -> [Set<String>] {
-        let claims = Self.encoded(requests)
-        let recent = inBacklog(claims)
-        let recorded = try await pool.read { db in try Self.recordedBefore(claims, recent: recent, db) }
-        return zip(requests, recorded).map { request, recorded in Set(zip(request.eventIds, recorded).filter(\.1).map(\.0)) }
-    }
-
     /// Claims as the journal and the buckets key them: each device by its stable hash, each id as its UTF-8 bytes.
     static func encoded(_ claims: [EventIdClaim]) -> [(hash: Int64, ids: [[UInt8]])] {
         claims.map { (hash: $0.key.stableHash, ids: $0.eventIds.map { Array($0.utf8) }) }
-    }
-
-    /// For each claimed id, whether the backlog holds it.
-    ///
-    /// Read the backlog before the tables: a fold commits its groups to the tables before it takes them out of
-    /// the backlog, so an id that is gone from the backlog here is in the tables a read that starts after sees.
-    func inBacklog(_ claims: [(hash: Int64, ids: [[UInt8]])]) -> [[Bool]] {
-        backlog.withLock { b in claims.map { claim in claim.ids.map { b.contains(claim.hash, $0) } } }
-    }
-
-    /// For each claimed id, whether it was recorded: in the backlog (`recent`, from `inBacklog`) or in the tables.
-    static func recordedBefore(_ claims: [(hash: Int64, ids: [[UInt8]])], recent: [[Bool]], _ db: Database) throws -> [[Bool]] {
-        let recorded = try EventIds.recordedBefore(claims, db).recorded
-        return zip(recent, recorded).map { recent, recorded in zip(recent, recorded).map { $0 || $1 } }
-    }
-
-    public func commit(_ changes: StoreChanges) async throws {
-        if changes.isEmpty { return }
-        let entry = JournalEntry(changes, ids: changes.eventIds.map { (hash: $0.key.stableHash, id: Array($0.eventId.utf8)) })
-        switch commitPath {
-        case .journal: try await append(entry)
-        case .tables: try await pool.write { [eventIdSpan] db in try JournalEntry.write([entry], eventIdSpan: eventIdSpan, db) }
-        }
-        if commitPath == .tables && entry.erases { erasuresPending.store(true, ordering: .releasing) }
     }
 
     /// The group for the claims, given which ids were `recorded` before it: an id recorded before is seen; one

@@ -19,7 +19,7 @@ struct TablesCommitter: GroupCommitter {
         // One transaction reads the recorded ids and writes the group: nothing records an id in between.
         try db.beginTransaction(.immediate)
         do {
-            let recorded = try SQLiteStore.recordedBefore(encoded, recent: encoded.map { Array(repeating: false, count: $0.ids.count) }, db)
+            let recorded = try EventIds.recordedBefore(encoded, db).recorded
             let (entry, result) = try SQLiteStore.judge(claims, encoded, recorded, at: recordedAt, plan: plan)
             if !entry.isEmpty { try JournalEntry.write([entry], eventIdSpan: eventIdSpan, db) }
             try db.commit()

@@ -40,10 +40,6 @@ public final class InMemoryStore: LocalSyncStore {
         }
     }
 
-    public func seenEventIds(_ requests: [EventIdClaim]) async throws -> [Set<String>] {
-        seen(requests)
-    }
-
     func seen(_ requests: [EventIdClaim]) -> [Set<String>] {
         state.withLock { s in
             requests.map { request in
@@ -51,10 +47,6 @@ public final class InMemoryStore: LocalSyncStore {
                 return Set(request.eventIds.filter { seen[$0] != nil })
             }
         }
-    }
-
-    public func commit(_ changes: StoreChanges) async throws {
-        try write(changes)
     }
 
     /// Runs `body` on the calling task: a commit here is a lock held for a moment.

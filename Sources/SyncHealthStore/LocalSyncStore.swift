@@ -16,7 +16,7 @@ public protocol LocalSyncStore: SyncStore {
 
 /// Commits the groups of a series, synchronously (see `LocalSyncStore.commitSeries`).
 public protocol GroupCommitter {
-    /// `SyncStore.commit(claiming:at:plan:)` for one group of the series: the ids recorded before this call
+    /// `LocalSyncStore.commit(claiming:at:plan:)` for one group of the series: the ids recorded before this call
     /// (earlier groups of the series included) are passed to `plan`, and when it returns the changes are durable.
     /// If `plan` or the write throws, nothing of this group is written; the series may go on.
     func commit<Result>(
@@ -30,7 +30,12 @@ public protocol GroupCommitter {
 }
 
 extension LocalSyncStore {
-    /// One group, as a series of one.
+    /// One group, as a series of one: in one transaction, records every id in `claims` for its device, calls `plan`
+    /// with, per claim, the ids that were recorded before this call, and writes the changes it returns.
+    ///
+    /// Ids repeated within `claims` are not in the sets passed to `plan` (they were not recorded before): the
+    /// caller judges repeats within a group itself. If `plan` or the write throws, nothing is written, ids
+    /// included. `changes.eventIds` is ignored: the claimed ids are what is recorded, at `recordedAt`.
     public func commit<Result: Sendable>(
         claiming claims: [EventIdClaim],
         at recordedAt: Timestamp,

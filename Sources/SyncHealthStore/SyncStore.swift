@@ -7,31 +7,12 @@ public typealias EventIdClaim = (key: DeviceKey, eventIds: [String])
 /// but rebuilds it from `loadState()` at start.
 ///
 /// The atomic unit is one `StoreChanges`: "these events were applied to these devices, with these resulting
-/// states, alert transitions and outbox rows". `commit` makes all of it durable, or none of it.
+/// states, alert transitions and outbox rows", all durable or none of it. How a group commits depends on who else
+/// writes: a store one process owns commits series of groups (`LocalSyncStore.commitSeries`), a store replicas
+/// share takes a read and a guarded write (`SharedSyncStore.group`). This protocol holds what both kinds serve.
 public protocol SyncStore: WebhookStore, SilenceStore, HistoryStore, IncidentStore {
     /// Everything the service needs to rebuild its cache: devices in insertion order, firing fleet alerts.
     func loadState() async throws -> PersistedState
-
-    /// For each (device, candidate ids) pair, the ids already recorded for that device.
-    func seenEventIds(_ requests: [EventIdClaim]) async throws -> [Set<String>]
-
-    /// Durably writes one group of changes in a single transaction.
-    func commit(_ changes: StoreChanges) async throws
-
-    /// Dedupes and writes one group: in one transaction, records every id in `claims` for its device, calls
-    /// `plan` with, per claim, the ids that were recorded before this call, and writes the changes it returns.
-    ///
-    /// Ids repeated within `claims` are not in the sets passed to `plan` (they were not recorded before): the
-    /// caller judges repeats within a group itself. If `plan` or the write throws, nothing is written, ids
-    /// included. `changes.eventIds` is ignored: the claimed ids are what is recorded, at `recordedAt`.
-    /// The default implementation reads with `seenEventIds` and then calls `commit(_:)`, which is the same when
-    /// one process writes; a store overrides it to do both in one pass.
-    func commit<Result: Sendable>(
-        claiming claims: [EventIdClaim],
-        at recordedAt: Timestamp,
-        plan: @escaping @Sendable (_ seen: [Set<String>]) throws -> (changes: StoreChanges, result: Result)
-    )
-        async throws -> Result
 
     /// A page of alerts, newest first.
     func alerts(_ query: AlertQuery) async throws -> AlertPage
@@ -54,21 +35,6 @@ public protocol SyncStore: WebhookStore, SilenceStore, HistoryStore, IncidentSto
 
     /// Releases the store (closes files, releases the data directory lock).
     func close() async throws
-}
-
-extension SyncStore {
-    public func commit<Result: Sendable>(
-        claiming claims: [EventIdClaim],
-        at recordedAt: Timestamp,
-        plan: @escaping @Sendable (_ seen: [Set<String>]) throws -> (changes: StoreChanges, result: Result)
-    )
-        async throws -> Result
-    {
-        let seen = try await seenEventIds(claims)
-        let (changes, result) = try StoreChanges.planned(claims, seen: seen, at: recordedAt, plan: plan)
-        try await commit(changes)
-        return result
-    }
 }
 
 /// What a store holds at start.

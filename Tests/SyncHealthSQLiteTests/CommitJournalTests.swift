@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import Logging
+import MetricsTestKit
 import SyncHealthCore
 import SyncHealthTestSupport
 import Synchronization
@@ -251,16 +252,23 @@ struct CommitJournalTests {
         let dir = temporaryDirectory()
         let store = try SQLiteStore(directory: dir, synchronous: .normal)
         let log = CapturedLog()
-        // At the process's priority: a lowered thread starves while the rest of the suite runs, and retries less often.
-        let maintenance = store.maintenance(logger: Logger(label: "test") { _ in CapturedLog.Handler(log: log) }, niceness: 0)
+        let metrics = TestMetrics()
+        let maintenance = SQLiteMaintenance(
+            store: store,
+            logger: Logger(label: "test") { _ in CapturedLog.Handler(log: log) },
+            niceness: SQLiteMaintenance.defaultNiceness,
+            metrics: metrics
+        )
         // The fold's first statement writes the devices table: without it, every fold fails.
         try await store.pool.write { db in try db.execute(sql: "ALTER TABLE devices RENAME TO devices_away") }
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await maintenance.run() }
             try await store.commit(Self.group("a", at: 0))
-            // Folds are due a second after the commit and retried every 50 ms.
-            try await Self.waitUntil { log.messages.count >= 1 && store.backlog.withLock { $0.entries.count } == 1 }
-            try await Task.sleep(for: .milliseconds(300))
+            // Folds are due a second after the commit and retried every 50 ms: three failures in a row.
+            try await Self.waitUntil {
+                ((try? metrics.expectCounter("synchealth_store_fold_failures_total").totalValue) ?? 0) >= 3
+            }
+            #expect(store.backlog.withLock { $0.entries.count } == 1)
             #expect(log.messages == ["error: Folding the journal into the tables failed; retrying"], "one line for a run of failures")
             #expect(try Self.segments(dir).count == 1, "the group stays in the journal")
 
@@ -268,7 +276,7 @@ struct CommitJournalTests {
             // The backlog drains inside the fold, and the recovery is logged after the fold returns.
             try await Self.waitUntil { store.backlog.withLock { $0.entries.isEmpty } && log.messages.count >= 2 }
             #expect(log.messages.last == "notice: Folding the journal into the tables works again")
-            #expect(log.lineMetadata.last?["fold.failures"].map { Int("\($0)") ?? 0 } ?? 0 >= 2)
+            #expect(log.lineMetadata.last?["fold.failures"].map { Int("\($0)") ?? 0 } ?? 0 >= 3)
             group.cancelAll()
         }
         try await Self.check(store, has: ["a"])
@@ -388,7 +396,8 @@ struct CommitJournalTests {
     }
 
     static func waitUntil(_ condition: () throws -> Bool) async throws {
-        for _ in 0..<300 where try !condition() { try await Task.sleep(for: .milliseconds(20)) }
+        // A liveness bound (30 s), not a speed target: the maintenance thread runs at a lowered priority.
+        for _ in 0..<1_500 where try !condition() { try await Task.sleep(for: .milliseconds(20)) }
         #expect(try condition())
     }
 

@@ -17,7 +17,8 @@ import Synchronization
 /// The ceilings live in the backlog (`JournalBacklog`), behind its lock:
 /// - an append raises the ceiling of each device it records an id for, as it adds the ids to the backlog;
 /// - a device gets its ceiling from its first read, before that group is appended: the highest of its ids in the
-///   backlog (looked at before the tables, as `SQLiteStore.inBacklog` says) and its ceiling in the tables
+///   backlog (looked at before the tables: a fold commits its groups to the tables before it takes them out of
+///   the backlog, so an id gone from the backlog is in the tables a later read sees) and its ceiling in the tables
 ///   (`event_id_ceilings`, see `EventIds`). Both run on the journal's queue, where every append runs, so nothing
 ///   is recorded between the look and the ceiling;
 /// - expiry only forgets ids, so a ceiling stays true, and only a removed device's ceiling is lowered.
@@ -97,7 +98,7 @@ extension SQLiteStore {
     /// the ceilings they lack. Call it before the group is appended (its append raises the ceilings it set).
     func recordedBeforeOnJournalQueue(_ claims: [(hash: Int64, ids: [[UInt8]])]) throws -> [[Bool]] {
         // Under the lock: the backlog's part, and for each device without a ceiling the highest of its ids there,
-        // both before the tables are read (see `inBacklog`).
+        // both before the tables are read (a fold writes the tables before it empties the backlog).
         var (recorded, toRead) = backlog.withLock { b in
             var toRead: [(claim: Int, inBacklog: EventIdCeilings.Prefix?)] = []
             let recorded = claims.enumerated().map { c, claim in

@@ -41,9 +41,9 @@ public struct SQLiteMaintenance: Service {
     let logger: Logger
     /// How much the folding thread's nice value is raised; 0 keeps the process's priority.
     let niceness: Int32
-    let foldFailures = Counter(label: "synchealth_store_fold_failures_total")
-    let backlogBytes = Gauge(label: "synchealth_store_journal_backlog_bytes")
-    let reclaimedBytes = Counter(label: "synchealth_store_reclaimed_bytes_total")
+    let foldFailures: Counter
+    let backlogBytes: Gauge
+    let reclaimedBytes: Counter
     /// When free pages go back to the file system, and how many a step.
     public var reclaimer = FreePageReclaimer()
     /// At most one step of returning free pages this often. Paced, because pages moved now are writes that ingestion
@@ -51,6 +51,16 @@ public struct SQLiteMaintenance: Service {
     /// second, about 40 GB a day (docs/architecture.md#free-pages-go-back-to-the-file-system). `.zero`: every tick
     /// (a simulation whose days pass in seconds).
     public var reclaimEvery: Duration = .seconds(1)
+
+    /// The maintenance of `store`; its metrics go to `metrics` (tests read them there).
+    init(store: SQLiteStore, logger: Logger, niceness: Int32, metrics: any MetricsFactory = MetricsSystem.factory) {
+        self.store = store
+        self.logger = logger
+        self.niceness = niceness
+        foldFailures = Counter(label: "synchealth_store_fold_failures_total", factory: metrics)
+        backlogBytes = Gauge(label: "synchealth_store_journal_backlog_bytes", factory: metrics)
+        reclaimedBytes = Counter(label: "synchealth_store_reclaimed_bytes_total", factory: metrics)
+    }
 
     public func run() async throws {
         let thread = NIOThreadPool(numberOfThreads: 1)
