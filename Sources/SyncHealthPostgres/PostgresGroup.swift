@@ -91,7 +91,7 @@ final class PostgresGroup: SharedGroup {
     func write(_ write: GroupWrite) async throws -> Bool {
         roundTrips.add(1, ordering: .relaxed)
         do {
-            try await Self.write(write, guarded: true, shard: shard, on: connection, logger: logger)
+            try await Self.write(write, shard: shard, on: connection, logger: logger)
             return true
         } catch let error as PSQLError where PostgresStore.isRetryable(error) {
             logger.debug("A group's devices changed since its read; planning it again")
@@ -102,9 +102,9 @@ final class PostgresGroup: SharedGroup {
     /// One call of `synchealth_write_group`, prepared once per connection. Devices keep their first-seen order
     /// (their position in listings); two writers that share devices in opposite orders deadlock, and the one
     /// PostgreSQL rolls back plans again.
-    static func write(_ write: GroupWrite, guarded: Bool, shard: Int64, on connection: PostgresConnection, logger: Logger) async throws {
+    static func write(_ write: GroupWrite, shard: Int64, on connection: PostgresConnection, logger: Logger) async throws {
         // The function's error, if it raises one, arrives with its result row: read it.
-        let rows = try await connection.execute(WriteGroupStatement(write: write, guarded: guarded, shard: shard), logger: logger)
+        let rows = try await connection.execute(WriteGroupStatement(write: write, shard: shard), logger: logger)
         for try await _ in rows {}
     }
 
@@ -139,7 +139,6 @@ struct WriteGroupStatement: PostgresPreparedStatement {
     typealias Row = Int32
 
     let write: GroupWrite
-    let guarded: Bool
     let shard: Int64
 
     func makeBindings() throws -> PostgresBindings {
@@ -171,10 +170,12 @@ struct WriteGroupStatement: PostgresPreparedStatement {
         b.append(summaries.map(\.isBroken))
         b.append(devices.map { changes.deadlines[$0.key]?.microseconds ?? -1 })
         // The deadline as planned, or only if earlier than the stored one.
-        b.append(devices.map { !guarded || write.claimedTimers.contains($0.key) })
+        b.append(devices.map { write.claimedTimers.contains($0.key) })
         b.append(devices.map { write.versions[$0.key] ?? 0 })
         b.append(changes.recordedAt.microseconds)
-        b.append(guarded)
+        // `guarded`: always. The function's unguarded mode served a direct write the engine never made; the
+        // function is frozen in its migration, so the argument stays.
+        b.append(true)
         // Event ids.
         b.append(changes.eventIds.map(\.key.stableHash))
         b.append(changes.eventIds.map(\.eventId))

@@ -57,7 +57,7 @@ enum PostgresGroupSQL {
     /// `40001` (serialization failure) and writes nothing.
     ///
     /// - Devices: written only where the stored version is the one read (0: not stored), each at version + 1;
-    ///   `guarded` false writes them whatever their version (`SyncStore.commit`).
+    ///   `guarded` false writes them whatever their version (no caller since the store lost its direct write).
     /// - Fleet alerts: a fire inserts where none fires; an end deletes the alert that was read (`f_expected`).
     /// - Counters: deltas added to this replica's shard, which no other replica writes.
     /// Strings stand for NULL as `''` and numbers as `-1`, since postgres-nio binds no NULL inside an array.
