@@ -284,7 +284,11 @@ if Context.environment["SYNCHEALTH_BENCHMARKS"] != nil {
         ),
         .executableTarget(
             name: "PruneCost",
-            dependencies: ["SyncHealthCore", "SyncHealthStore", "SyncHealthSQLite"],
+            dependencies: [
+                "SyncHealthCore", "SyncHealthStore", "SyncHealthSQLite",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
             path: "Benchmarks/PruneCost"
         ),
         .executableTarget(
@@ -292,6 +296,7 @@ if Context.environment["SYNCHEALTH_BENCHMARKS"] != nil {
             dependencies: [
                 "CHeap", "SyncHealthCore", "SyncHealthStore", "SyncHealthSQLite", "SyncHealthEngine", "SyncHealthEngineTesting", "SyncHealthWebhooks",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             path: "Benchmarks/Churn"
         ),

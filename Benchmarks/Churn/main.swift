@@ -11,6 +11,7 @@
 import CHeap
 import Foundation
 import Logging
+import ServiceLifecycle
 import SyncHealthCore
 import SyncHealthEngine
 import SyncHealthEngineTesting

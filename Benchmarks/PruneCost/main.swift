@@ -1,10 +1,12 @@
 // Measures how long the embedded store takes to forget expired event ids, batch by batch, as the engine's hourly
 // pass does: `expired` ids recorded long ago and `kept` recent ones, recorded in groups of 32 devices x 100 ids,
-// then `pruneEventIds(recordedBefore:limit:)` until a batch comes back short. synchronous=FULL and the background
-// checkpointer running, as in the server.
+// then `pruneEventIds(recordedBefore:limit:)` until a batch comes back short. synchronous=FULL and the maintenance
+// service (folds and checkpoints) running, as in the server.
 //
 //     swift run -c release PruneCost [expired] [kept] [batch]
 import Foundation
+import Logging
+import ServiceLifecycle
 import SyncHealthCore
 import SyncHealthSQLite
 import SyncHealthStore
@@ -45,7 +47,7 @@ func record(_ count: Int, from start: Timestamp, prefix: String) async throws ->
 func milliseconds(_ d: Duration) -> Double { Double(d.components.seconds) * 1000 + Double(d.components.attoseconds) / 1e15 }
 
 try await withThrowingTaskGroup(of: Void.self) { tasks in
-    tasks.addTask { try await store.checkpointer.run() }
+    tasks.addTask { try await store.maintenance(logger: Logger(label: "prune-cost")).run() }
     let recordOld = try await record(expired, from: old, prefix: "old")
     let recordNew = try await record(kept, from: recent, prefix: "new")
     print(
