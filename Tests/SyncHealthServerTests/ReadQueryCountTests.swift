@@ -37,10 +37,18 @@ struct ReadQueryCountTests {
             )
             #expect(silence.status == .created)
 
+            // The fewest of three tries: the counter counts every query of the store, and the transition follower
+            // may still be reading the posts' alerts (more so on a loaded machine); its queries only add.
             func queries(_ path: String) async throws -> (Int, [[String: Any]]) {
-                let before = store.queriesSent
-                let body = try json(try await client.get(path))
-                return (store.queriesSent - before, body["data"] as? [[String: Any]] ?? [])
+                var fewest = Int.max
+                var data: [[String: Any]] = []
+                for _ in 0..<3 {
+                    let before = store.queriesSent
+                    let body = try json(try await client.get(path))
+                    fewest = min(fewest, store.queriesSent - before)
+                    data = body["data"] as? [[String: Any]] ?? []
+                }
+                return (fewest, data)
             }
             let (big, page) = try await queries("/v1/alerts?state=firing&limit=1000")
             #expect(page.count == 1000)
