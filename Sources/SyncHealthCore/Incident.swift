@@ -105,6 +105,11 @@ public struct IncidentRecord: Hashable, Sendable {
     public var notifiedDevices: Int
     /// Messages written so far: numbers each message, so that a message has the same id whichever replica writes it.
     public var messages: Int
+    /// When it was found flapping (its key had opened more than the flap threshold within the flap window): from
+    /// then on it sends no updates and stays open until its devices have been quiet for a whole window.
+    public var flappingSince: Timestamp?
+    /// While flapping: since when none of its devices' alerts fires (it resolves a window later).
+    public var quietSince: Timestamp?
     /// One more each write: a write based on another revision is refused.
     public var revision: Int
 
@@ -122,6 +127,8 @@ public struct IncidentRecord: Hashable, Sendable {
         notifiedAt: Timestamp? = nil,
         notifiedDevices: Int = 0,
         messages: Int = 0,
+        flappingSince: Timestamp? = nil,
+        quietSince: Timestamp? = nil,
         revision: Int = 0
     ) {
         self.id = id
@@ -136,6 +143,8 @@ public struct IncidentRecord: Hashable, Sendable {
         self.notifiedAt = notifiedAt
         self.notifiedDevices = notifiedDevices
         self.messages = messages
+        self.flappingSince = flappingSince
+        self.quietSince = quietSince
         self.revision = revision
     }
 

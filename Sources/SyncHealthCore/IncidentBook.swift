@@ -3,8 +3,14 @@
 /// `groupInterval` while its device count changes, and once more when its last device recovers (an incident that
 /// resolves before it was told is never told).
 ///
-/// A value with no I/O: `step` takes the open incidents as stored and the firing alerts as counted now, and
-/// returns the records to write and the notices to deliver; the caller writes both in one transaction.
+/// Flapping is judged per incident key, with the thresholds of device alerts (`NotificationPolicy.Configuration`):
+/// an incident whose key had already opened (and been told) `flapThreshold` times within `flapWindow` is told once,
+/// marked flapping, and then held open: it sends no updates, its devices may recover and break again within it, and
+/// it resolves once they have been quiet for a whole window. So a page opened for a flapping key stays one page, and
+/// its resolve comes when the key has settled.
+///
+/// A value with no I/O: `step` takes the open incidents as stored, the recent ones, and the firing alerts as counted
+/// now, and returns the records to write and the notices to deliver; the caller writes both in one transaction.
 public enum IncidentBook {
     /// Delays.
     public struct Configuration: Sendable, Equatable {
@@ -41,15 +47,27 @@ public enum IncidentBook {
     ///
     /// - Parameters:
     ///   - open: the open incidents, as stored.
+    ///   - recent: incidents that opened within the last `flapping.flapWindow`, in any state (those in `open` may be
+    ///     among them): how often a key opened lately. Only needed when a key in `groups` has no open incident.
     ///   - groups: the firing device alerts now, by incident key.
-    public static func step(open: [IncidentRecord], groups: [IncidentKey: IncidentGroup], now: Timestamp, configuration: Configuration) -> Step {
+    ///   - flapping: when a key is flapping.
+    public static func step(
+        open: [IncidentRecord],
+        recent: [IncidentRecord] = [],
+        groups: [IncidentKey: IncidentGroup],
+        now: Timestamp,
+        configuration: Configuration,
+        flapping: NotificationPolicy.Configuration = NotificationPolicy.Configuration()
+    ) -> Step {
         var step = Step()
         let openKeys = Set(open.map(\.key))
+        let told = toldOpens(recent, since: now - flapping.flapWindow)
         var wakes: [Timestamp] = []
         for var record in open.sorted(by: { $0.key < $1.key }) {
             let before = record
             var notice: Notice?
             if let group = groups[record.key] {
+                record.quietSince = nil
                 record.devices = group.devices
                 record.peakDevices = max(record.peakDevices, group.devices)
                 record.byVersion = group.byVersion
@@ -57,17 +75,24 @@ public enum IncidentBook {
                 if record.messages == 0 {
                     let due = record.openedAt + configuration.groupWait
                     if now >= due { notice = .opened } else { wakes.append(due) }
-                } else if record.devices != record.notifiedDevices {
+                } else if record.flappingSince == nil, record.devices != record.notifiedDevices {
                     let due = (record.notifiedAt ?? now) + configuration.groupInterval
                     if now >= due { notice = .updated } else { wakes.append(due) }
                 }
+            } else if record.flappingSince != nil, record.messages > 0, now < (record.quietSince ?? now) + flapping.flapWindow {
+                // Held open: it resolves once its devices have been quiet for a window.
+                record.quietSince = record.quietSince ?? now
+                record.devices = 0
+                record.byVersion = [:]
+                wakes.append((record.quietSince ?? now) + flapping.flapWindow)
             } else {
                 record.state = .resolved
-                record.resolvedAt = now
+                record.resolvedAt = record.quietSince ?? now
                 record.devices = 0
                 record.byVersion = [:]
                 if record.messages > 0 { notice = .resolved }
             }
+            if notice == .opened { markFlapping(&record, told: told, now: now, threshold: flapping.flapThreshold) }
             if let notice { tell(&record, notice, now: now) }
             guard record != before else { continue }
             record.revision = before.revision + 1
@@ -89,6 +114,7 @@ public enum IncidentBook {
             var notice: Notice?
             if now >= due {
                 notice = .opened
+                markFlapping(&record, told: told, now: now, threshold: flapping.flapThreshold)
                 tell(&record, .opened, now: now)
             } else {
                 wakes.append(due)
@@ -97,6 +123,21 @@ public enum IncidentBook {
         }
         step.nextWake = wakes.min()
         return step
+    }
+
+    /// The ids of the incidents told opened since `since`, by key.
+    static func toldOpens(_ recent: [IncidentRecord], since: Timestamp) -> [IncidentKey: Set<String>] {
+        var told: [IncidentKey: Set<String>] = [:]
+        for record in recent where record.messages > 0 && record.openedAt >= since {
+            told[record.key, default: []].insert(record.id)
+        }
+        return told
+    }
+
+    /// Marks `record`, about to be told opened, flapping if its key was told opened `threshold` times already.
+    private static func markFlapping(_ record: inout IncidentRecord, told: [IncidentKey: Set<String>], now: Timestamp, threshold: Int) {
+        let before = told[record.key, default: []].subtracting([record.id]).count
+        if before + 1 > threshold { record.flappingSince = now }
     }
 
     private static func tell(_ record: inout IncidentRecord, _ notice: Notice, now: Timestamp) {

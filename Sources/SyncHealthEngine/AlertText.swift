@@ -91,6 +91,16 @@ enum AlertText {
         return told
     }
 
+    /// A release's alert that fires flapping: told once, then held firing (`ReleaseFlapping`).
+    static func flapping(regression alert: AlertRecord, configuration: NotificationPolicy.Configuration) -> AlertRecord {
+        var told = alert
+        let window = Int(configuration.flapWindow.secondsValue / 60)
+        told.detail +=
+            " Flapping: this release's alert fired more than \(configuration.flapThreshold) times in \(window) min;"
+            + " it stays firing until the release has not been a regression for \(window) min."
+        return told
+    }
+
     /// A resolve that happened because the device left the store, not because its condition ended.
     static func resolved(_ alert: AlertRecord, because reason: ResolveReason, configuration: EngineConfiguration) -> AlertRecord {
         var told = alert

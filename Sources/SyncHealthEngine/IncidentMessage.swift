@@ -60,6 +60,8 @@ enum IncidentMessage {
     static func headline(_ incident: IncidentRecord, notice: IncidentBook.Notice) -> String {
         let scope = incident.key.appId + (incident.key.containerId.map { " (\($0))" } ?? "")
         switch notice {
+        case .opened where incident.flappingSince != nil:
+            return "🔴 \(what(incident.key)) on \(incident.devices) devices of \(scope), flapping: held open until its devices are quiet"
         case .opened: return "🔴 \(what(incident.key)) on \(incident.devices) devices of \(scope)"
         case .updated: return "🟠 \(what(incident.key)) now on \(incident.devices) devices of \(scope)"
         case .resolved: return "✅ Resolved: \(what(incident.key)) on \(scope), at most \(incident.peakDevices) devices"
@@ -76,6 +78,7 @@ public struct IncidentJSON: Encodable, Sendable {
 
     enum Key: String, CodingKey {
         case id, state, appId, containerId, kind, error, devices, peakDevices, byAppVersion, sampleDevices, openedAt, resolvedAt, notifiedAt
+        case flappingSince, quietSince
     }
 
     struct ErrorJSON: Encodable {
@@ -117,5 +120,7 @@ public struct IncidentJSON: Encodable, Sendable {
         try c.encode(i.openedAt.rfc3339, forKey: .openedAt)
         try c.encode(i.resolvedAt?.rfc3339, forKey: .resolvedAt)
         try c.encode(i.notifiedAt?.rfc3339, forKey: .notifiedAt)
+        try c.encode(i.flappingSince?.rfc3339, forKey: .flappingSince)
+        try c.encode(i.quietSince?.rfc3339, forKey: .quietSince)
     }
 }

@@ -35,7 +35,18 @@ public struct IncidentWatch: Service {
         let store = engine.webhooks.store
         let groups = try await Self.groups(of: engine)
         let open = try await store.openIncidents()
-        let step = IncidentBook.step(open: open, groups: groups, now: now, configuration: engine.configuration.incidents)
+        let flapping = engine.configuration.notifications
+        let told = Set(open.filter { $0.messages > 0 }.map(\.key))
+        // How often a key opened lately matters only when an incident of it is to be told opened.
+        let recent = groups.keys.contains { !told.contains($0) } ? try await Self.recent(in: store, since: now - flapping.flapWindow) : []
+        let step = IncidentBook.step(
+            open: open,
+            recent: recent,
+            groups: groups,
+            now: now,
+            configuration: engine.configuration.incidents,
+            flapping: flapping
+        )
         guard !step.records.isEmpty else { return step.nextWake }
         var messages: [OutboxMessage] = []
         for (notice, record) in step.notices {
@@ -77,6 +88,20 @@ public struct IncidentWatch: Service {
         }
         if !messages.isEmpty { engine.webhooks.notify() }
         return step.nextWake
+    }
+
+    /// The incidents opened since `since`. Pages are read newest written first until one holds none of them (an
+    /// incident is written about when it opens, give or take the group wait).
+    static func recent(in store: any SyncStore, since: Timestamp) async throws -> [IncidentRecord] {
+        var recent: [IncidentRecord] = []
+        var cursor: Int64?
+        repeat {
+            let page = try await store.incidents(IncidentQuery(limit: 200, cursor: cursor))
+            let inWindow = page.incidents.filter { $0.openedAt >= since }
+            recent += inWindow
+            cursor = inWindow.isEmpty ? nil : page.nextCursor
+        } while cursor != nil
+        return recent
     }
 
     /// The firing device alerts, by incident key.

@@ -3,13 +3,16 @@ public import Logging
 public import ServiceLifecycle
 public import SyncHealthCore
 public import SyncHealthStore
+import Synchronization
 
 /// Judges every app's releases (`ReleaseRegression`) and fires or resolves their `releaseRegression` alerts, with
 /// the alerts' messages in the same transaction (`IncidentStore.saveReleaseAlerts`).
 ///
 /// Every replica runs one. A release has at most one firing alert (the store refuses a second), so when two
-/// replicas judge the same change one writes it, and the other's write is refused and it reads again.
-public struct RegressionWatch: Service {
+/// replicas judge the same change one writes it, and the other's write is refused and it reads again. A release
+/// whose alert flaps is told once as flapping and held firing until it has been quiet for a window
+/// (`ReleaseFlapping`).
+public final class RegressionWatch: Service, Sendable {
     let engine: any MonitorEngine
     let logger: Logger
     /// `synchealth_alerts_firing{kind="releaseRegression"}`: the engines count the other kinds.
@@ -22,17 +25,20 @@ public struct RegressionWatch: Service {
         label: "synchealth_alert_transitions_total",
         dimensions: [("kind", AlertKind.releaseRegression.rawValue), ("change", "resolve")]
     )
+    /// The releases held firing while they flap.
+    let flapping: Mutex<ReleaseFlapping>
 
     /// Watches `engine`'s releases.
     public init(engine: any MonitorEngine, logger: Logger) {
         self.engine = engine
         self.logger = logger
+        self.flapping = Mutex(ReleaseFlapping(configuration: engine.configuration.notifications))
     }
 
     public func run() async throws {
         await engine.watch(every: engine.configuration.releaseCheckInterval, logger: logger, failure: "Judging releases failed") {
             // Refused (another replica wrote first): judge again in a second.
-            try await step() == nil ? engine.now + .seconds(1) : nil
+            try await self.step() == nil ? self.engine.now + .seconds(1) : nil
         }
     }
 
@@ -49,7 +55,8 @@ public struct RegressionWatch: Service {
             }
         }
         let firing = try await firingAlerts()
-        let changes = ReleaseRegression.changes(firing: firing.mapValues(\.startsAt), findings: findings, now: now)
+        let (held, fires) = try await holds(firing: firing, findings: findings, now: now)
+        let changes = ReleaseRegression.changes(firing: firing.filter { !held.contains($0.key) }.mapValues(\.startsAt), findings: findings, now: now)
         firingGauge.record(firing.count)
         guard !changes.isEmpty else { return [] }
         var alerts: [AlertRecord] = []
@@ -58,9 +65,13 @@ public struct RegressionWatch: Service {
             let releases = apps[change.key.appId] ?? [:]
             let alert: AlertRecord
             if let finding = change.finding {
-                alert = AlertText.record(regression: change.key, finding: finding, releases: releases, startsAt: change.transition.startsAt)
+                let record = AlertText.record(regression: change.key, finding: finding, releases: releases, startsAt: change.transition.startsAt)
+                let flaps = flapping.withLock { $0.isFlapping(firesAt: now, before: fires[change.key] ?? []) }
+                alert = flaps ? AlertText.flapping(regression: record, configuration: engine.configuration.notifications) : record
             } else if let fired = firing[change.key] {
-                alert = AlertText.resolved(regression: fired, releases: releases, at: now)
+                // A held alert resolves as of when its release went quiet.
+                let endsAt = flapping.withLock { $0.quietSince[change.key] } ?? now
+                alert = AlertText.resolved(regression: fired, releases: releases, at: endsAt)
             } else {
                 continue
             }
@@ -82,10 +93,10 @@ public struct RegressionWatch: Service {
             logger.debug("Release alerts changed meanwhile; judging again")
             return nil
         }
-        let fires = changes.count { $0.finding != nil }
-        fired.increment(by: fires)
-        resolved.increment(by: changes.count - fires)
-        firingGauge.record(firing.count + fires - (changes.count - fires))
+        let fireCount = changes.count { $0.finding != nil }
+        fired.increment(by: fireCount)
+        resolved.increment(by: changes.count - fireCount)
+        firingGauge.record(firing.count + fireCount - (changes.count - fireCount))
         engine.feed.publish(alerts)
         for alert in alerts {
             logger.notice(
@@ -97,6 +108,43 @@ public struct RegressionWatch: Service {
         }
         if !messages.isEmpty { engine.webhooks.notify() }
         return alerts
+    }
+
+    /// The firing alerts held while they flap, and the fire times the decision read (only read when an alert is to
+    /// fire or resolve).
+    func holds(
+        firing: [ReleaseKey: AlertRecord],
+        findings: [ReleaseKey: ReleaseRegression.Finding],
+        now: Timestamp
+    ) async throws -> (held: Set<ReleaseKey>, fires: [ReleaseKey: [Timestamp]]) {
+        let resolving = firing.filter { findings[$0.key] == nil }
+        var fires: [ReleaseKey: [Timestamp]] = [:]
+        if !resolving.isEmpty || findings.keys.contains(where: { firing[$0] == nil }) {
+            let earliest = resolving.values.map(\.startsAt).min().map { min($0, now) } ?? now
+            fires = try await fireTimes(since: earliest - engine.configuration.notifications.flapWindow)
+        }
+        let held = flapping.withLock { state in
+            let flaps = resolving.filter { state.isFlapping(firesAt: $0.value.startsAt, before: fires[$0.key] ?? []) }
+            return state.held(firing: Set(firing.keys), flapping: Set(flaps.keys), findings: Set(findings.keys), now: now)
+        }
+        return (Set(held.keys), fires)
+    }
+
+    /// When each release's `releaseRegression` alerts fired, for those that fired since `since`. Pages are read newest
+    /// first until one holds none of them (a release alert is written when it fires).
+    func fireTimes(since: Timestamp) async throws -> [ReleaseKey: [Timestamp]] {
+        var fires: [ReleaseKey: [Timestamp]] = [:]
+        var cursor: Int64?
+        repeat {
+            let page = try await engine.alerts(AlertQuery(kind: .releaseRegression, limit: 500, cursor: cursor))
+            let recent = page.alerts.filter { $0.startsAt >= since }
+            for alert in recent {
+                guard let appId = alert.appId, let version = alert.appVersion else { continue }
+                fires[ReleaseKey(appId: appId, version: version), default: []].append(alert.startsAt)
+            }
+            cursor = recent.isEmpty ? nil : page.nextCursor
+        } while cursor != nil
+        return fires
     }
 
     /// The firing `releaseRegression` alerts, by release.

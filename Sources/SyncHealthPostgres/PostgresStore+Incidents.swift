@@ -20,11 +20,12 @@ extension PostgresStore {
                     r.revision == 1
                     ? """
                     INSERT INTO incidents (id, incident_key, app_id, container_id, kind, error_domain, error_code, state, opened_at,
-                        resolved_at, devices, peak_devices, by_version, samples, notified_at, notified_devices, messages, revision)
+                        resolved_at, devices, peak_devices, by_version, samples, notified_at, notified_devices, messages, revision,
+                        flapping_since, quiet_since)
                     VALUES (\(r.id), \(r.key.identity), \(r.key.appId), \(r.key.containerId), \(r.key.kind.rawValue), \(domain), \(code),
                         \(r.state.rawValue), \(r.openedAt.microseconds), \(r.resolvedAt?.microseconds), \(Int64(r.devices)), \(Int64(r.peakDevices)),
                         \(r.byVersionJSON), \(r.samplesJSON), \(r.notifiedAt?.microseconds), \(Int64(r.notifiedDevices)), \(Int64(r.messages)),
-                        \(Int64(r.revision)))
+                        \(Int64(r.revision)), \(r.flappingSince?.microseconds), \(r.quietSince?.microseconds))
                     ON CONFLICT DO NOTHING
                     RETURNING id
                     """
@@ -32,7 +33,8 @@ extension PostgresStore {
                     UPDATE incidents SET state = \(r.state.rawValue), resolved_at = \(r.resolvedAt?.microseconds), devices = \(Int64(r.devices)),
                         peak_devices = \(Int64(r.peakDevices)), by_version = \(r.byVersionJSON), samples = \(r.samplesJSON),
                         notified_at = \(r.notifiedAt?.microseconds), notified_devices = \(Int64(r.notifiedDevices)),
-                        messages = \(Int64(r.messages)), revision = \(Int64(r.revision))
+                        messages = \(Int64(r.messages)), revision = \(Int64(r.revision)), flapping_since = \(r.flappingSince?.microseconds),
+                        quiet_since = \(r.quietSince?.microseconds)
                     WHERE id = \(r.id) AND revision = \(Int64(r.revision - 1))
                     RETURNING id
                     """
@@ -146,6 +148,8 @@ extension PostgresStore {
                 notifiedAt: try c[14].decode(Int64?.self).map(Timestamp.init(microseconds:)),
                 notifiedDevices: Int(try c[15].decode(Int64.self)),
                 messages: Int(try c[16].decode(Int64.self)),
+                flappingSince: try c[18].decode(Int64?.self).map(Timestamp.init(microseconds:)),
+                quietSince: try c[19].decode(Int64?.self).map(Timestamp.init(microseconds:)),
                 revision: Int(try c[17].decode(Int64.self))
             )
             out.append((try c[0].decode(Int64.self), record))

@@ -229,12 +229,19 @@ extension PostgresStore {
                 """,
             ]
         ),
+        (
+            "v12: flapping incidents",
+            [
+                "ALTER TABLE incidents ADD COLUMN flapping_since BIGINT",
+                "ALTER TABLE incidents ADD COLUMN quiet_since BIGINT",
+            ]
+        ),
     ]
 
     /// The migrations a replica of the release before runs on unchanged (they only add): recorded with each
     /// migration, so that a replica that does not know a migration can tell whether it may start on the schema
     /// (docs/operations.md, "Upgrading"). Every migration from v8 on that only adds belongs here.
-    static let additive: Set<Int> = [8, 9, 10, 11]
+    static let additive: Set<Int> = [8, 9, 10, 11, 12]
 
     /// Applies the missing migrations, one replica at a time (under a transaction-scoped advisory lock). A database
     /// that a newer release has migrated is used if every migration this release does not know only adds (a

@@ -15,14 +15,16 @@ extension SQLiteStore {
                 let values: [(any DatabaseValueConvertible)?] = [
                     r.key.identity, r.key.appId, r.key.containerId, r.key.kind.rawValue, r.key.signature?.domain, r.key.signature?.code,
                     r.state.rawValue, r.openedAt.microseconds, r.resolvedAt?.microseconds, r.devices, r.peakDevices, r.byVersionJSON,
-                    r.samplesJSON, r.notifiedAt?.microseconds, r.notifiedDevices, r.messages, r.revision,
+                    r.samplesJSON, r.notifiedAt?.microseconds, r.notifiedDevices, r.messages, r.revision, r.flappingSince?.microseconds,
+                    r.quietSince?.microseconds,
                 ]
                 if r.revision == 1 {
                     try db.execute(
                         sql: """
                             INSERT OR IGNORE INTO incidents (id, incident_key, app_id, container_id, kind, error_domain, error_code, state, opened_at,
-                                resolved_at, devices, peak_devices, by_version, samples, notified_at, notified_devices, messages, revision)
-                            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                resolved_at, devices, peak_devices, by_version, samples, notified_at, notified_devices, messages, revision,
+                                flapping_since, quiet_since)
+                            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                             """,
                         arguments: StatementArguments([r.id] + values)
                     )
@@ -31,7 +33,7 @@ extension SQLiteStore {
                         sql: """
                             UPDATE incidents SET incident_key = ?, app_id = ?, container_id = ?, kind = ?, error_domain = ?, error_code = ?,
                                 state = ?, opened_at = ?, resolved_at = ?, devices = ?, peak_devices = ?, by_version = ?, samples = ?,
-                                notified_at = ?, notified_devices = ?, messages = ?, revision = ?
+                                notified_at = ?, notified_devices = ?, messages = ?, revision = ?, flapping_since = ?, quiet_since = ?
                             WHERE id = ? AND revision = ?
                             """,
                         arguments: StatementArguments(values + [r.id, r.revision - 1])
@@ -143,6 +145,8 @@ extension SQLiteStore {
             notifiedAt: (row[14] as Int64?).map(Timestamp.init(microseconds:)),
             notifiedDevices: row[15],
             messages: row[16],
+            flappingSince: (row[18] as Int64?).map(Timestamp.init(microseconds:)),
+            quietSince: (row[19] as Int64?).map(Timestamp.init(microseconds:)),
             revision: row[17]
         )
     }

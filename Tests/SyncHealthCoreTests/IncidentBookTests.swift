@@ -26,7 +26,13 @@ struct IncidentBookTests {
         var told: [(IncidentBook.Notice, Int)] = []
 
         mutating func step(_ groups: [IncidentKey: IncidentGroup], at now: Timestamp) -> IncidentBook.Step {
-            let step = IncidentBook.step(open: stored.values.filter { $0.state == .open }, groups: groups, now: now, configuration: configuration)
+            let step = IncidentBook.step(
+                open: stored.values.filter { $0.state == .open },
+                recent: Array(stored.values),
+                groups: groups,
+                now: now,
+                configuration: configuration
+            )
             for record in step.records {
                 #expect(record.revision == (stored[record.id]?.revision ?? 0) + 1, "each write is one revision above what it read")
                 stored[record.id] = record
@@ -96,5 +102,43 @@ struct IncidentBookTests {
         let a = IncidentBook.step(open: [], groups: groups, now: t(40), configuration: Self.configuration)
         let b = IncidentBook.step(open: [], groups: groups, now: t(40), configuration: Self.configuration)
         #expect(a.records == b.records)
+    }
+
+    @Test("a key told opened a fourth time within an hour is flapping: told once, held open through quiet spells, resolved a window after")
+    func flapping() throws {
+        var run = Run()
+        let window = NotificationPolicy.Configuration().flapWindow
+        for k in 0..<3 {
+            let start = t(Double(k) * 300)
+            _ = run.step([Self.key: Self.group(5, since: start)], at: start + .seconds(30))
+            _ = run.step([:], at: start + .seconds(100))
+        }
+        #expect(run.told.map(\.0) == [.opened, .resolved, .opened, .resolved, .opened, .resolved], "three opens in an hour are not flapping")
+        #expect(run.stored.values.allSatisfy { $0.flappingSince == nil })
+
+        _ = run.step([Self.key: Self.group(5, since: t(900))], at: t(930))
+        let flapping = try #require(run.stored.values.first { $0.state == .open })
+        #expect(flapping.flappingSince == t(930) && run.told.last?.0 == .opened)
+
+        let quiet = run.step([:], at: t(1000))
+        #expect(run.told.count == 7, "its devices recovering resolves nothing yet")
+        #expect(run.stored[flapping.id]?.state == .open && run.stored[flapping.id]?.quietSince == t(1000))
+        #expect(quiet.nextWake == t(1000) + window)
+
+        _ = run.step([Self.key: Self.group(8, since: t(1200))], at: t(1230))
+        _ = run.step([Self.key: Self.group(9, since: t(1200))], at: t(1600))
+        #expect(run.told.count == 7, "breaking again joins the held incident; a flapping incident sends no updates")
+        #expect(run.stored.count == 4 && run.stored[flapping.id]?.quietSince == nil && run.stored[flapping.id]?.devices == 9)
+
+        _ = run.step([:], at: t(1700))
+        _ = run.step([:], at: t(1700) + window - .seconds(1))
+        #expect(run.stored[flapping.id]?.state == .open, "not yet quiet for a whole window")
+        _ = run.step([:], at: t(1700) + window)
+        #expect(run.told.map(\.0).suffix(2) == [.opened, .resolved] && run.told.count == 8)
+        #expect(run.stored[flapping.id]?.state == .resolved && run.stored[flapping.id]?.resolvedAt == t(1700), "resolved as of when it went quiet")
+
+        let later = t(1700) + window + .seconds(600)
+        _ = run.step([Self.key: Self.group(5, since: later)], at: later + .seconds(30))
+        #expect(run.stored.values.first { $0.state == .open }?.flappingSince == nil, "a window after the opens, the key is not flapping")
     }
 }

@@ -134,3 +134,32 @@ struct ReleaseHealthTests {
         #expect(ReleaseRegression.changes(firing: [:], findings: [:], now: now).isEmpty)
     }
 }
+
+@Suite("Release alerts that flap")
+struct ReleaseFlappingTests {
+    static let release = ReleaseKey(appId: "app", version: "2.0")
+
+    @Test("a fire is flapping when more than the threshold fired within the window, itself included")
+    func flappingFires() {
+        let flapping = ReleaseFlapping(configuration: NotificationPolicy.Configuration())
+        #expect(!flapping.isFlapping(firesAt: t(3000), before: [t(100), t(200)]), "the third fire")
+        #expect(flapping.isFlapping(firesAt: t(3000), before: [t(100), t(200), t(300)]), "the fourth")
+        #expect(!flapping.isFlapping(firesAt: t(3000), before: [t(-700), t(200), t(300)]), "one fired more than an hour before")
+        #expect(!flapping.isFlapping(firesAt: t(300), before: [t(100), t(200), t(300), t(400)]), "only fires before it count")
+    }
+
+    @Test("a flapping release is held until quiet for a window; a finding again restarts the wait; others are never held")
+    func holds() {
+        var flapping = ReleaseFlapping(configuration: NotificationPolicy.Configuration())
+        let other = ReleaseKey(appId: "app", version: "1.9")
+        let firing: Set = [Self.release, other]
+        #expect(flapping.held(firing: firing, flapping: [Self.release], findings: [], now: t(0)) == [Self.release: t(3600)])
+        #expect(flapping.held(firing: firing, flapping: [Self.release], findings: [], now: t(1800)) == [Self.release: t(3600)])
+        #expect(flapping.held(firing: firing, flapping: [Self.release], findings: [Self.release], now: t(2000)).isEmpty)
+        #expect(flapping.held(firing: firing, flapping: [Self.release], findings: [], now: t(2100)) == [Self.release: t(5700)])
+        #expect(flapping.held(firing: firing, flapping: [Self.release], findings: [], now: t(5700)).isEmpty, "quiet for a window: it resolves")
+        #expect(flapping.quietSince[Self.release] == t(2100), "the resolve's time")
+        _ = flapping.held(firing: [], flapping: [], findings: [], now: t(5800))
+        #expect(flapping.quietSince.isEmpty, "forgotten once it no longer fires")
+    }
+}

@@ -127,6 +127,55 @@ extension IncidentTests {
     }
 }
 
+extension IncidentTests {
+    @Test("a key that opens a fourth time within the flap window is told once as flapping, held open, and resolved once quiet")
+    func flappingIncident() async throws {
+        let transport = RecordingTransport()
+        var configuration = EngineConfiguration()
+        configuration.incidents.groupWait = .seconds(2)
+        configuration.notifications.flapWindow = .seconds(60)
+        let clock = ManualClock(testStart)
+        let service = TestService(clock: clock, configuration: configuration, transport: transport, webhooks: WebhookFormatTests.privateAllowed)
+        try await service.test { client in
+            _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:9/slack", "format": "slack"}"#)
+            // Only this error's incident: recovered devices may stall later, which is another incident.
+            func told() -> [String] {
+                transport.requests(to: "/slack").compactMap { ($0.json as? [String: Any])?["text"] as? String }.filter { $0.contains("badContainer") }
+            }
+            for cycle in 0..<4 {
+                try await Self.breakDevice(client, "dev-\(cycle)")
+                for _ in 0..<3 { try await advance(clock, by: .seconds(1)) }
+                #expect(try await eventually { told().count == 2 * cycle + 1 }, "cycle \(cycle) opened: \(told())")
+                try await Self.recover(client, "dev-\(cycle)")
+                try await advance(clock, by: .seconds(1))
+                guard cycle < 3 else { break }
+                #expect(try await eventually { told().count == 2 * cycle + 2 }, "cycle \(cycle) resolved: \(told())")
+            }
+            #expect(told().last?.contains("flapping") == true, "the fourth open says it is flapping: \(told())")
+            func open() async throws -> [[String: Any]] {
+                try json(try await client.get("/v1/incidents?state=open"))["data"] as? [[String: Any]] ?? []
+            }
+            #expect(try await eventually { try await open().first?["quietSince"] is String }, "held open while its devices are quiet")
+            let held = try #require(try await open().first?["id"] as? String)
+
+            try await Self.breakDevice(client, "dev-4")
+            for _ in 0..<3 { try await advance(clock, by: .seconds(1)) }
+            #expect(try await eventually { try await open().first?["devices"] as? Int == 1 })
+            #expect(try await open().map { $0["id"] as? String } == [held], "breaking again joins the held incident")
+            try await Self.recover(client, "dev-4")
+            try await advance(clock, by: .seconds(1))
+            #expect(try await eventually { try await open().first?["quietSince"] is String })
+            try await advance(clock, by: .seconds(59))
+            #expect(try await open().count == 1, "quiet for less than the window")
+            try await advance(clock, by: .seconds(1))
+            #expect(try await eventually { told().count == 8 }, "\(told())")
+            // Messages of one incident key are delivered in order, so nothing was told between the flapping open and this.
+            #expect(told().last?.hasPrefix("✅ Resolved") == true && told().count == 8)
+            #expect(try await open().isEmpty)
+        }
+    }
+}
+
 @Suite("Incidents on two PostgreSQL replicas", .serialized, .enabled(if: PostgresTesting.baseURL != nil))
 struct SharedIncidentTests {
     @Test("two replicas grouping the same storm write one incident and deliver its messages once")

@@ -111,6 +111,61 @@ struct RegressionAlertTests {
     }
 }
 
+extension RegressionAlertTests {
+    @Test(
+        "a release whose alert fires a fourth time within the flap window is told once as flapping, held firing while it crosses the line, and resolved once quiet"
+    )
+    func flapping() async throws {
+        let transport = RecordingTransport()
+        var configuration = Self.configuration
+        configuration.releaseCheckInterval = .seconds(86_400)  // the test judges; the service's own watch sleeps
+        configuration.alerts.releaseMinimumDevices = 10
+        configuration.notifications.flapWindow = .seconds(60)
+        let clock = ManualClock(testStart)
+        let service = TestService(clock: clock, configuration: configuration, transport: transport, webhooks: WebhookFormatTests.privateAllowed)
+        let watch = RegressionWatch(engine: service.engine, logger: testLogger())
+        try await service.test { client in
+            _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:9/standard", "kinds": ["releaseRegression"]}"#)
+            // Once ready, the service's own watch judges once (nothing yet) and sleeps for a day.
+            try await waitUntilReady(service.engine)
+            try await advance(clock, by: .seconds(1))
+            for i in 0..<60 { try await ReleaseEndpointTests.post(client, "old-\(i)", version: "1.9", broken: false) }
+            func judge(after seconds: Int64 = 1) async throws -> [AlertRecord] {
+                clock.advance(by: .seconds(seconds))
+                return try #require(try await watch.step())
+            }
+            func breakAndRecover(_ batch: String) async throws -> (fired: [AlertRecord], resolved: [AlertRecord]) {
+                for i in 0..<10 { try await ReleaseEndpointTests.post(client, "\(batch)-\(i)", version: "2.0", broken: true) }
+                let fired = try await judge()
+                for i in 0..<10 { try await Self.recover(client, "\(batch)-\(i)", version: "2.0") }
+                return (fired, try await judge())
+            }
+            for cycle in 0..<3 {
+                let (fired, resolved) = try await breakAndRecover("c\(cycle)")
+                #expect(fired.map(\.state) == [.firing] && resolved.map(\.state) == [.resolved], "cycle \(cycle)")
+                #expect(fired.first?.detail.contains("Flapping") == false, "three fires in the window are not flapping")
+            }
+            let (fired, held) = try await breakAndRecover("c3")
+            #expect(fired.first?.detail.contains("Flapping") == true, "the fourth fire says so: \(fired.first?.detail ?? "")")
+            #expect(held.isEmpty, "a flapping alert stays firing when its release recovers")
+            let quietSince = clock.now
+
+            let (again, stillHeld) = try await breakAndRecover("c4")
+            #expect(again.isEmpty && stillHeld.isEmpty, "crossing the line again while held fires nothing new")
+            let quietAgain = clock.now
+            #expect(quietAgain > quietSince)
+            #expect(try await judge(after: 59) == [], "quiet for less than the window")
+            let resolved = try await judge()
+            #expect(resolved.map(\.state) == [.resolved] && resolved.first?.id == fired.first?.id)
+            #expect(resolved.first?.endsAt == quietAgain, "resolved as of when it went quiet")
+            #expect(
+                try await eventually { transport.requests(to: "/standard").count == 8 },
+                "3 fire/resolve pairs, the flapping fire and its resolve"
+            )
+        }
+    }
+}
+
 @Suite("The releaseRegression alert on two PostgreSQL replicas", .serialized, .enabled(if: PostgresTesting.baseURL != nil))
 struct SharedRegressionAlertTests {
     @Test("two replicas judging the same regression at once write one alert and one message")

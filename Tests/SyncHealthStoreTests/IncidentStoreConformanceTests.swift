@@ -35,12 +35,19 @@ struct IncidentStoreConformanceTests {
             #expect(try await store.openIncidents().map(\.id) == [first.id, Self.record(25, app: "other").id])
             #expect(Set(try await store.dueMessages(now: t0, limit: 10).map(\.id)) == ["m1", "m2"])
 
-            var resolved = first
+            var held = first
+            held.flappingSince = t0 + .seconds(30)
+            held.quietSince = t0 + .seconds(45)
+            held.devices = 0
+            held.revision = 2
+            try await store.saveIncidents([held], messages: [])
+            #expect(try await store.incident(id: first.id) == held, "a flapping incident held open reads back with both times")
+
+            var resolved = held
             resolved.state = .resolved
             resolved.resolvedAt = t0 + .seconds(60)
-            resolved.devices = 0
             resolved.messages = 2
-            resolved.revision = 2
+            resolved.revision = 3
             try await store.saveIncidents([resolved], messages: [message("m3"), message("m1")])
             #expect(try await store.incident(id: first.id) == resolved)
             #expect(try await store.openIncidents().map(\.key.appId) == ["other"])

@@ -267,6 +267,14 @@ extension SQLiteStore {
                     """
             )
         }
+        migrator.registerMigration("v14: flapping incidents") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE incidents ADD COLUMN flapping_since INTEGER;
+                    ALTER TABLE incidents ADD COLUMN quiet_since INTEGER;
+                    """
+            )
+        }
         return migrator
     }
 }
