@@ -110,6 +110,9 @@ public struct IncidentRecord: Hashable, Sendable {
     public var flappingSince: Timestamp?
     /// While flapping: since when none of its devices' alerts fires (it resolves a window later).
     public var quietSince: Timestamp?
+    /// Its device count over time, oldest first: a point each step the count changed, thinned to at most
+    /// `IncidentBook.historyLimit` points (the dashboard's sparkline).
+    public var history: [IncidentPoint]
     /// One more each write: a write based on another revision is refused.
     public var revision: Int
 
@@ -129,6 +132,7 @@ public struct IncidentRecord: Hashable, Sendable {
         messages: Int = 0,
         flappingSince: Timestamp? = nil,
         quietSince: Timestamp? = nil,
+        history: [IncidentPoint] = [],
         revision: Int = 0
     ) {
         self.id = id
@@ -145,11 +149,26 @@ public struct IncidentRecord: Hashable, Sendable {
         self.messages = messages
         self.flappingSince = flappingSince
         self.quietSince = quietSince
+        self.history = history
         self.revision = revision
     }
 
     /// The id of the incident of `key` that opened at `openedAt`.
     public static func id(key: IncidentKey, openedAt: Timestamp) -> String {
         "in_" + AlertIdentity.digest([key.identity, String(openedAt.microseconds)])
+    }
+}
+
+/// An incident's device count at one time.
+public struct IncidentPoint: Hashable, Sendable {
+    /// When the count was taken.
+    public var at: Timestamp
+    /// Devices with a firing alert then.
+    public var devices: Int
+
+    /// Creates a point.
+    public init(at: Timestamp, devices: Int) {
+        self.at = at
+        self.devices = devices
     }
 }

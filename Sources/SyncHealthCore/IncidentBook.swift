@@ -26,6 +26,9 @@ public enum IncidentBook {
     /// Devices a record and a message name, at most.
     public static let sampleSize = 5
 
+    /// Points an incident's history keeps, at most: enough for a sparkline.
+    public static let historyLimit = 48
+
     /// What a message says about an incident.
     public enum Notice: String, Sendable, Hashable {
         case opened
@@ -94,6 +97,7 @@ public enum IncidentBook {
             }
             if notice == .opened { markFlapping(&record, told: told, now: now, threshold: flapping.flapThreshold) }
             if let notice { tell(&record, notice, now: now) }
+            if record.devices != before.devices { record.record(now: now) }
             guard record != before else { continue }
             record.revision = before.revision + 1
             step.append(record, notice)
@@ -108,6 +112,7 @@ public enum IncidentBook {
                 peakDevices: group.devices,
                 byVersion: group.byVersion,
                 samples: Array(group.samples.prefix(sampleSize)),
+                history: [IncidentPoint(at: now, devices: group.devices)],
                 revision: 1
             )
             let due = openedAt + configuration.groupWait
@@ -151,5 +156,15 @@ extension IncidentBook.Step {
     mutating func append(_ record: IncidentRecord, _ notice: IncidentBook.Notice?) {
         records.append(record)
         if let notice { notices.append((notice, record)) }
+    }
+}
+
+extension IncidentRecord {
+    /// Adds its count now to its history; past `IncidentBook.historyLimit` points, every other older point goes, so
+    /// the history spans the whole incident at a coarser grain.
+    mutating func record(now: Timestamp) {
+        history.append(IncidentPoint(at: now, devices: devices))
+        guard history.count > IncidentBook.historyLimit, let last = history.last else { return }
+        history = history.dropLast().enumerated().filter { $0.offset.isMultiple(of: 2) }.map(\.element) + [last]
     }
 }

@@ -78,7 +78,12 @@ public struct IncidentJSON: Encodable, Sendable {
 
     enum Key: String, CodingKey {
         case id, state, appId, containerId, kind, error, devices, peakDevices, byAppVersion, sampleDevices, openedAt, resolvedAt, notifiedAt
-        case flappingSince, quietSince
+        case flappingSince, quietSince, history
+    }
+
+    struct PointJSON: Encodable {
+        let at: String
+        let devices: Int
     }
 
     struct ErrorJSON: Encodable {
@@ -122,5 +127,6 @@ public struct IncidentJSON: Encodable, Sendable {
         try c.encode(i.notifiedAt?.rfc3339, forKey: .notifiedAt)
         try c.encode(i.flappingSince?.rfc3339, forKey: .flappingSince)
         try c.encode(i.quietSince?.rfc3339, forKey: .quietSince)
+        try c.encode(i.history.map { PointJSON(at: $0.at.rfc3339, devices: $0.devices) }, forKey: .history)
     }
 }

@@ -21,11 +21,11 @@ extension PostgresStore {
                     ? """
                     INSERT INTO incidents (id, incident_key, app_id, container_id, kind, error_domain, error_code, state, opened_at,
                         resolved_at, devices, peak_devices, by_version, samples, notified_at, notified_devices, messages, revision,
-                        flapping_since, quiet_since)
+                        flapping_since, quiet_since, history)
                     VALUES (\(r.id), \(r.key.identity), \(r.key.appId), \(r.key.containerId), \(r.key.kind.rawValue), \(domain), \(code),
                         \(r.state.rawValue), \(r.openedAt.microseconds), \(r.resolvedAt?.microseconds), \(Int64(r.devices)), \(Int64(r.peakDevices)),
                         \(r.byVersionJSON), \(r.samplesJSON), \(r.notifiedAt?.microseconds), \(Int64(r.notifiedDevices)), \(Int64(r.messages)),
-                        \(Int64(r.revision)), \(r.flappingSince?.microseconds), \(r.quietSince?.microseconds))
+                        \(Int64(r.revision)), \(r.flappingSince?.microseconds), \(r.quietSince?.microseconds), \(r.historyJSON))
                     ON CONFLICT DO NOTHING
                     RETURNING id
                     """
@@ -34,7 +34,7 @@ extension PostgresStore {
                         peak_devices = \(Int64(r.peakDevices)), by_version = \(r.byVersionJSON), samples = \(r.samplesJSON),
                         notified_at = \(r.notifiedAt?.microseconds), notified_devices = \(Int64(r.notifiedDevices)),
                         messages = \(Int64(r.messages)), revision = \(Int64(r.revision)), flapping_since = \(r.flappingSince?.microseconds),
-                        quiet_since = \(r.quietSince?.microseconds)
+                        quiet_since = \(r.quietSince?.microseconds), history = \(r.historyJSON)
                     WHERE id = \(r.id) AND revision = \(Int64(r.revision - 1))
                     RETURNING id
                     """
@@ -150,6 +150,7 @@ extension PostgresStore {
                 messages: Int(try c[16].decode(Int64.self)),
                 flappingSince: try c[18].decode(Int64?.self).map(Timestamp.init(microseconds:)),
                 quietSince: try c[19].decode(Int64?.self).map(Timestamp.init(microseconds:)),
+                history: IncidentRecord.history(json: try c[20].decode(String?.self)),
                 revision: Int(try c[17].decode(Int64.self))
             )
             out.append((try c[0].decode(Int64.self), record))

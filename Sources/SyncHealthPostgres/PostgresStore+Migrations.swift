@@ -230,10 +230,11 @@ extension PostgresStore {
             ]
         ),
         (
-            "v12: flapping incidents",
+            "v12: flapping incidents, and each incident's count over time",
             [
                 "ALTER TABLE incidents ADD COLUMN flapping_since BIGINT",
                 "ALTER TABLE incidents ADD COLUMN quiet_since BIGINT",
+                "ALTER TABLE incidents ADD COLUMN history TEXT",
             ]
         ),
     ]

@@ -16,15 +16,15 @@ extension SQLiteStore {
                     r.key.identity, r.key.appId, r.key.containerId, r.key.kind.rawValue, r.key.signature?.domain, r.key.signature?.code,
                     r.state.rawValue, r.openedAt.microseconds, r.resolvedAt?.microseconds, r.devices, r.peakDevices, r.byVersionJSON,
                     r.samplesJSON, r.notifiedAt?.microseconds, r.notifiedDevices, r.messages, r.revision, r.flappingSince?.microseconds,
-                    r.quietSince?.microseconds,
+                    r.quietSince?.microseconds, r.historyJSON,
                 ]
                 if r.revision == 1 {
                     try db.execute(
                         sql: """
                             INSERT OR IGNORE INTO incidents (id, incident_key, app_id, container_id, kind, error_domain, error_code, state, opened_at,
                                 resolved_at, devices, peak_devices, by_version, samples, notified_at, notified_devices, messages, revision,
-                                flapping_since, quiet_since)
-                            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                flapping_since, quiet_since, history)
+                            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                             """,
                         arguments: StatementArguments([r.id] + values)
                     )
@@ -33,7 +33,8 @@ extension SQLiteStore {
                         sql: """
                             UPDATE incidents SET incident_key = ?, app_id = ?, container_id = ?, kind = ?, error_domain = ?, error_code = ?,
                                 state = ?, opened_at = ?, resolved_at = ?, devices = ?, peak_devices = ?, by_version = ?, samples = ?,
-                                notified_at = ?, notified_devices = ?, messages = ?, revision = ?, flapping_since = ?, quiet_since = ?
+                                notified_at = ?, notified_devices = ?, messages = ?, revision = ?, flapping_since = ?, quiet_since = ?,
+                                history = ?
                             WHERE id = ? AND revision = ?
                             """,
                         arguments: StatementArguments(values + [r.id, r.revision - 1])
@@ -147,6 +148,7 @@ extension SQLiteStore {
             messages: row[16],
             flappingSince: (row[18] as Int64?).map(Timestamp.init(microseconds:)),
             quietSince: (row[19] as Int64?).map(Timestamp.init(microseconds:)),
+            history: IncidentRecord.history(json: row[20]),
             revision: row[17]
         )
     }

@@ -83,6 +83,15 @@ extension IncidentRecord {
     /// `samples` as stored: a JSON array.
     public var samplesJSON: String { Self.json(samples) }
 
+    /// `history` as stored: a JSON array of `[microseconds, devices]` pairs.
+    public var historyJSON: String { Self.json(history.map { [$0.at.microseconds, Int64($0.devices)] }) }
+
+    /// `history` from its stored form (`nil`, from before it was stored: none).
+    public static func history(json: String?) -> [IncidentPoint] {
+        guard let json, let pairs = try? JSONDecoder().decode([[Int64]].self, from: Data(json.utf8)) else { return [] }
+        return pairs.compactMap { $0.count == 2 ? IncidentPoint(at: Timestamp(microseconds: $0[0]), devices: Int($0[1])) : nil }
+    }
+
     /// `byVersion` from its stored form.
     public static func byVersion(json: String) -> [String: Int] {
         (try? JSONDecoder().decode([String: Int].self, from: Data(json.utf8))) ?? [:]

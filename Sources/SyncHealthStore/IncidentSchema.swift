@@ -4,6 +4,6 @@ public enum IncidentSchema {
     /// The selected columns.
     public static let select = """
         seq, id, app_id, container_id, kind, error_domain, error_code, state, opened_at, resolved_at, devices, peak_devices,
-        by_version, samples, notified_at, notified_devices, messages, revision, flapping_since, quiet_since
+        by_version, samples, notified_at, notified_devices, messages, revision, flapping_since, quiet_since, history
         """
 }

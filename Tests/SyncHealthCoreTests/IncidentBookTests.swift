@@ -141,4 +141,26 @@ struct IncidentBookTests {
         _ = run.step([Self.key: Self.group(5, since: later)], at: later + .seconds(30))
         #expect(run.stored.values.first { $0.state == .open }?.flappingSince == nil, "a window after the opens, the key is not flapping")
     }
+
+    @Test("an incident keeps its count over time: a point each step it changed, the resolve's zero, at most the limit over its whole life")
+    func history() throws {
+        var run = Run()
+        let start = t(0)
+        for (k, devices) in [10, 10, 40, 100, 100, 60].enumerated() {
+            _ = run.step([Self.key: Self.group(devices, since: start)], at: start + .seconds(Int64(k) * 10 + 1))
+        }
+        _ = run.step([:], at: start + .seconds(100))
+        let incident = try #require(run.stored.values.first)
+        #expect(incident.history.map(\.devices) == [10, 40, 100, 60, 0])
+        #expect(incident.history.map(\.at) == [t(1), t(21), t(31), t(51), t(100)])
+
+        var long = IncidentRecord(id: "in_x", key: Self.key, openedAt: start)
+        for k in 1...200 {
+            long.devices = k
+            long.record(now: start + .seconds(Int64(k)))
+        }
+        #expect(long.history.count <= IncidentBook.historyLimit && long.history.count > IncidentBook.historyLimit / 2)
+        #expect(long.history.first?.devices == 1 && long.history.last?.devices == 200, "it still spans the whole incident")
+        #expect(long.history.map(\.at) == long.history.map(\.at).sorted())
+    }
 }

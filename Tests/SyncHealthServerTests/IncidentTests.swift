@@ -84,6 +84,7 @@ struct IncidentTests {
                 let listed = try json(try await client.get("/v1/incidents?state=open"))
                 let incidents = try #require(listed["data"] as? [[String: Any]])
                 #expect(incidents.count == 1 && incidents[0]["id"] as? String == incidentId && incidents[0]["devices"] as? Int == 100)
+                #expect((incidents[0]["history"] as? [[String: Any]])?.last?["devices"] as? Int == 100, "its count over time ends at 100")
                 #expect((incidents[0]["error"] as? [String: Any])?["name"] as? String == "badContainer")
                 let detail = try json(try await client.get("/v1/incidents/\(incidentId)?limit=30"))
                 #expect((detail["firingDevices"] as? [[String: Any]])?.count == 30 && detail["nextCursor"] as? String == "30")

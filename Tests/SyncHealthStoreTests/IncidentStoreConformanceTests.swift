@@ -21,6 +21,7 @@ struct IncidentStoreConformanceTests {
             notifiedAt: t0 + .seconds(30),
             notifiedDevices: devices,
             messages: 1,
+            history: [IncidentPoint(at: t0, devices: 1), IncidentPoint(at: t0 + .seconds(2), devices: devices)],
             revision: revision
         )
     }

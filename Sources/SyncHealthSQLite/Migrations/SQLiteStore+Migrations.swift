@@ -267,11 +267,12 @@ extension SQLiteStore {
                     """
             )
         }
-        migrator.registerMigration("v14: flapping incidents") { db in
+        migrator.registerMigration("v14: flapping incidents, and each incident's count over time") { db in
             try db.execute(
                 sql: """
                     ALTER TABLE incidents ADD COLUMN flapping_since INTEGER;
                     ALTER TABLE incidents ADD COLUMN quiet_since INTEGER;
+                    ALTER TABLE incidents ADD COLUMN history TEXT;
                     """
             )
         }

@@ -461,13 +461,36 @@ function incidentWhat(i) {
   return i.error ? `${KIND_LABELS[i.kind] || i.kind}: ${i.error.domain} ${i.error.code}${i.error.name ? ` (${i.error.name})` : ""}` : (KIND_LABELS[i.kind] || i.kind);
 }
 
+// The incident's device count over time, as steps (a count holds until the next point), to now while it is open.
+function sparkline(i) {
+  const points = i.history || [];
+  if (!points.length) return null;
+  const width = 120, height = 24, pad = 2;
+  const times = points.map((p) => Date.parse(p.at));
+  const end = Math.max(times[times.length - 1], i.state === "open" ? Date.now() : Date.parse(i.resolvedAt || points[points.length - 1].at));
+  const t0 = times[0], t1 = Math.max(end, t0 + 1000);
+  const max = Math.max(1, ...points.map((p) => p.devices));
+  const x = (t) => pad + ((t - t0) / (t1 - t0)) * (width - 2 * pad);
+  const y = (v) => pad + (1 - v / max) * (height - 2 * pad);
+  let d = `M${x(t0).toFixed(1)},${y(points[0].devices).toFixed(1)}`;
+  for (let k = 1; k < points.length; k++) d += ` H${x(times[k]).toFixed(1)} V${y(points[k].devices).toFixed(1)}`;
+  d += ` H${x(t1).toFixed(1)}`;
+  const box = svg("svg", { class: "sparkline", viewBox: `0 0 ${width} ${height}`, width, height, role: "img",
+    "aria-label": `Devices over time, at most ${max}` });
+  const title = svg("title", {});
+  title.textContent = `Devices over time: ${points.map((p) => fmt(p.devices)).join(" → ")}`;
+  box.append(title, svg("path", { d, class: i.state === "open" ? "line-broken" : "line-resolved" }));
+  return box;
+}
+
 function incidentRow(i) {
   const versions = Object.entries(i.byAppVersion).sort((a, b) => b[1] - a[1]).map(([v, n]) => `${v || "unknown"}: ${fmt(n)}`).join(", ");
   const devices = h("div", { class: "incident-devices" });
   const details = h("details", { "data-incident": i.id },
-    h("summary", {}, h("strong", {}, incidentWhat(i)), ` · ${i.appId}${i.containerId ? ` (${i.containerId})` : ""} · `,
+    h("summary", {}, sparkline(i), h("strong", {}, incidentWhat(i)), ` · ${i.appId}${i.containerId ? ` (${i.containerId})` : ""} · `,
       h("strong", { class: i.state === "open" ? "error" : "" }, `${fmt(i.devices)} device${i.devices === 1 ? "" : "s"}`),
-      i.state === "open" ? [" since ", time(i.openedAt)] : [" · resolved ", time(i.resolvedAt), `, at most ${fmt(i.peakDevices)}`]),
+      i.state === "open" ? [" since ", time(i.openedAt)] : [" · resolved ", time(i.resolvedAt), `, at most ${fmt(i.peakDevices)}`],
+      i.flappingSince ? h("span", { class: "badge flapping", title: "Held open until its devices are quiet for an hour" }, "flapping") : null),
     versions ? h("p", { class: "muted" }, `App versions: ${versions}`) : null,
     i.error && i.error.advice ? h("p", { class: "advice" }, h("strong", {}, ADVICE_WHO[i.error.advice.who] || i.error.advice.who), ` · ${i.error.advice.text}`) : null,
     devices);
