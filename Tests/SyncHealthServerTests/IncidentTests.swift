@@ -129,14 +129,23 @@ extension IncidentTests {
 }
 
 extension IncidentTests {
-    @Test("a key that opens a fourth time within the flap window is told once as flapping, held open, and resolved once quiet")
-    func flappingIncident() async throws {
+    @Test(
+        "a key that opens a fourth time within the flap window is told once as flapping, held open, and resolved once quiet",
+        arguments: EngineStore.withShared
+    )
+    func flappingIncident(store: EngineStore) async throws {
         let transport = RecordingTransport()
         var configuration = EngineConfiguration()
         configuration.incidents.groupWait = .seconds(2)
         configuration.notifications.flapWindow = .seconds(60)
         let clock = ManualClock(testStart)
-        let service = TestService(clock: clock, configuration: configuration, transport: transport, webhooks: WebhookFormatTests.privateAllowed)
+        let service = TestService(
+            store: try await store.make(),
+            clock: clock,
+            configuration: configuration,
+            transport: transport,
+            webhooks: WebhookFormatTests.privateAllowed
+        )
         try await service.test { client in
             _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:9/slack", "format": "slack"}"#)
             // Only this error's incident: recovered devices may stall later, which is another incident.
