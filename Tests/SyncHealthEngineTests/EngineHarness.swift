@@ -41,7 +41,7 @@ struct EngineHarness {
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
             do {
-                try await until { engine.isReady }
+                guard try await eventually({ engine.isReady }) else { throw TimedOut() }
                 try await body(self)
             } catch {
                 await group.triggerGracefulShutdown()
@@ -65,40 +65,6 @@ struct EngineHarness {
 
     /// Moves the clock on, and waits until the engine's loops it woke are asleep again: whatever came due is served.
     func advance(by duration: Duration) async throws {
-        let asleep = clock.sleeperCount
-        clock.advance(by: duration)
-        try await within(.seconds(5)) { await clock.waitForSleepers(asleep) }
+        try await clock.advanceAndSettle(by: duration)
     }
-}
-
-struct TimedOut: Error {}
-
-/// Runs `body`, or throws `TimedOut` after `limit`: a liveness bound that keeps a broken test from hanging, not a
-/// wait for anything.
-func within(_ limit: Duration, _ body: @escaping @Sendable () async throws -> Void) async throws {
-    try await withThrowingTaskGroup(of: Bool.self) { group in
-        group.addTask {
-            try await body()
-            return true
-        }
-        group.addTask {
-            try await Task.sleep(for: limit)
-            return false
-        }
-        let finished = try await group.next() ?? false
-        group.cancelAll()
-        if !finished { throw TimedOut() }
-    }
-}
-
-struct NeverHeld: Error {}
-
-/// Waits until `condition` holds, for effects of the engine's own task; gives up (throws) after five seconds, a
-/// liveness bound that only keeps a broken test from hanging.
-func until(_ condition: () async throws -> Bool) async throws {
-    for _ in 0..<500 {
-        if try await condition() { return }
-        try await Task.sleep(for: .milliseconds(10))
-    }
-    throw NeverHeld()
 }

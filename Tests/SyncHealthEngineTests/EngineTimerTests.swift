@@ -100,7 +100,8 @@ struct EngineTimerTests {
         }
         // Restarted long after the deadline: it fires at once, and only once.
         try await EngineHarness(store: try store(), clock: ManualClock(testStart + .seconds(3600))).run { h in
-            try await until { try await h.firing(.notSyncing).count == 1 }
+            let fired = try await eventually { try await h.firing(.notSyncing).count == 1 }
+            #expect(fired)
             #expect(try await h.engine.alerts(AlertQuery(kind: .notSyncing)).alerts.count == 1)
         }
     }
@@ -119,7 +120,8 @@ struct EngineTimerTests {
             try await h.post(batch(device: "other", healthyEvents))
             let ids = ["h1", "h2", "h3", "h4", "h5"]
             let other = DeviceKey(appId: "com.example.notes", deviceId: "other")
-            try await until { try await h.store.seenEventIds([(Self.key, ids)]) == [[]] }
+            let forgotten = try await eventually { try await h.store.seenEventIds([(Self.key, ids)]) == [[]] }
+            #expect(forgotten)
             #expect(try await h.store.seenEventIds([(other, ids)]) == [Set(ids)])
             #expect(try await h.post(batch(healthyEvents)).duplicates == 0)
         }

@@ -54,9 +54,9 @@ struct DeviceRemovalEndpointTests {
             try await IncidentTests.breakDevice(client, "gone")
             try await client.post(batch(device: "stays", healthyEvents))
             #expect(try await firing(client, kind: .syncError).count == 1)
-            try await advance(service.clock, by: .seconds(2))
+            try await service.clock.advanceAndSettle(by: .seconds(2))
             try await client.post(batch(device: "stays", [event("k1", #""kind": "network", "available": true"#)]))
-            try await advance(service.clock, by: .seconds(2))
+            try await service.clock.advanceAndSettle(by: .seconds(2))
             #expect(try await eventually { try json(try await client.get("/v1/summary"))["devices"] as? Int == 1 })
             try await RemovalChecks.expectGone(client, "gone", devices: 1, alertsGone: false)
             let alerts = try json(try await client.get("/v1/alerts?deviceId=gone"))["data"] as? [[String: Any]] ?? []
@@ -90,7 +90,7 @@ struct DeviceRemovalEndpointTests {
             #expect(try await firing(client, kind: .syncError).count == 1)
             #expect((try json(try await client.get("/v1/alerts"))["data"] as? [Any])?.count == 3)
             // An hour on, a pass starts; its batches of one run until both resolved alerts are gone.
-            try await advance(service.clock, by: .seconds(3_601))
+            try await service.clock.advanceAndSettle(by: .seconds(3_601))
             try await client.post(batch(device: "other", healthyEvents))
             #expect(try await eventually { (try json(try await client.get("/v1/alerts"))["data"] as? [Any])?.count == 1 })
             let left = try json(try await client.get("/v1/alerts"))["data"] as? [[String: Any]] ?? []

@@ -65,10 +65,10 @@ struct IncidentTests {
                     try await eventually { standardTold("syncError") == 100 && standardTold("fleetDegraded") == 1 },
                     "Standard Webhooks groups by device by default: every device, and the fleet alert beside them"
                 )
-                try await advance(clock, by: .seconds(1))
+                try await clock.advanceAndSettle(by: .seconds(1))
                 #expect(slack.count == 0 && pd.count == 0, "nothing before the group wait")
-                try await advance(clock, by: .seconds(1))
-                try await advance(clock, by: .seconds(1))
+                try await clock.advanceAndSettle(by: .seconds(1))
+                try await clock.advanceAndSettle(by: .seconds(1))
                 let told = try await eventually { slack.count == 1 && pd.count == 1 }
                 let listing = String(buffer: try await client.get("/v1/incidents").body)
                 #expect(told, "\(slack.count) \(pd.count) \(standard.count) \(listing)")
@@ -93,13 +93,13 @@ struct IncidentTests {
 
                 for i in 0..<100 { try await Self.recover(client, "dev-\(i)") }
                 #expect(try await eventually { standardTold("syncError") == 200 && standardTold("fleetDegraded") == 2 })
-                try await advance(clock, by: .seconds(1))
+                try await clock.advanceAndSettle(by: .seconds(1))
                 #expect(try await eventually { slack.count == 2 && pd.count == 2 })
                 #expect((slack.all[1].json["text"] as? String)?.hasPrefix("✅ Resolved") == true)
                 #expect(pd.all[1].json["event_action"] as? String == "resolve" && pd.all[1].json["dedup_key"] as? String == incidentId)
                 let resolved = try json(try await client.get("/v1/incidents?state=resolved"))
                 #expect((resolved["data"] as? [[String: Any]])?.first?["peakDevices"] as? Int == 100)
-                try await advance(clock, by: .seconds(10))
+                try await clock.advanceAndSettle(by: .seconds(10))
                 #expect(slack.count == 2 && pd.count == 2, "each told once")
             }
         }
@@ -119,7 +119,7 @@ extension IncidentTests {
             _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:9/fleet", "format": "slack", "kinds": ["fleetDegraded"]}"#)
             for i in 0..<30 { try await Self.breakDevice(client, "dev-\(i)") }
             #expect(try await eventually { transport.requests(to: "/fleet").count == 1 }, "it named fleetDegraded")
-            for _ in 0..<3 { try await advance(clock, by: .seconds(1)) }
+            for _ in 0..<3 { try await clock.advanceAndSettle(by: .seconds(1)) }
             #expect(try await eventually { transport.requests(to: "/plain").count == 1 })
             let text = (transport.requests(to: "/plain").first?.json as? [String: Any])?["text"] as? String ?? ""
             #expect(text.contains("on 30 devices"), "the one message is the incident: \(text)")
@@ -154,10 +154,10 @@ extension IncidentTests {
             }
             for cycle in 0..<4 {
                 try await Self.breakDevice(client, "dev-\(cycle)")
-                for _ in 0..<3 { try await advance(clock, by: .seconds(1)) }
+                for _ in 0..<3 { try await clock.advanceAndSettle(by: .seconds(1)) }
                 #expect(try await eventually { told().count == 2 * cycle + 1 }, "cycle \(cycle) opened: \(told())")
                 try await Self.recover(client, "dev-\(cycle)")
-                try await advance(clock, by: .seconds(1))
+                try await clock.advanceAndSettle(by: .seconds(1))
                 guard cycle < 3 else { break }
                 #expect(try await eventually { told().count == 2 * cycle + 2 }, "cycle \(cycle) resolved: \(told())")
             }
@@ -169,15 +169,15 @@ extension IncidentTests {
             let held = try #require(try await open().first?["id"] as? String)
 
             try await Self.breakDevice(client, "dev-4")
-            for _ in 0..<3 { try await advance(clock, by: .seconds(1)) }
+            for _ in 0..<3 { try await clock.advanceAndSettle(by: .seconds(1)) }
             #expect(try await eventually { try await open().first?["devices"] as? Int == 1 })
             #expect(try await open().map { $0["id"] as? String } == [held], "breaking again joins the held incident")
             try await Self.recover(client, "dev-4")
-            try await advance(clock, by: .seconds(1))
+            try await clock.advanceAndSettle(by: .seconds(1))
             #expect(try await eventually { try await open().first?["quietSince"] is String })
-            try await advance(clock, by: .seconds(59))
+            try await clock.advanceAndSettle(by: .seconds(59))
             #expect(try await open().count == 1, "quiet for less than the window")
-            try await advance(clock, by: .seconds(1))
+            try await clock.advanceAndSettle(by: .seconds(1))
             #expect(try await eventually { told().count == 8 }, "\(told())")
             // Messages of one incident key are delivered in order, so nothing was told between the flapping open and this.
             #expect(told().last?.hasPrefix("✅ Resolved") == true && told().count == 8)
@@ -211,15 +211,15 @@ struct SharedIncidentTests {
                 try await b.test { clientB in
                     _ = try await createWebhook(clientA, json: #"{"url": "http://127.0.0.1:\#(port)/hook", "format": "slack"}"#)
                     for i in 0..<40 { try await IncidentTests.breakDevice(i % 2 == 0 ? clientA : clientB, "dev-\(i)") }
-                    for _ in 0..<4 { try await advance(clock, by: .seconds(1)) }
+                    for _ in 0..<4 { try await clock.advanceAndSettle(by: .seconds(1)) }
                     #expect(try await eventually { slack.count == 1 })
                     #expect((slack.all.first?.json["text"] as? String)?.contains("on 40 devices") == true)
                     let open = try json(try await clientB.get("/v1/incidents?state=open"))
                     #expect((open["data"] as? [Any])?.count == 1, "one incident, whichever replica wrote it")
                     for i in 0..<40 { try await IncidentTests.recover(i % 2 == 0 ? clientB : clientA, "dev-\(i)") }
-                    for _ in 0..<4 { try await advance(clock, by: .seconds(1)) }
+                    for _ in 0..<4 { try await clock.advanceAndSettle(by: .seconds(1)) }
                     #expect(try await eventually { slack.count == 2 })
-                    try await advance(clock, by: .seconds(5))
+                    try await clock.advanceAndSettle(by: .seconds(5))
                     #expect(slack.count == 2, "each message once")
                 }
             }
@@ -240,7 +240,7 @@ extension IncidentTests {
             _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:9/slack", "format": "slack"}"#)
             _ = try await createSilence(client, #"{"matchers": {"appVersion": "2.0"}, "endsAt": "2030-01-01T00:00:00Z", "comment": "known"}"#)
             for i in 0..<10 { try await Self.breakDevice(client, "dev-\(i)", version: spansVersions && i < 3 ? "2.1" : "2.0") }
-            for _ in 0..<4 { try await advance(clock, by: .seconds(1)) }
+            for _ in 0..<4 { try await clock.advanceAndSettle(by: .seconds(1)) }
             // Its first notice is decided, and its messages written with it, in one transaction.
             #expect(
                 try await eventually {

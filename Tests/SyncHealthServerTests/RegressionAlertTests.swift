@@ -48,7 +48,7 @@ struct RegressionAlertTests {
             _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:9/slack", "format": "slack", "kinds": ["releaseRegression"]}"#)
             for i in 0..<100 { try await ReleaseEndpointTests.post(client, "old-\(i)", version: "1.9", broken: i < 2) }
             for i in 0..<100 { try await ReleaseEndpointTests.post(client, "new-\(i)", version: "2.0", broken: i < 60) }
-            try await advance(clock, by: .seconds(61))
+            try await clock.advanceAndSettle(by: .seconds(61))
             #expect(try await eventually { transport.requests(to: "/standard").count == 1 && transport.requests(to: "/slack").count == 1 })
             let fired = try #require(transport.requests(to: "/standard").first?.json as? [String: Any])
             #expect(fired["type"] as? String == "alert.firing")
@@ -65,12 +65,12 @@ struct RegressionAlertTests {
             #expect(rows.count == 1 && rows.first?["appVersion"] as? String == "2.0")
 
             for i in 0..<60 { try await Self.recover(client, "new-\(i)", version: "2.0") }
-            try await advance(clock, by: .seconds(61))
+            try await clock.advanceAndSettle(by: .seconds(61))
             #expect(try await eventually { transport.requests(to: "/standard").count == 2 })
             let resolved = try #require(transport.requests(to: "/standard").last?.json as? [String: Any])
             #expect(resolved["type"] as? String == "alert.resolved")
             #expect((resolved["data"] as? [String: Any])?["id"] as? String == alert["id"] as? String, "the same alert resolves")
-            try await advance(clock, by: .seconds(5))
+            try await clock.advanceAndSettle(by: .seconds(5))
             #expect(transport.requests(to: "/standard").count == 2, "told once each way")
         }
     }
@@ -128,7 +128,7 @@ extension RegressionAlertTests {
             _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:9/standard", "kinds": ["releaseRegression"]}"#)
             // Once ready, the service's own watch judges once (nothing yet) and sleeps for a day.
             try await waitUntilReady(service.engine)
-            try await advance(clock, by: .seconds(1))
+            try await clock.advanceAndSettle(by: .seconds(1))
             for i in 0..<60 { try await ReleaseEndpointTests.post(client, "old-\(i)", version: "1.9", broken: false) }
             func judge(after seconds: Int64 = 1) async throws -> [AlertRecord] {
                 clock.advance(by: .seconds(seconds))

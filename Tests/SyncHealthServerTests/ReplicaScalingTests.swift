@@ -1,6 +1,7 @@
 import Foundation
 import PostgresNIO
 import SyncHealthCore
+import SyncHealthEngineTesting
 import SyncHealthTestSupport
 import Synchronization
 import Testing

@@ -1,5 +1,6 @@
 import Foundation
 import SyncHealthCore
+import SyncHealthEngineTesting
 import SyncHealthTestSupport
 import Synchronization
 import Testing

@@ -3,6 +3,7 @@ import Hummingbird
 import HummingbirdTesting
 import SyncHealthCore
 import SyncHealthEngine
+import SyncHealthEngineTesting
 import SyncHealthPostgres
 import SyncHealthTestSupport
 import Testing
@@ -20,16 +21,16 @@ struct SharedDeadlineTests {
             try await client.post(batch([event("n", #""kind": "network", "available": true"#), event("f1", "2026-11-22T10:00:00Z", failed)]))
             #expect(try await store.nextDeviceDeadline() == testStart + .seconds(120))
             // The error clears, and comes back a minute later: its 120 s start again.
-            try await advance(service.clock, by: .seconds(60))
+            try await service.clock.advanceAndSettle(by: .seconds(60))
             try await client.post(batch([event("s", "2026-11-22T10:01:00Z", #""kind": "activity", "phase": "import", "state": "succeeded""#)]))
             try await client.post(batch([event("f2", "2026-11-22T10:01:00.5Z", failed)]))
             #expect(try await store.nextDeviceDeadline() == testStart + .seconds(120), "the stored deadline stays the earlier one")
 
-            try await advance(service.clock, by: .seconds(60))
+            try await service.clock.advanceAndSettle(by: .seconds(60))
             #expect(try await firing(client, kind: .syncError).isEmpty, "the early wake fires nothing")
             #expect(try await eventually { try await store.nextDeviceDeadline() == testStart + .seconds(180) }, "and writes the exact deadline")
 
-            try await advance(service.clock, by: .seconds(60))
+            try await service.clock.advanceAndSettle(by: .seconds(60))
             #expect(try await eventually { try await !firing(client, kind: .syncError).isEmpty })
             #expect(try await firing(client, kind: .syncError).first?["startsAt"] as? String == (testStart + .seconds(180)).rfc3339)
         }

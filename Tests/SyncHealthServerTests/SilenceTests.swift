@@ -137,7 +137,7 @@ struct SilenceTests {
             try await breakDevice(client, "brief")
             try await recover(client, "brief")
             // The release runs at the silence's end.
-            try await advance(clock, by: .seconds(601))
+            try await clock.advanceAndSettle(by: .seconds(601))
             #expect(transport.sent.withLock { $0.count } == 0)
             // A device that breaks now, after the silence, is delivered as usual.
             try await breakDevice(client, "brief-2")

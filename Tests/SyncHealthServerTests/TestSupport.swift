@@ -110,16 +110,6 @@ func waitUntilReady(_ engine: any MonitorEngine) async throws {
     throw NotReady()
 }
 
-/// Waits until `condition` holds (for effects of the engine's own task), giving up after five seconds.
-/// A liveness bound, not a speed target: it only keeps a broken test from hanging.
-func eventually(_ condition: () async throws -> Bool) async throws -> Bool {
-    for _ in 0..<500 {
-        if try await condition() { return true }
-        try await Task.sleep(for: .milliseconds(10))
-    }
-    return false
-}
-
 func headers(_ key: String?, _ extra: HTTPFields = [:]) -> HTTPFields {
     var fields = extra
     if let key { fields[.authorization] = "Bearer \(key)" }
@@ -144,29 +134,6 @@ extension TestClientProtocol {
     func get(_ uri: String, key: String? = readKey) async throws -> TestResponse {
         try await execute(uri: uri, method: .get, headers: headers(key))
     }
-}
-
-/// Moves `clock` by `duration` and returns once what the move made due has run. The engine's loops sleep on the
-/// clock between passes, so once as many tasks sleep on it as before the move, every woken loop has done its pass:
-/// a check after this sees a timer's effect, or that it had none.
-func advance(_ clock: ManualClock, by duration: Duration) async throws {
-    let asleep = clock.sleeperCount
-    clock.advance(by: duration)
-    let slept = await withTaskGroup(of: Bool.self) { group in
-        group.addTask {
-            await clock.waitForSleepers(asleep)
-            return true
-        }
-        // A liveness bound, not a wait for anything: a loop that never sleeps again fails the test.
-        group.addTask {
-            try? await Task.sleep(for: .seconds(5))
-            return false
-        }
-        let first = await group.next() ?? false
-        group.cancelAll()
-        return first
-    }
-    #expect(slept, "the loops the clock woke sleep again")
 }
 
 /// Firing alerts of a kind, through the API.

@@ -1,0 +1,47 @@
+/// A wait's liveness bound passed: what it waited for did not happen.
+public struct TimedOut: Error {
+    /// A timeout.
+    public init() {}
+}
+
+/// Runs `body`, or throws `TimedOut` after `limit`: a liveness bound that keeps a broken test from hanging, not a
+/// wait for anything.
+public func within(_ limit: Duration = .seconds(5), _ body: @escaping @Sendable () async throws -> Void) async throws {
+    try await withThrowingTaskGroup(of: Bool.self) { group in
+        group.addTask {
+            try await body()
+            return true
+        }
+        group.addTask {
+            try await Task.sleep(for: limit)
+            return false
+        }
+        let finished = try await group.next() ?? false
+        group.cancelAll()
+        if !finished { throw TimedOut() }
+    }
+}
+
+/// Whether `condition` comes to hold within `limit`, for effects of tasks the test does not await (the engine's
+/// loops, a delivery). It looks every 10 ms; the limit is a liveness bound that only keeps a broken test from hanging.
+public func eventually(limit: Duration = .seconds(5), _ condition: () async throws -> Bool) async throws -> Bool {
+    let clock = ContinuousClock()
+    let deadline = clock.now + limit
+    while true {
+        if try await condition() { return true }
+        if clock.now >= deadline { return false }
+        try? await Task.sleep(for: .milliseconds(10))
+    }
+}
+
+extension ManualClock {
+    /// Moves the clock by `duration` and returns once what the move made due has run. The engine's loops sleep on
+    /// the clock between passes, so once as many tasks sleep on it as before the move, every woken loop has done its
+    /// pass: a check after this sees a timer's effect, or that it had none. Throws `TimedOut` if a woken loop does
+    /// not sleep again within `limit`.
+    public func advanceAndSettle(by duration: Duration, limit: Duration = .seconds(5)) async throws {
+        let asleep = sleeperCount
+        advance(by: duration)
+        try await within(limit) { await self.waitForSleepers(asleep) }
+    }
+}
