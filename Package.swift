@@ -192,7 +192,9 @@ let package = Package(
             dependencies: [
                 "SyncHealthCore",
                 "SyncHealthStore",
+                "SyncHealthSQLite",
                 "SyncHealthPostgres",
+                "SyncHealthEngine",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -235,7 +237,7 @@ let package = Package(
             // CHeap: a test counts what the allocator holds.
             dependencies: [
                 "SyncHealthEngine", "SyncHealthEngineTesting", "SyncHealthCore", "SyncHealthStore", "SyncHealthSQLite",
-                "SyncHealthTestSupport", "CHeap",
+                "SyncHealthPostgres", "SyncHealthWebhooks", "SyncHealthTestSupport", "CHeap",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -181,9 +181,6 @@ public enum SyncHealthApplication {
                 .http1(configuration: http1)
             }
         let tlsReload: [any Service] = tls.map { [TLSReloadService(certificates: $0, logger: logger)] } ?? []
-        // On a shared store, every replica's transitions reach this replica's streams from the store.
-        let follower: [any Service] =
-            if case .shared(let shared) = store { [TransitionFollower(engine: engine, store: shared, logger: logger)] } else { [] }
         let application = Application(
             router: router,
             server: server,
@@ -193,15 +190,7 @@ public enum SyncHealthApplication {
                 availableConnectionsDelegate: MaximumAvailableConnections(configuration.maxConnections, logger: logger)
             ),
             // Shutdown runs in reverse: the engine commits what it accepted before the pool stops.
-            services: (storeService.map { [$0] } ?? []) + [
-                engine, engine.webhooks, AlertmanagerRefresh(engine: engine, logger: logger),
-                SilenceRelease(engine: engine, logger: logger),
-                IncidentWatch(engine: engine, logger: logger),
-                RegressionWatch(engine: engine, logger: logger),
-                HistoryRecorder(engine: engine, store: store.store, logger: logger),
-                LiveFeedTicker(engine: engine, logger: logger),
-                HeapTrimmer(logger: logger),
-            ] + follower + tlsReload,
+            services: (storeService.map { [$0] } ?? []) + store.services(of: engine, logger: logger) + [HeapTrimmer(logger: logger)] + tlsReload,
             logger: logger
         )
         return (application, engine)

@@ -5,17 +5,20 @@ import ServiceLifecycle
 import SyncHealthCore
 import SyncHealthEngine
 import SyncHealthEngineTesting
+import SyncHealthPostgres
 import SyncHealthStore
 import SyncHealthTestSupport
 import Testing
 
-/// A `MonitorEngine` as the service runs it, in a `ServiceGroup` with graceful shutdown, on a manual clock and a
-/// recording transport, without HTTP: the engine's behaviour is tested here, and the HTTP tests keep what is HTTP.
+/// A `MonitorEngine` as the service runs it, with the same services beside it (`MonitorStore.services(of:logger:)`),
+/// in a `ServiceGroup` with graceful shutdown, on a manual clock and a recording transport, without HTTP: the
+/// engine's behaviour is tested here, and the HTTP tests keep what is HTTP.
 struct EngineHarness {
     let engine: any MonitorEngine
     let clock: ManualClock
     let store: any SyncStore
     let transport: RecordingTransport
+    let services: [any Service]
 
     init(
         store: MonitorStore = .local(InMemoryStore()),
@@ -26,7 +29,11 @@ struct EngineHarness {
         let transport = RecordingTransport()
         var logger = Logger(label: "engine-test")
         logger.logLevel = .critical
-        self.engine = store.makeEngine(clock: clock, configuration: configuration, webhooks: webhooks, transport: transport, logger: logger)
+        let engine = store.makeEngine(clock: clock, configuration: configuration, webhooks: webhooks, transport: transport, logger: logger)
+        self.engine = engine
+        // PostgreSQL's connection pool runs as a service before the engine, as in the service.
+        let pool: [any Service] = if case .shared(let shared) = store, let postgres = shared as? PostgresStore { [postgres.service] } else { [] }
+        self.services = pool + store.services(of: engine, logger: logger)
         self.clock = clock
         self.store = store.store
         self.transport = transport
@@ -37,7 +44,7 @@ struct EngineHarness {
     func run(_ body: @escaping @Sendable (EngineHarness) async throws -> Void) async throws {
         var logger = Logger(label: "engine-test")
         logger.logLevel = .critical
-        let group = ServiceGroup(services: [engine], logger: logger)
+        let group = ServiceGroup(services: services, logger: logger)
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
             do {

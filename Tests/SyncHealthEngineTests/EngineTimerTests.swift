@@ -7,20 +7,6 @@ import SyncHealthTestSupport
 import Testing
 
 /// The embedded stores, made fresh.
-enum LocalStoreKind: String, CaseIterable, CustomTestStringConvertible {
-    case memory, sqlite
-
-    var testDescription: String { rawValue }
-
-    func make() throws -> MonitorStore {
-        switch self {
-        case .memory: .local(InMemoryStore())
-        // Generations of a second: tests shorten the retention to seconds.
-        case .sqlite: .local(try SQLiteStore(directory: temporaryDirectory(), synchronous: .normal, eventIdGeneration: .seconds(1)))
-        }
-    }
-}
-
 @Suite("Engine timers: alerts fire on the service clock without new events")
 struct EngineTimerTests {
     static let key = DeviceKey(appId: "com.example.notes", deviceId: "dev-1")
@@ -106,12 +92,12 @@ struct EngineTimerTests {
         }
     }
 
-    @Test("expired event ids are forgotten an hour on, in batches between groups, until none is left", arguments: LocalStoreKind.allCases)
-    func pruneInBatches(kind: LocalStoreKind) async throws {
+    @Test("expired event ids are forgotten an hour on, in batches between groups, until none is left", arguments: EngineStore.allCases)
+    func pruneInBatches(kind: EngineStore) async throws {
         var configuration = EngineConfiguration()
         configuration.dedupeRetention = .seconds(60)
         configuration.pruneBatchSize = 2
-        try await EngineHarness(store: try kind.make(), configuration: configuration).run { h in
+        try await EngineHarness(store: try await kind.make(), configuration: configuration).run { h in
             try await h.post(batch(healthyEvents))
             #expect(try await h.post(batch(healthyEvents)).duplicates == 5, "remembered within the retention")
             // An hour on, the next group starts a pass; its batches of 2 run until the 5 ids are gone, with no

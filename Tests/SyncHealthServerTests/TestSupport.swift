@@ -24,13 +24,6 @@ let readKey = "test-read"
 let adminKey = "test-admin"
 let testKeys = KeyRing(ingest: [ingestKey], read: [readKey], admin: [adminKey])
 
-/// A logger that prints nothing, unless SYNCHEALTH_TEST_LOGS is set.
-func testLogger() -> Logger {
-    var logger = Logger(label: "test")
-    logger.logLevel = ProcessInfo.processInfo.environment["SYNCHEALTH_TEST_LOGS"] == nil ? .critical : .debug
-    return logger
-}
-
 /// Everything a test needs: the app, built by the application's own builder over a store of the test's, and the
 /// clock that drives it.
 struct TestService {
@@ -74,28 +67,6 @@ struct TestService {
         try await app.test(framework) { client in
             try await waitUntilReady(engine)
             try await body(client)
-        }
-    }
-}
-
-/// The single-process stores a test can run the engine over.
-enum EngineStore: String, CustomTestStringConvertible {
-    case memory, sqlite, postgres
-
-    /// The embedded stores.
-    static var allCases: [EngineStore] { [.memory, .sqlite] }
-    /// The embedded stores and, when the run has a throwaway cluster, PostgreSQL: the engine's shared path.
-    static var withShared: [EngineStore] { PostgresTesting.baseURL == nil ? allCases : allCases + [.postgres] }
-
-    var testDescription: String { rawValue }
-
-    func make() async throws -> MonitorStore {
-        switch self {
-        case .memory: .local(InMemoryStore())
-        // Generations of a second: tests shorten the retention to seconds, and the service's store would take a
-        // seventh of it.
-        case .sqlite: .local(try SQLiteStore(directory: temporaryDirectory(), synchronous: .normal, eventIdGeneration: .seconds(1)))
-        case .postgres: .shared(try PostgresStore(url: try await PostgresTesting.freshDatabase(), logger: testLogger()))
         }
     }
 }
