@@ -184,7 +184,7 @@ let package = Package(
         // What tests of the engine need from outside it: a clock they move, a transport that records.
         .target(
             name: "SyncHealthEngineTesting",
-            dependencies: ["SyncHealthCore", "SyncHealthEngine", "SyncHealthWebhooks"]
+            dependencies: ["SyncHealthCore", "SyncHealthStore", "SyncHealthEngine", "SyncHealthWebhooks"]
         ),
         // Helpers shared by the test targets.
         .target(

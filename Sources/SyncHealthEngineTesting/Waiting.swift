@@ -1,3 +1,6 @@
+public import SyncHealthCore
+public import SyncHealthStore
+
 /// A wait's liveness bound passed: what it waited for did not happen.
 public struct TimedOut: Error {
     /// A timeout.
@@ -44,4 +47,11 @@ extension ManualClock {
         advance(by: duration)
         try await within(limit) { await self.waitForSleepers(asleep) }
     }
+}
+
+/// Whether every webhook message written to `store` so far has been delivered (none waits in its outbox). Messages
+/// are written with the commit that decides them, so once a test's posts have returned, a count of deliveries taken
+/// after this holds is final for them: a test can check that something was not sent without sleeping.
+public func outboxDrained(_ store: any WebhookStore) async throws -> Bool {
+    try await store.dueMessages(now: Timestamp(microseconds: .max), limit: 1).isEmpty
 }

@@ -15,7 +15,7 @@ extension EngineHarness {
     /// Whether every message written so far has been delivered (none waits in the outbox): after this, a count of
     /// deliveries is final for what was posted, with no wait on the wall clock.
     func drained() async throws -> Bool {
-        try await store.dueMessages(now: Timestamp(microseconds: .max), limit: 1).isEmpty
+        try await outboxDrained(store)
     }
 
     /// The deliveries made, once the outbox is drained.

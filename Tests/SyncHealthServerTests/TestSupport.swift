@@ -71,6 +71,13 @@ struct TestService {
     }
 }
 
+extension TestService {
+    /// Deliveries counted after this are final for what was posted before it (`outboxDrained`).
+    func drained() async throws {
+        #expect(try await eventually { try await outboxDrained(store) }, "the outbox drains")
+    }
+}
+
 struct NotReady: Error {}
 
 func waitUntilReady(_ engine: any MonitorEngine) async throws {

@@ -213,7 +213,7 @@ struct WebhookTests {
                 let secret = try #require(created["secret"] as? String)
                 try await client.post(batch([event("n", #""kind": "network", "available": true"#), event("f", "2026-11-22T10:00:01Z", urgentError)]))
                 #expect(try await eventually { receiver.count == 1 })
-                try await Task.sleep(for: .milliseconds(200))
+                try await service.drained()
                 #expect(receiver.count == 1, "exactly one alert.firing")
                 let firing = try #require(receiver.all.first)
                 #expect(firing.type == "alert.firing")
@@ -227,7 +227,7 @@ struct WebhookTests {
 
                 try await client.post(batch([event("s", "2026-11-22T10:00:05Z", #""kind": "activity", "phase": "export", "state": "started""#)]))
                 #expect(try await eventually { receiver.count == 2 })
-                try await Task.sleep(for: .milliseconds(200))
+                try await service.drained()
                 #expect(receiver.count == 2, "exactly one alert.resolved")
                 let resolved = receiver.all[1]
                 #expect(resolved.type == "alert.resolved")
