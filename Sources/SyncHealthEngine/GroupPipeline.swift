@@ -5,14 +5,9 @@ import SyncHealthCore
 import SyncHealthStore
 
 /// What the two pipelines do differently; `run()`'s lifecycle, pruning and reporting are the same for both.
-protocol GroupPipeline: AnyObject, Sendable {
-    var queue: IngestQueue { get }
-    var clock: any ServiceClock { get }
-    var configuration: EngineConfiguration { get }
-    var webhooks: WebhookCenter { get }
-    var logger: Logger { get }
-    var metrics: EngineMetrics { get }
-    var feed: LiveFeed { get }
+protocol GroupPipeline: MonitorEngine, AnyObject {
+    /// What both are made of.
+    var parts: EngineParts { get }
     /// The store, for what both pipelines do alike (pruning, alerts, closing).
     var syncStore: any SyncStore { get }
     /// Whether the pipeline publishes its commits' transitions to the live feed itself; a shared store's reach it
@@ -30,6 +25,10 @@ protocol GroupPipeline: AnyObject, Sendable {
 }
 
 extension GroupPipeline {
+    var queue: IngestQueue { parts.queue }
+    var logger: Logger { parts.logger }
+    var metrics: EngineMetrics { parts.metrics }
+
     /// Prepares, then serves groups until graceful shutdown or cancellation. Requests already queued at shutdown
     /// are committed before it returns; then the store is closed.
     func runPipeline() async throws {

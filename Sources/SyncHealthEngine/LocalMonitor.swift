@@ -14,15 +14,9 @@ import Synchronization
 /// requests get `EngineError.storeUnavailable`. Under load the groups run in a series where the store commits,
 /// one after another, without a trip back to this task between them (`LocalSyncStore`).
 public final class LocalMonitor: MonitorEngine, GroupPipeline {
-    public let configuration: EngineConfiguration
-    public let clock: any ServiceClock
-    public let webhooks: WebhookCenter
+    let parts: EngineParts
     let store: any LocalSyncStore
-    let logger: Logger
-    let metrics: EngineMetrics
-    let queue: IngestQueue
     let cache = Mutex(LocalCache())
-    public let feed = LiveFeed()
 
     /// Creates a monitor over `store`. Call `run()` (as a service) to load the state and serve.
     public init(
@@ -33,17 +27,16 @@ public final class LocalMonitor: MonitorEngine, GroupPipeline {
         logger: Logger
     ) {
         self.store = store
-        self.clock = clock
-        self.configuration = configuration
-        self.webhooks = webhooks
-        self.logger = logger
-        self.metrics = EngineMetrics()
-        self.queue = IngestQueue(capacity: configuration.maxQueuedRequests, metrics: metrics)
+        self.parts = EngineParts(clock: clock, configuration: configuration, webhooks: webhooks, logger: logger)
     }
 
     public func run() async throws { try await runPipeline() }
 
     public var isReady: Bool { queue.isReady }
+    public var clock: any ServiceClock { parts.clock }
+    public var configuration: EngineConfiguration { parts.configuration }
+    public var webhooks: WebhookCenter { parts.webhooks }
+    public var feed: LiveFeed { parts.feed }
 
     /// The number of devices tracked.
     public var deviceCount: Int { cache.withLock { $0.devices.liveCount } }

@@ -15,14 +15,8 @@ import Synchronization
 /// is per replica: a group decides on it in place, keeps its changes after the commit, and
 /// takes them back when an attempt fails.
 public final class SharedMonitor: MonitorEngine, GroupPipeline {
-    public let configuration: EngineConfiguration
-    public let clock: any ServiceClock
-    public let webhooks: WebhookCenter
+    let parts: EngineParts
     let store: any SharedSyncStore
-    public let feed = LiveFeed()
-    let logger: Logger
-    let metrics: EngineMetrics
-    let queue: IngestQueue
     let policy: Mutex<NotificationPolicy>
     let passes = Mutex(SharedPasses())
     let cache: Mutex<SharedCache>
@@ -38,12 +32,7 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
         logger: Logger
     ) {
         self.store = store
-        self.clock = clock
-        self.configuration = configuration
-        self.webhooks = webhooks
-        self.logger = logger
-        self.metrics = EngineMetrics()
-        self.queue = IngestQueue(capacity: configuration.maxQueuedRequests, metrics: metrics)
+        self.parts = EngineParts(clock: clock, configuration: configuration, webhooks: webhooks, logger: logger)
         self.policy = Mutex(NotificationPolicy(configuration: configuration.notifications))
         self.cache = Mutex(SharedCache(capacity: configuration.sharedCacheDevices))
     }
@@ -51,6 +40,10 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
     public func run() async throws { try await runPipeline() }
 
     public var isReady: Bool { queue.isReady }
+    public var clock: any ServiceClock { parts.clock }
+    public var configuration: EngineConfiguration { parts.configuration }
+    public var webhooks: WebhookCenter { parts.webhooks }
+    public var feed: LiveFeed { parts.feed }
 
     // MARK: Writes and reads
 

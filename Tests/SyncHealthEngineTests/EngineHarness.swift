@@ -44,7 +44,10 @@ struct EngineHarness {
     func run(_ body: @escaping @Sendable (EngineHarness) async throws -> Void) async throws {
         var logger = Logger(label: "engine-test")
         logger.logLevel = .critical
-        let group = ServiceGroup(services: services, logger: logger)
+        var configuration = ServiceGroupConfiguration(services: services.map { .init(service: $0) }, logger: logger)
+        // A test that failed midway (a service still waiting on the manual clock) ends instead of hanging.
+        configuration.maximumGracefulShutdownDuration = .seconds(30)
+        let group = ServiceGroup(configuration: configuration)
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
             do {

@@ -1,0 +1,29 @@
+import Logging
+
+/// What both pipelines are made of, built the same way for either: the clock, the tunables, the webhook center,
+/// the log, the metrics, the request queue and the live feed. `LocalMonitor` and `SharedMonitor` each hold one and
+/// add only what differs (their store and their cache).
+struct EngineParts: Sendable {
+    /// The service's clock.
+    let clock: any ServiceClock
+    /// Tunables.
+    let configuration: EngineConfiguration
+    /// Subscriptions and their delivery.
+    let webhooks: WebhookCenter
+    let logger: Logger
+    let metrics: EngineMetrics
+    /// Requests waiting for the next group.
+    let queue: IngestQueue
+    /// Alert transitions and fleet-summary changes, for live views.
+    let feed = LiveFeed()
+
+    init(clock: any ServiceClock, configuration: EngineConfiguration, webhooks: WebhookCenter, logger: Logger) {
+        self.clock = clock
+        self.configuration = configuration
+        self.webhooks = webhooks
+        self.logger = logger
+        let metrics = EngineMetrics()
+        self.metrics = metrics
+        self.queue = IngestQueue(capacity: configuration.maxQueuedRequests, metrics: metrics)
+    }
+}
