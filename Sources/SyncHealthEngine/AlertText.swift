@@ -83,21 +83,23 @@ enum AlertText {
 
     /// The message that tells ops an alert started flapping, and that its changes are held until it is stable.
     static func flapping(_ alert: AlertRecord, configuration: NotificationPolicy.Configuration) -> AlertRecord {
-        var told = alert
-        let window = Int(configuration.flapWindow.secondsValue / 60)
-        told.detail +=
-            " Flapping: this alert fired more than \(configuration.flapThreshold) times in \(window) min;"
-            + " further changes are not delivered until it has been stable for \(window) min."
-        return told
+        flapping(alert, "this alert", then: "further changes are not delivered until it has been stable for", configuration: configuration)
     }
 
     /// A release's alert that fires flapping: told once, then held firing (`ReleaseFlapping`).
     static func flapping(regression alert: AlertRecord, configuration: NotificationPolicy.Configuration) -> AlertRecord {
+        flapping(alert, "this release's alert", then: "it stays firing until the release has not been a regression for", configuration: configuration)
+    }
+
+    private static func flapping(
+        _ alert: AlertRecord,
+        _ subject: String,
+        then: String,
+        configuration: NotificationPolicy.Configuration
+    ) -> AlertRecord {
         var told = alert
         let window = Int(configuration.flapWindow.secondsValue / 60)
-        told.detail +=
-            " Flapping: this release's alert fired more than \(configuration.flapThreshold) times in \(window) min;"
-            + " it stays firing until the release has not been a regression for \(window) min."
+        told.detail += " Flapping: \(subject) fired more than \(configuration.flapThreshold) times in \(window) min; \(then) \(window) min."
         return told
     }
 

@@ -24,12 +24,6 @@ extension EngineHarness {
 
 @Suite("Engine: flapping, and the fleet alert beside device alerts")
 struct EngineFlappingTests {
-    static var allowPrivate: WebhookConfiguration {
-        var c = WebhookConfiguration()
-        c.allowPrivate = true
-        return c
-    }
-
     /// The `i`th syncError of the device: an urgent export failure, 8 s after the one before.
     static func fire(_ i: Int) -> ByteBuffer {
         batch([
@@ -55,7 +49,7 @@ struct EngineFlappingTests {
 
     @Test("a flapping device is told once, then its settled state after a quiet window", arguments: EngineStore.withShared)
     func flapping(_ kind: EngineStore) async throws {
-        try await EngineHarness(store: try await kind.make(), webhooks: Self.allowPrivate).run { h in
+        try await EngineHarness(store: try await kind.make(), webhooks: .privateAllowed).run { h in
             try await h.subscribe()
             try await Self.fireAndRecoverThrice(h)
             for i in 3..<6 {
@@ -91,7 +85,7 @@ struct EngineFlappingTests {
     @Test("a group whose commit fails takes back its flap counting: the retried fire is the 4th, told as flapping once")
     func failedCommitTakesBackDecisions() async throws {
         let store = InMemoryStore()
-        try await EngineHarness(store: .local(store), webhooks: Self.allowPrivate).run { h in
+        try await EngineHarness(store: .local(store), webhooks: .privateAllowed).run { h in
             try await h.subscribe()
             try await Self.fireAndRecoverThrice(h)
             #expect(try await eventually { h.payloads.count == 6 })
@@ -112,7 +106,7 @@ struct EngineFlappingTests {
     func failedSharedTransactionTakesBackDecisions(_ sqlState: String) async throws {
         let url = try await PostgresTesting.freshDatabase()
         let store = MonitorStore.shared(try PostgresStore(url: url, logger: testLogger()))
-        try await EngineHarness(store: store, webhooks: Self.allowPrivate).run { h in
+        try await EngineHarness(store: store, webhooks: .privateAllowed).run { h in
             try await h.subscribe()
             try await Self.fireAndRecoverThrice(h)
             #expect(try await eventually { h.payloads.count == 6 })
@@ -149,7 +143,7 @@ struct EngineFlappingTests {
         arguments: EngineStore.withShared
     )
     func fleetAlertBesideDevices(_ kind: EngineStore) async throws {
-        try await EngineHarness(store: try await kind.make(), webhooks: Self.allowPrivate).run { h in
+        try await EngineHarness(store: try await kind.make(), webhooks: .privateAllowed).run { h in
             try await h.subscribe()
             func told(_ kind: String, _ type: String = "alert.firing") -> Int {
                 h.payloads.count { $0["type"] as? String == type && ($0["data"] as? [String: Any])?["kind"] as? String == kind }

@@ -33,12 +33,6 @@ extension EngineHarness {
 
 @Suite("Engine: silences hold deliveries, and release them when they end")
 struct EngineSilenceTests {
-    static var privateAllowed: WebhookConfiguration {
-        var c = WebhookConfiguration()
-        c.allowPrivate = true
-        return c
-    }
-
     static func breakDevice(_ h: EngineHarness, _ device: String, version: String = "3.4") async throws {
         let app = "com.example.notes"
         try await h.post(
@@ -62,7 +56,7 @@ struct EngineSilenceTests {
 
     @Test("a silenced alert still fires, held by the silence and not delivered; ending the silence delivers it then, once")
     func heldThenReleased() async throws {
-        try await EngineHarness(webhooks: Self.privateAllowed).run { h in
+        try await EngineHarness(webhooks: .privateAllowed).run { h in
             try await h.subscribe()
             let silence = try await h.silence(Silence.Matchers(appId: "com.example.notes", appVersion: "3.4"))
             try await Self.breakDevice(h, "held")
@@ -84,7 +78,7 @@ struct EngineSilenceTests {
 
     @Test("an alert that fired and resolved under a silence is never delivered, even after the silence ends by its time")
     func resolvedMeanwhile() async throws {
-        try await EngineHarness(webhooks: Self.privateAllowed).run { h in
+        try await EngineHarness(webhooks: .privateAllowed).run { h in
             try await h.subscribe()
             try await h.silence(Silence.Matchers(deviceId: "brief"), endsAt: testStart + .seconds(600))
             try await Self.breakDevice(h, "brief")
@@ -100,7 +94,7 @@ struct EngineSilenceTests {
 
     @Test("an alert delivered before a silence still has its resolve delivered during it; one fired under it does not")
     func resolveFollowsDeliveredFire() async throws {
-        try await EngineHarness(webhooks: Self.privateAllowed).run { h in
+        try await EngineHarness(webhooks: .privateAllowed).run { h in
             try await h.subscribe()
             try await Self.breakDevice(h, "early")
             #expect(try await h.deliveredWhenDrained() == 1)
@@ -119,11 +113,11 @@ struct EngineSilenceTests {
     func survivesRestart() async throws {
         let directory = temporaryDirectory()
         func store() throws -> MonitorStore { .local(try SQLiteStore(directory: directory, synchronous: .normal)) }
-        try await EngineHarness(store: try store(), webhooks: Self.privateAllowed).run { h in
+        try await EngineHarness(store: try store(), webhooks: .privateAllowed).run { h in
             try await h.subscribe()
             try await h.silence(Silence.Matchers(appId: "com.example.notes"))
         }
-        try await EngineHarness(store: try store(), webhooks: Self.privateAllowed).run { h in
+        try await EngineHarness(store: try store(), webhooks: .privateAllowed).run { h in
             #expect(try await h.engine.webhooks.silences.list().count == 1)
             try await Self.breakDevice(h, "after-restart")
             #expect(try await h.firing(.syncError).count == 1)
@@ -135,10 +129,10 @@ struct EngineSilenceTests {
     func replicasAgree() async throws {
         let url = try await PostgresTesting.freshDatabase()
         @Sendable func store() throws -> MonitorStore { .shared(try PostgresStore(url: url, logger: testLogger())) }
-        try await EngineHarness(store: try store(), webhooks: Self.privateAllowed).run { a in
+        try await EngineHarness(store: try store(), webhooks: .privateAllowed).run { a in
             try await a.subscribe()
             let silence = try await a.silence(Silence.Matchers(containerId: "iCloud.com.example.notes"))
-            try await EngineHarness(store: try store(), webhooks: Self.privateAllowed).run { b in
+            try await EngineHarness(store: try store(), webhooks: .privateAllowed).run { b in
                 #expect(try await b.engine.webhooks.silences.get(silence.id)?.id == silence.id)
                 try await Self.breakDevice(b, "on-b")
                 #expect(try await Self.silencedBy(b, "on-b") == [silence.id])

@@ -104,7 +104,7 @@ struct DeviceRemovalEndpointTests {
         let first = TestService(
             store: .local(try SQLiteStore(directory: dir, synchronous: .normal)),
             transport: CurlTransport(totalTimeout: .seconds(1)),
-            webhooks: WebhookFormatTests.privateAllowed
+            webhooks: .privateAllowed
         )
         try await first.test { client in
             // A receiver that is not there: the device's messages stay queued.

@@ -52,7 +52,7 @@ struct IncidentTests {
             clock: clock,
             configuration: configuration,
             transport: CurlTransport(totalTimeout: .seconds(5)),
-            webhooks: WebhookFormatTests.privateAllowed
+            webhooks: .privateAllowed
         )
         try await Self.withReceivers { slack, pd, standard, ports in
             try await service.test { client in
@@ -113,7 +113,7 @@ extension IncidentTests {
         var configuration = EngineConfiguration()
         configuration.incidents.groupWait = .seconds(2)
         let clock = ManualClock(testStart)
-        let service = TestService(clock: clock, configuration: configuration, transport: transport, webhooks: WebhookFormatTests.privateAllowed)
+        let service = TestService(clock: clock, configuration: configuration, transport: transport, webhooks: .privateAllowed)
         try await service.test { client in
             _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:9/plain", "format": "slack"}"#)
             _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:9/fleet", "format": "slack", "kinds": ["fleetDegraded"]}"#)
@@ -144,7 +144,7 @@ extension IncidentTests {
             clock: clock,
             configuration: configuration,
             transport: transport,
-            webhooks: WebhookFormatTests.privateAllowed
+            webhooks: .privateAllowed
         )
         try await service.test { client in
             _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:9/slack", "format": "slack"}"#)
@@ -201,7 +201,7 @@ struct SharedIncidentTests {
                 clock: clock,
                 configuration: configuration,
                 transport: CurlTransport(totalTimeout: .seconds(5)),
-                webhooks: WebhookFormatTests.privateAllowed
+                webhooks: .privateAllowed
             )
         }
         let (a, b) = (try replica(), try replica())
@@ -235,7 +235,7 @@ extension IncidentTests {
         configuration.incidents.groupWait = .seconds(2)
         configuration.alerts.fleetMinimumActive = 1_000
         let clock = ManualClock(testStart)
-        let service = TestService(clock: clock, configuration: configuration, transport: transport, webhooks: WebhookFormatTests.privateAllowed)
+        let service = TestService(clock: clock, configuration: configuration, transport: transport, webhooks: .privateAllowed)
         try await service.test { client in
             _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:9/slack", "format": "slack"}"#)
             _ = try await createSilence(client, #"{"matchers": {"appVersion": "2.0"}, "endsAt": "2030-01-01T00:00:00Z", "comment": "known"}"#)

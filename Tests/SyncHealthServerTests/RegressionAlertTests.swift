@@ -41,7 +41,7 @@ struct RegressionAlertTests {
             clock: clock,
             configuration: Self.configuration,
             transport: transport,
-            webhooks: WebhookFormatTests.privateAllowed
+            webhooks: .privateAllowed
         )
         try await service.test { client in
             _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:9/standard", "kinds": ["releaseRegression"]}"#)
@@ -96,7 +96,7 @@ struct RegressionAlertTests {
     @Test("a silence on the app version holds the regression's messages")
     func silencedByVersion() async throws {
         let transport = RecordingTransport()
-        let service = TestService(configuration: Self.configuration, transport: transport, webhooks: WebhookFormatTests.privateAllowed)
+        let service = TestService(configuration: Self.configuration, transport: transport, webhooks: .privateAllowed)
         let watch = RegressionWatch(engine: service.engine, logger: testLogger())
         try await service.test { client in
             _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:9/standard"}"#)
@@ -122,7 +122,7 @@ extension RegressionAlertTests {
         configuration.alerts.releaseMinimumDevices = 10
         configuration.notifications.flapWindow = .seconds(60)
         let clock = ManualClock(testStart)
-        let service = TestService(clock: clock, configuration: configuration, transport: transport, webhooks: WebhookFormatTests.privateAllowed)
+        let service = TestService(clock: clock, configuration: configuration, transport: transport, webhooks: .privateAllowed)
         let watch = RegressionWatch(engine: service.engine, logger: testLogger())
         try await service.test { client in
             _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:9/standard", "kinds": ["releaseRegression"]}"#)
@@ -177,7 +177,7 @@ struct SharedRegressionAlertTests {
                 store: .shared(try PostgresStore(url: url, logger: testLogger())),
                 configuration: RegressionAlertTests.configuration,
                 transport: transport,
-                webhooks: WebhookFormatTests.privateAllowed
+                webhooks: .privateAllowed
             )
         }
         let (a, b) = (try replica(), try replica())

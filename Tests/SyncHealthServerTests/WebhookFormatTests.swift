@@ -30,12 +30,6 @@ extension RecordingTransport {
 
 @Suite("Webhook formats and routing")
 struct WebhookFormatTests {
-    static var privateAllowed: WebhookConfiguration {
-        var c = WebhookConfiguration()
-        c.allowPrivate = true
-        return c
-    }
-
     /// A device of `app` that breaks with a developer error (urgent: fires at once), then recovers.
     func breakAndRecover(_ client: any TestClientProtocol, device: String = "dev-1", app: String = "com.example.notes") async throws {
         try await client.post(
@@ -62,7 +56,7 @@ struct WebhookFormatTests {
     func slack() async throws {
         // Received over HTTP by a local receiver, through the service's own transport (libcurl).
         let receiver = TestReceiver()
-        let service = TestService(transport: CurlTransport(totalTimeout: .seconds(5)), webhooks: Self.privateAllowed)
+        let service = TestService(transport: CurlTransport(totalTimeout: .seconds(5)), webhooks: .privateAllowed)
         try await withReceiver(receiver) { port in
             try await service.test { client in
                 _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:\#(port)/hook", "format": "slack", "grouping": "device"}"#)
@@ -97,7 +91,7 @@ struct WebhookFormatTests {
         let transport = RecordingTransport()
         var configuration = EngineConfiguration()
         configuration.publicURL = "https://synchealth.example.com/"
-        let service = TestService(configuration: configuration, transport: transport, webhooks: Self.privateAllowed)
+        let service = TestService(configuration: configuration, transport: transport, webhooks: .privateAllowed)
         try await service.test { client in
             _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:9/slack", "format": "slack", "grouping": "device"}"#)
             try await breakAndRecover(client)
@@ -113,7 +107,7 @@ struct WebhookFormatTests {
     @Test("PagerDuty: Events API v2 trigger and resolve share the alert id as dedup_key; severity from the error class")
     func pagerDuty() async throws {
         let receiver = TestReceiver()
-        let service = TestService(transport: CurlTransport(totalTimeout: .seconds(5)), webhooks: Self.privateAllowed)
+        let service = TestService(transport: CurlTransport(totalTimeout: .seconds(5)), webhooks: .privateAllowed)
         try await withReceiver(receiver) { port in
             try await service.test { client in
                 _ = try await createWebhook(
@@ -155,7 +149,7 @@ struct WebhookFormatTests {
     @Test("Alertmanager: POST /api/v2/alerts with the labels and annotations; firing holds a few minutes ahead, the resolve ends at the resolve")
     func alertmanager() async throws {
         let transport = RecordingTransport()
-        let service = TestService(transport: transport, webhooks: Self.privateAllowed)
+        let service = TestService(transport: transport, webhooks: .privateAllowed)
         try await service.test { client in
             _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:9/am/", "format": "alertmanager"}"#)
             try await breakAndRecover(client)
@@ -189,7 +183,7 @@ struct WebhookFormatTests {
     @Test("routing: an alert reaches only the subscriptions whose apps, containers, kinds and error classes name it")
     func routing() async throws {
         let transport = RecordingTransport()
-        let service = TestService(transport: transport, webhooks: Self.privateAllowed)
+        let service = TestService(transport: transport, webhooks: .privateAllowed)
         try await service.test { client in
             _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:9/all"}"#)
             _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:9/notes", "appIds": ["com.example.notes"]}"#)
@@ -210,7 +204,7 @@ struct WebhookFormatTests {
 
     @Test("bad format fields are 400: an unknown format or error class, pagerduty without a routingKey; the fields read back")
     func validation() async throws {
-        let service = TestService(webhooks: Self.privateAllowed)
+        let service = TestService(webhooks: .privateAllowed)
         try await service.test { client in
             for body in [
                 #"{"url": "http://127.0.0.1:9/x", "format": "teams"}"#, #"{"url": "http://127.0.0.1:9/x", "format": "pagerduty"}"#,
@@ -253,7 +247,7 @@ struct WebhookFormatTests {
     @Test("a PagerDuty 429 is retried after its Retry-After")
     func pagerDutyRetryAfter() async throws {
         let transport = ScriptedTransport(answers: [.status(429, retryAfter: "40")])
-        var webhooks = Self.privateAllowed
+        var webhooks = WebhookConfiguration.privateAllowed
         webhooks.jitter = 0
         let clock = ManualClock(testStart)
         let service = TestService(clock: clock, transport: transport, webhooks: webhooks)

@@ -35,3 +35,12 @@ public func testLogger() -> Logger {
     logger.logLevel = ProcessInfo.processInfo.environment["SYNCHEALTH_TEST_LOGS"] == nil ? .critical : .debug
     return logger
 }
+
+extension WebhookConfiguration {
+    /// Webhooks may go to loopback and private addresses, where tests' receivers listen.
+    public static var privateAllowed: WebhookConfiguration {
+        var c = WebhookConfiguration()
+        c.allowPrivate = true
+        return c
+    }
+}
