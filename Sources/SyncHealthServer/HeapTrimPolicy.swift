@@ -1,14 +1,13 @@
 /// When the heap trimmer trims: once each time the process turns quiet after being busy, and otherwise when its
 /// resident set has grown since the last trim, under load at most once per `busyInterval`.
 ///
-/// A trim walks every allocator arena, holding each one's lock meanwhile: 9-18 ms with 100,000 devices. Under
-/// steady single events the pages it gives back are faulted in again within a second (293 MiB, 232 MiB after
-/// the trim, 287 MiB a second later), but while devices are being created the heap grows without trims (RSS
-/// 335 MiB at the end of the bench's 35 s of new devices, against 214 MiB with a trim every 10 s). So under load
-/// it trims every 10 s, as before. When a burst has passed, its memory is freed without the resident set
-/// growing (a trim under load may have found it all still in use), so the first quiet reading after a busy one
-/// trims whatever the growth. An idle process is not trimmed again and again. A value type fed readings, with
-/// no clock of its own; `HeapTrimmer` does the reading and the trimming.
+/// A trim walks every allocator arena, holding each one's lock meanwhile, so it is not free. Under steady load the
+/// pages it gives back are faulted in again within a second, but while devices are being created the heap grows
+/// without trims; so under load it trims at most every `busyInterval`, and only after growth
+/// (docs/benchmarks-log.md#freed-memory-the-heap-kept). When a burst has passed, its memory is freed without the
+/// resident set growing (a trim under load may have found it all still in use), so the first quiet reading after a
+/// busy one trims whatever the growth. An idle process is not trimmed again and again. A value type fed readings,
+/// with no clock of its own; `HeapTrimmer` does the reading and the trimming.
 public struct HeapTrimPolicy: Sendable {
     /// What the trimmer reads of the process before it decides.
     public struct Reading: Sendable, Equatable {
