@@ -217,11 +217,8 @@ struct StreamStormTests {
                     service.clock.advance(by: .seconds(1))
                 }
             }
-            // Two quiet ticks: the last summaries, then the reset.
-            for _ in 0..<2 {
-                try await Task.sleep(for: .milliseconds(200))
-                service.clock.advance(by: .seconds(1))
-            }
+            // Two quiet ticks: the last summaries, then the reset (each returns once the ticker has run).
+            for _ in 0..<2 { try await service.clock.advanceAndSettle(by: .seconds(1)) }
             let summary = try json(try await client.get("/v1/summary"))
             #expect(summary["devices"] as? Int == devices)
             let firing = try json(try await client.get("/v1/alerts?state=firing&kind=syncError"))
