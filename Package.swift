@@ -218,7 +218,7 @@ let package = Package(
         .testTarget(
             name: "SyncHealthSQLiteTests",
             dependencies: [
-                "SyncHealthSQLite", "SyncHealthStore", "SyncHealthCore", "SyncHealthTestSupport",
+                "SyncHealthSQLite", "SyncHealthStore", "SyncHealthCore", "SyncHealthTestSupport", "SyncHealthEngineTesting",
                 .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Logging", package: "swift-log"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

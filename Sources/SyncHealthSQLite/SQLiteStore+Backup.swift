@@ -2,6 +2,13 @@ import Foundation
 import GRDB
 import NIOPosix
 public import SyncHealthStore
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 extension SQLiteStore: StoreBackup {
     /// The data directory.
@@ -14,34 +21,51 @@ extension SQLiteStore: StoreBackup {
     /// The copy runs on a thread of its own at the maintenance service's lower priority, held by a `BackupPacer`
     /// to a tenth of one core, so that ingestion keeps its rate while a copy of 1M devices (~400 MB) is made.
     public func backup(to path: String) async throws {
-        try await backup(to: path, work: BackupPacer.defaultWork, pause: BackupPacer.defaultPause)
+        let pace = backupPace.withLock { $0 }
+        try await backup(to: path, work: pace.work, pause: pace.pause)
     }
 
     /// `backup(to:)` paced to `work` out of every `work + pause` (no pause: flat out); returns the pauses taken.
+    ///
+    /// Cancelling the calling task stops the copy within a few thousand of SQLite's steps (the client went away: a
+    /// copy of 1M devices is minutes of a tenth of a core that nobody would read), deletes what it wrote, and throws
+    /// `CancellationError`.
     @discardableResult
     func backup(to path: String, work: Duration, pause: Duration) async throws -> Int {
         try await fold()
         let source = self.path
+        let stop = BackupPacer.Stop()
         let thread = NIOThreadPool(numberOfThreads: 1)
         thread.start()
         defer { thread.shutdownGracefully { _ in } }
-        return try await thread.runIfActive {
-            lowerCallingThreadPriority(by: SQLiteMaintenance.defaultNiceness)
-            let pacer = BackupPacer(work: work, pause: pause)
-            var configuration = Configuration()
-            configuration.readonly = true
-            let reader = try DatabaseQueue(path: source, configuration: configuration)
-            defer { try? reader.close() }
-            try reader.inDatabase { db in
-                // The copy can return free pages whatever the store's setting: restoring it converts a store made
-                // before stores could (see `SQLiteStore.compact`). Only asked of a store that cannot: on one that
-                // can, the pragma writes its header, which a read-only connection refuses.
-                if try Int.fetchOne(db, sql: "PRAGMA auto_vacuum") != 2 {
-                    try db.execute(sql: "PRAGMA auto_vacuum = INCREMENTAL")
+        do {
+            return try await withTaskCancellationHandler {
+                try await thread.runIfActive {
+                    lowerCallingThreadPriority(by: SQLiteMaintenance.defaultNiceness)
+                    let pacer = BackupPacer(work: work, pause: pause, stop: stop)
+                    var configuration = Configuration()
+                    configuration.readonly = true
+                    let reader = try DatabaseQueue(path: source, configuration: configuration)
+                    defer { try? reader.close() }
+                    try reader.inDatabase { db in
+                        // The copy can return free pages whatever the store's setting: restoring it converts a
+                        // store made before stores could (see `SQLiteStore.compact`). Only asked of a store that
+                        // cannot: on one that can, the pragma writes its header, which a read-only connection
+                        // refuses.
+                        if try Int.fetchOne(db, sql: "PRAGMA auto_vacuum") != 2 {
+                            try db.execute(sql: "PRAGMA auto_vacuum = INCREMENTAL")
+                        }
+                        try pacer.during(db) { try db.execute(sql: "VACUUM INTO ?", arguments: [path]) }
+                    }
+                    return pacer.pauses
                 }
-                try pacer.during(db) { try db.execute(sql: "VACUUM INTO ?", arguments: [path]) }
+            } onCancel: {
+                stop.request()
             }
-            return pacer.pauses
+        } catch {
+            guard stop.requested else { throw error }
+            unlink(path)
+            throw CancellationError()
         }
     }
 

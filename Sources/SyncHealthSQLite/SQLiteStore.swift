@@ -68,6 +68,8 @@ public final class SQLiteStore: LocalSyncStore {
     let erasuresPending = Atomic<Bool>(false)
     /// The sweep's pass under way.
     let erasureSweep = Mutex<EventIds.ErasureSweep?>(nil)
+    /// How `backup(to:)` paces its copy (`BackupPacer`); tests slow it down to leave a copy time to be cancelled.
+    let backupPace = Mutex((work: BackupPacer.defaultWork, pause: BackupPacer.defaultPause))
 
     /// Opens (creating if needed) the store in `directory`.
     ///

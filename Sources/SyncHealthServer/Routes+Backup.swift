@@ -6,7 +6,8 @@ import NIOCore
 import SyncHealthStore
 
 /// `GET /v1/backup` (admin key): a consistent copy of the embedded store, as a SQLite file, taken while the service
-/// keeps ingesting. Every event acknowledged before the request began is in it (`StoreBackup`).
+/// keeps ingesting. Every event acknowledged before the request began is in it (`StoreBackup`). A client that goes
+/// away while the copy is made stops the copy.
 struct BackupRoutes {
     /// The store, when it backs itself up (SQLite); `nil` for PostgreSQL.
     let store: (any StoreBackup)?
@@ -19,9 +20,15 @@ struct BackupRoutes {
         let body: ResponseBody
         let size: Int
         do {
-            try await store.backup(to: path)
+            // Cancelled when the client closes its connection: nobody would read the copy.
+            try await request.body.consumeWithCancellationOnInboundClose { _ in try await store.backup(to: path) }
             size = (try FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.intValue ?? 0
             body = try await files.loadFile(path: path, context: context)
+        } catch is CancellationError {
+            unlink(path)
+            context.logger.notice("Backup stopped: its client went away")
+            // Nobody reads it; the request metrics count it as nginx does.
+            return Response(status: .init(code: 499, reasonPhrase: "Client Closed Request"))
         } catch {
             unlink(path)
             throw error

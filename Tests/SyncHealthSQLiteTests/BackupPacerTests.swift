@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import SyncHealthCore
+import SyncHealthEngineTesting
 import SyncHealthTestSupport
 import Testing
 
@@ -48,6 +49,25 @@ struct BackupPacerTests {
         let copy = dir + "/flat.sqlite"
         #expect(try await store.backup(to: copy, work: .milliseconds(1), pause: .zero) == 0)
         #expect(try Self.eventIds(in: copy) == 40_000)
+        try await store.close()
+    }
+
+    @Test("cancelling a copy stops it within its pause, leaves no file, and the store backs up again after")
+    func cancelledCopyStops() async throws {
+        let (store, dir) = try await Self.filledStore()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let copy = dir + "/cancelled.sqlite"
+        // A minute's pause after each millisecond of work: only a stop ends this copy within the test.
+        let backup = Task { try await store.backup(to: copy, work: .milliseconds(1), pause: .seconds(60)) }
+        #expect(try await eventually { FileManager.default.fileExists(atPath: copy) }, "the copy started")
+        backup.cancel()
+        try await within(.seconds(30)) {
+            await #expect(throws: CancellationError.self) { try await backup.value }
+        }
+        #expect(!FileManager.default.fileExists(atPath: copy))
+        let after = dir + "/after.sqlite"
+        #expect(try await store.backup(to: after, work: .milliseconds(1), pause: .zero) == 0)
+        #expect(try Self.eventIds(in: after) == 40_000)
         try await store.close()
     }
 }

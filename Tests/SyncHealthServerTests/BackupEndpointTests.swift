@@ -3,12 +3,16 @@ import GRDB
 import Hummingbird
 import HummingbirdTesting
 import NIOCore
+import SyncHealthCore
 import SyncHealthEngine
-import SyncHealthSQLite
+import SyncHealthEngineTesting
 import SyncHealthServer
 import SyncHealthStore
 import SyncHealthTestSupport
+import Synchronization
 import Testing
+
+@testable import SyncHealthSQLite
 
 @Suite("GET /v1/backup")
 struct BackupEndpointTests {
@@ -27,6 +31,39 @@ struct BackupEndpointTests {
             #expect(contents.devices == 1, "the device posted just before, though no fold had run")
             let leftovers = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasPrefix("synchealth-backup-") }
             #expect(leftovers.isEmpty)
+        }
+    }
+
+    @Test("a client that goes away stops the copy and its file goes; the next backup is whole")
+    func clientGoneStopsTheCopy() async throws {
+        let directory = temporaryDirectory()
+        let store = try SQLiteStore(directory: directory, synchronous: .normal)
+        // Enough to copy that the copy pauses at least once.
+        let key = DeviceKey(appId: "app", deviceId: "many-ids")
+        _ = try await store.record((0..<40_000).map { "event-\($0)" }, of: key, at: Timestamp(microseconds: 1_000_000))
+        try await store.fold()
+        // A minute's pause after each millisecond of work: only a stop ends this copy within the test.
+        store.backupPace.withLock { $0 = (work: .milliseconds(1), pause: .seconds(60)) }
+        let service = TestService(store: .local(store))
+        try await service.test(.live) { client in
+            try await client.post(batch(notSyncingEvents))
+            let port = try #require(client.port)
+            var connection = RawConnection(port: port)
+            #expect(connection != nil)
+            connection?.send("GET /v1/backup HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(adminKey)\r\n\r\n")
+            let copies = {
+                (try? FileManager.default.contentsOfDirectory(atPath: directory))?.filter { $0.hasPrefix("synchealth-backup-") } ?? []
+            }
+            #expect(try await eventually { !copies().isEmpty }, "the copy started")
+            connection = nil
+            #expect(try await eventually { copies().isEmpty }, "the copy stopped and its file went")
+
+            store.backupPace.withLock { $0 = (work: .milliseconds(4), pause: .zero) }
+            let response = try await client.get("/v1/backup", key: adminKey)
+            #expect(response.status == .ok)
+            let file = (temporaryDirectory() as NSString).appendingPathComponent("backup.sqlite")
+            try Data(response.body.readableBytesView).write(to: URL(fileURLWithPath: file))
+            #expect(try SQLiteStore.checkBackup(at: file).devices == 1, "the posted device (ids alone make no device)")
         }
     }
 
