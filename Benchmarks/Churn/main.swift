@@ -127,11 +127,9 @@ var samples: [Sample] = []
 try await withThrowingTaskGroup(of: Void.self) { services in
     services.addTask { try await engine.run() }
     // A simulated day passes in about a second: free pages go back at the pace of the days, a tick at a time and
-    // 4 MiB a step, as soon as they are free, where the service returns 512 KiB a second of pages that stayed free
-    // for ten minutes, for days that last a day.
+    // 4 MiB a step, where the service returns 512 KiB a second for days that last a day.
     var maintenance = store.maintenance(logger: logger, niceness: 0)
     maintenance.reclaimer.pagesPerStep = 1_024
-    maintenance.reclaimer.settle = .zero
     maintenance.reclaimEvery = .zero
     services.addTask { [maintenance] in try await maintenance.run() }
     while !engine.isReady { try await Task.sleep(for: .milliseconds(10)) }

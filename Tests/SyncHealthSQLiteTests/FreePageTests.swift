@@ -13,76 +13,29 @@ import Testing
 struct FreePageReclaimerTests {
     @Test("nothing is reclaimed until free pages pass a sixteenth of the file")
     func waitsForHigh() {
-        var reclaimer = FreePageReclaimer(pagesPerStep: 100, floorPages: 10, settle: .zero)
-        #expect(reclaimer.step(elapsed: .zero, pageCount: 16_000, freePages: 1_000) == 0)
+        var reclaimer = FreePageReclaimer(pagesPerStep: 100, floorPages: 10)
+        #expect(reclaimer.step(pageCount: 16_000, freePages: 1_000) == 0)
         #expect(!reclaimer.reclaiming)
     }
 
     @Test("past a sixteenth, steps of at most pagesPerStep go on down to a thirty-second, then stop")
     func stepsDownToLow() {
-        var reclaimer = FreePageReclaimer(pagesPerStep: 100, floorPages: 10, settle: .zero)
+        var reclaimer = FreePageReclaimer(pagesPerStep: 100, floorPages: 10)
         // high 1,000, low 500
-        #expect(reclaimer.step(elapsed: .zero, pageCount: 16_000, freePages: 1_001) == 100)
-        #expect(reclaimer.step(elapsed: .zero, pageCount: 15_900, freePages: 901) == 100)
+        #expect(reclaimer.step(pageCount: 16_000, freePages: 1_001) == 100)
+        #expect(reclaimer.step(pageCount: 15_900, freePages: 901) == 100)
         // Below high now, but the run goes on to low (15,600 / 32 = 487).
-        #expect(reclaimer.step(elapsed: .zero, pageCount: 15_600, freePages: 540) == 53)
-        #expect(reclaimer.step(elapsed: .zero, pageCount: 15_547, freePages: 485) == 0)
+        #expect(reclaimer.step(pageCount: 15_600, freePages: 540) == 53)
+        #expect(reclaimer.step(pageCount: 15_547, freePages: 485) == 0)
         #expect(!reclaimer.reclaiming)
-        #expect(reclaimer.step(elapsed: .zero, pageCount: 15_547, freePages: 900) == 0, "a new run waits for high again")
-    }
-
-    @Test("only pages free for a whole settle span count: a fold's working space, reused each minute, is never reclaimed")
-    func workingSpaceIsNotReclaimed() {
-        var reclaimer = FreePageReclaimer(pagesPerStep: 100, floorPages: 10, settle: .seconds(80))
-        // A file of 16,000 pages (high 1,000, low 500) whose free pages swing from 2,000 after each fold down to
-        // 100 as the next folds take them again, once a minute, for an hour.
-        for second in 0..<3_600 {
-            let free = second % 60 < 30 ? 2_000 : 100
-            #expect(reclaimer.step(elapsed: .seconds(second), pageCount: 16_000, freePages: free) == 0)
-        }
-        #expect(!reclaimer.reclaiming)
-    }
-
-    @Test("pages that stay free are reclaimed once a whole settle span has passed, down to low")
-    func settledPagesAreReclaimed() {
-        var reclaimer = FreePageReclaimer(pagesPerStep: 100, floorPages: 10, settle: .seconds(80))
-        var free = 1_600
-        var pages = 16_000
-        var second = 0
-        // Nothing for the first span: not yet known to be settled.
-        while second < 80 {
-            #expect(reclaimer.step(elapsed: .seconds(second), pageCount: pages, freePages: free) == 0)
-            second += 1
-        }
-        var reclaimed = 0
-        while second < 200 {
-            let step = reclaimer.step(elapsed: .seconds(second), pageCount: pages, freePages: free)
-            free -= step
-            pages -= step
-            reclaimed += step
-            second += 1
-        }
-        #expect(reclaimed > 1_000)
-        #expect(abs(free - pages / 32) <= 1, "down to low: \(free) of \(pages) left")
-        #expect(!reclaimer.reclaiming)
-    }
-
-    @Test("a dip in free pages within the span holds the reclaimer back to the dip")
-    func dipBoundsTheSettledCount() {
-        var reclaimer = FreePageReclaimer(pagesPerStep: 10_000, floorPages: 10, settle: .seconds(80))
-        for second in 0..<80 {
-            let free = second == 40 ? 1_200 : 3_000
-            _ = reclaimer.step(elapsed: .seconds(second), pageCount: 16_000, freePages: free)
-        }
-        // Settled: 1,200 (the dip); low is 500, so 700 go back, not 2,500.
-        #expect(reclaimer.step(elapsed: .seconds(80), pageCount: 16_000, freePages: 3_000) == 700)
+        #expect(reclaimer.step(pageCount: 15_547, freePages: 900) == 0, "a new run waits for high again")
     }
 
     @Test("a small file keeps up to floorPages free")
     func floorHoldsForSmallFiles() {
-        var reclaimer = FreePageReclaimer(pagesPerStep: 100, floorPages: 2_048, settle: .zero)
-        #expect(reclaimer.step(elapsed: .zero, pageCount: 3_000, freePages: 2_000) == 0)
-        #expect(reclaimer.step(elapsed: .zero, pageCount: 3_000, freePages: 2_049) == 100)
+        var reclaimer = FreePageReclaimer(pagesPerStep: 100, floorPages: 2_048)
+        #expect(reclaimer.step(pageCount: 3_000, freePages: 2_000) == 0)
+        #expect(reclaimer.step(pageCount: 3_000, freePages: 2_049) == 100)
     }
 }
 
@@ -121,7 +74,7 @@ struct FreePageTests {
         #expect(before.reclaimable)
         #expect(before.free > 200, "pruning freed pages: \(before)")
         var maintenance = store.maintenance(logger: Logger(label: "test"), niceness: 0)
-        maintenance.reclaimer = FreePageReclaimer(pagesPerStep: 64, floorPages: 16, settle: .zero)
+        maintenance.reclaimer = FreePageReclaimer(pagesPerStep: 64, floorPages: 16)
         maintenance.reclaimEvery = .zero
         let service = Task { try await maintenance.run() }
         let deadline = ContinuousClock.now + .seconds(20)

@@ -81,8 +81,7 @@ public struct SQLiteMaintenance: Service {
         var checkpointed = 0
         var failing = 0
         var reclaimer = self.reclaimer
-        let started = ContinuousClock.now
-        var nextReclaim = started
+        var nextReclaim = ContinuousClock.now
         if let counts = try? await store.pageCounts(), !counts.reclaimable {
             logger.notice(
                 "The database keeps the pages it frees; run synchealth compact once, with the service stopped, to let it return them",
@@ -122,11 +121,7 @@ public struct SQLiteMaintenance: Service {
             var reclaimed = false
             if ContinuousClock.now >= nextReclaim, let counts = try? await store.pageCounts(), counts.reclaimable {
                 nextReclaim = ContinuousClock.now + reclaimEvery
-                let pages = reclaimer.step(
-                    elapsed: ContinuousClock.now - started,
-                    pageCount: counts.pages,
-                    freePages: counts.free
-                )
+                let pages = reclaimer.step(pageCount: counts.pages, freePages: counts.free)
                 if pages > 0 {
                     do {
                         _ = try await pacer.during { try await onThread { try store.reclaimFreePagesBlocking(pages) } }
