@@ -487,10 +487,11 @@ function incidentRow(i) {
   const versions = Object.entries(i.byAppVersion).sort((a, b) => b[1] - a[1]).map(([v, n]) => `${v || "unknown"}: ${fmt(n)}`).join(", ");
   const devices = h("div", { class: "incident-devices" });
   const details = h("details", { "data-incident": i.id },
-    h("summary", {}, sparkline(i), h("strong", {}, incidentWhat(i)), ` · ${i.appId}${i.containerId ? ` (${i.containerId})` : ""} · `,
+    h("summary", {}, sparkline(i), h("strong", {}, incidentWhat(i)),
+      i.flappingSince ? h("span", { class: "badge flapping", title: "Held open until its devices are quiet for an hour" }, "flapping") : null,
+      ` · ${i.appId}${i.containerId ? ` (${i.containerId})` : ""} · `,
       h("strong", { class: i.state === "open" ? "error" : "" }, `${fmt(i.devices)} device${i.devices === 1 ? "" : "s"}`),
-      i.state === "open" ? [" since ", time(i.openedAt)] : [" · resolved ", time(i.resolvedAt), `, at most ${fmt(i.peakDevices)}`],
-      i.flappingSince ? h("span", { class: "badge flapping", title: "Held open until its devices are quiet for an hour" }, "flapping") : null),
+      i.state === "open" ? [" since ", time(i.openedAt)] : [" · resolved ", time(i.resolvedAt), `, at most ${fmt(i.peakDevices)}`]),
     versions ? h("p", { class: "muted" }, `App versions: ${versions}`) : null,
     i.error && i.error.advice ? h("p", { class: "advice" }, h("strong", {}, ADVICE_WHO[i.error.advice.who] || i.error.advice.who), ` · ${i.error.advice.text}`) : null,
     devices);
