@@ -24,14 +24,12 @@ struct BackupRoutes {
             try await request.body.consumeWithCancellationOnInboundClose { _ in try await store.backup(to: path) }
             size = (try FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.intValue ?? 0
             body = try await files.loadFile(path: path, context: context)
-        } catch is CancellationError {
+        } catch {
             unlink(path)
+            guard error is CancellationError else { throw error }
             context.logger.notice("Backup stopped: its client went away")
             // Nobody reads it; the request metrics count it as nginx does.
             return Response(status: .init(code: 499, reasonPhrase: "Client Closed Request"))
-        } catch {
-            unlink(path)
-            throw error
         }
         context.logger.notice("Backup taken", metadata: ["backup.bytes": "\(size)"])
         var headers = HTTPFields()

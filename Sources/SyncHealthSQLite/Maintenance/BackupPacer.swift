@@ -4,12 +4,6 @@ import GRDBSQLite
 import SyncHealthStore
 import Synchronization
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 /// Holds a backup's copy to a share of one core.
 ///
 /// A copy of a large store is CPU work that ingestion would otherwise share, on a machine where ingestion uses every
