@@ -260,16 +260,16 @@ public final class SQLiteStore: LocalSyncStore {
         }
     }
 
-    /// Claims as the journal and the buckets key them: each device by its stable hash, each id as its UTF-8 bytes.
-    static func encoded(_ claims: [EventIdClaim]) -> [(hash: Int64, ids: [[UInt8]])] {
-        claims.map { (hash: $0.key.stableHash, ids: $0.eventIds.map { Array($0.utf8) }) }
+    /// Claims as the journal and the tables key them (`EventIds.Claim`).
+    static func encoded(_ claims: [EventIdClaim]) -> [EventIds.Claim] {
+        claims.map { (key: $0.key, hash: $0.key.stableHash, ids: $0.eventIds.map { Array($0.utf8) }) }
     }
 
     /// The group for the claims, given which ids were `recorded` before it: an id recorded before is seen; one
     /// this group records is a repeat within it, which `plan` judges.
     static func judge<Result>(
         _ claims: [EventIdClaim],
-        _ encoded: [(hash: Int64, ids: [[UInt8]])],
+        _ encoded: [EventIds.Claim],
         _ recorded: [[Bool]],
         at recordedAt: Timestamp,
         plan: (_ seen: [Set<String>]) throws -> (changes: StoreChanges, result: Result)

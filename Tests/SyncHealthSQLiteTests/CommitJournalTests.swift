@@ -259,8 +259,13 @@ struct CommitJournalTests {
             niceness: SQLiteMaintenance.defaultNiceness,
             metrics: metrics
         )
-        // The fold's first statement writes the devices table: without it, every fold fails.
-        try await store.pool.write { db in try db.execute(sql: "ALTER TABLE devices RENAME TO devices_away") }
+        // The fold writes the devices table on the writer's connection: a trigger there fails every fold, and
+        // leaves the readers that judge claims alone.
+        try await store.pool.write { db in
+            try db.execute(
+                sql: "CREATE TEMP TRIGGER block_folds BEFORE INSERT ON main.devices BEGIN SELECT RAISE(ABORT, 'folds blocked'); END"
+            )
+        }
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await maintenance.run() }
             try await store.commit(Self.group("a", at: 0))
@@ -272,7 +277,7 @@ struct CommitJournalTests {
             #expect(log.messages == ["error: Folding the journal into the tables failed; retrying"], "one line for a run of failures")
             #expect(try Self.segments(dir).count == 1, "the group stays in the journal")
 
-            try await store.pool.write { db in try db.execute(sql: "ALTER TABLE devices_away RENAME TO devices") }
+            try await store.pool.write { db in try db.execute(sql: "DROP TRIGGER temp.block_folds") }
             // The backlog drains inside the fold, and the recovery is logged after the fold returns.
             try await Self.waitUntil { store.backlog.withLock { $0.entries.isEmpty } && log.messages.count >= 2 }
             #expect(log.messages.last == "notice: Folding the journal into the tables works again")

@@ -57,9 +57,10 @@ struct EventIdCeilingTests {
     func ceilingInTables() async throws {
         let store = try SQLiteStore(directory: temporaryDirectory(), synchronous: .normal)
         let key = DeviceKey(appId: "app", deviceId: "1")
+        let none = DeviceKey(appId: "app", deviceId: "none")
         func ceilings() async throws -> [Prefix] {
             try await store.pool.read { db in
-                try EventIds.recordedBefore([(hash: key.stableHash, ids: []), (hash: 42, ids: [])], db).ceilings
+                try EventIds.recordedBefore([(key: key, hash: key.stableHash, ids: []), (key: none, hash: none.stableHash, ids: [])], db).ceilings
             }
         }
         #expect(try await ceilings() == [.zero, .zero])
@@ -73,6 +74,126 @@ struct EventIdCeilingTests {
         try await store.fold()
         #expect(try await ceilings() == [Prefix(Self.bytes("0009")), .zero], "a lower id leaves it")
         try await store.close()
+    }
+
+    /// The ceiling in `key`'s row, and the hashes with a ceiling apart from their rows.
+    static func storedCeilings(_ dir: String, _ key: DeviceKey) throws -> (inRow: [UInt8]?, apart: [Int64]) {
+        let raw = try GRDBTestHelper.open(dir + "/synchealth.sqlite")
+        defer { try? raw.queue.close() }
+        return try raw.queue.read { db in
+            let inRow = try Data.fetchOne(
+                db,
+                sql: "SELECT id_ceiling FROM devices WHERE app_id = ? AND device_id = ?",
+                arguments: [key.appId, key.deviceId]
+            )
+            return (inRow.map { [UInt8]($0) }, try Int64.fetchAll(db, sql: "SELECT device_hash FROM event_id_ceilings ORDER BY device_hash"))
+        }
+    }
+
+    /// Commits `ids` of `key` with its record, as the engine does, or its removal.
+    static func commit(_ store: SQLiteStore, _ key: DeviceKey, ids: [String] = [], removal: DeviceRemoval.Reason? = nil, at: Timestamp) async throws {
+        var changes = StoreChanges(recordedAt: at)
+        changes.eventIds = ids.map { (key, $0) }
+        if let removal {
+            changes.removals = [DeviceRemoval(key: key, reason: removal)]
+        } else {
+            changes.devices = [DeviceRecord(key: key, info: DeviceInfo(), firstSeenAt: t0)]
+        }
+        try await store.commit(changes)
+    }
+
+    @Test("a device's ceiling rides on its row, raised and never lowered; ids recorded without a row keep theirs apart")
+    func ceilingInTheDeviceRow() async throws {
+        let dir = temporaryDirectory()
+        var store = try SQLiteStore(directory: dir, synchronous: .normal)
+        let device = DeviceKey(appId: "app", deviceId: "row")
+        let bare = DeviceKey(appId: "app", deviceId: "bare")
+        try await Self.commit(store, device, ids: ["0005", "0009"], at: seconds(1))
+        _ = try await store.record(["0007"], of: bare, at: seconds(2))
+        try await store.fold()
+        try await Self.commit(store, device, ids: ["0001"], at: seconds(3))
+        try await Self.commit(store, device, at: seconds(4))
+        try await store.fold()
+        try await store.close()
+
+        let stored = try Self.storedCeilings(dir, device)
+        #expect(stored.inRow == Prefix(Self.bytes("0009")).bytes, "a lower id, and a record without ids, leave it")
+        #expect(stored.apart == [bare.stableHash], "only the device without a row has a ceiling apart")
+        store = try SQLiteStore(directory: dir, synchronous: .normal)
+        #expect(try await store.record(["0009", "0010"], of: device, at: seconds(5)) == ["0009"])
+        #expect(try await store.record(["0007", "0008"], of: bare, at: seconds(6)) == ["0007"])
+        try await store.close()
+    }
+
+    @Test(
+        "a device that leaves and comes back within one fold has a ceiling of its ids since it came back",
+        arguments: [DeviceRemoval.Reason.forgotten, .erased]
+    )
+    func comingBackStartsAgain(reason: DeviceRemoval.Reason) async throws {
+        let dir = temporaryDirectory()
+        let store = try SQLiteStore(directory: dir, synchronous: .normal)
+        let key = DeviceKey(appId: "app", deviceId: "1")
+        try await Self.commit(store, key, ids: ["0009"], at: seconds(1))
+        try await Self.commit(store, key, removal: reason, at: seconds(2))
+        try await Self.commit(store, key, ids: ["0003"], at: seconds(3))
+        try await store.fold()
+        try await store.close()
+        let stored = try Self.storedCeilings(dir, key)
+        #expect(stored.inRow == Prefix(Self.bytes("0003")).bytes)
+        #expect(stored.apart == [])
+    }
+
+    @Test("an upgrade moves each stored device's ceiling into its row, and keeps the ceilings of keys without a row")
+    func migrationMovesCeilingsIntoRows() async throws {
+        let dir = temporaryDirectory()
+        let stored = DeviceKey(appId: "app", deviceId: "stored")
+        let idle = DeviceKey(appId: "app", deviceId: "idle")
+        let bare = DeviceKey(appId: "app", deviceId: "bare")
+        let old = try DatabaseQueue(path: dir + "/synchealth.sqlite")
+        try SQLiteStore.migrator.migrate(old, upTo: "v14: flapping incidents, and each incident's count over time")
+        try await old.write { db in
+            for key in [stored, idle] {
+                try db.execute(
+                    sql: "INSERT INTO devices (app_id, device_id, state) VALUES (?, ?, ?)",
+                    arguments: [key.appId, key.deviceId, Data(DeviceRecord(key: key, info: DeviceInfo(), firstSeenAt: t0).binaryEncoded())]
+                )
+            }
+            try db.execute(sql: "INSERT INTO event_id_generations (gen, ends_at) VALUES (1, ?)", arguments: [seconds(86_400).microseconds])
+            for (key, id) in [(stored, "0004"), (stored, "0008"), (bare, "0006")] {
+                try db.execute(
+                    sql: "INSERT INTO event_ids (gen, id, device_hash) VALUES (1, ?, ?)",
+                    arguments: [Data(Self.bytes(id)), key.stableHash]
+                )
+            }
+            for (key, id) in [(stored, "0008"), (bare, "0006")] {
+                try db.execute(
+                    sql: "INSERT INTO event_id_ceilings (device_hash, through) VALUES (?, ?)",
+                    arguments: [key.stableHash, Data(Prefix(Self.bytes(id)).bytes)]
+                )
+            }
+        }
+        try old.close()
+
+        let store = try SQLiteStore(directory: dir, synchronous: .normal)
+        #expect(try Self.storedCeilings(dir, stored).inRow == Prefix(Self.bytes("0008")).bytes)
+        #expect(try Self.storedCeilings(dir, idle).inRow == nil, "a device without ids has none")
+        #expect(try Self.storedCeilings(dir, idle).apart == [bare.stableHash], "moved out of the table, but the bare key's")
+        let ceilings = try await store.pool.read { db in
+            try EventIds.recordedBefore([stored, idle, bare].map { (key: $0, hash: $0.stableHash, ids: []) }, db).ceilings
+        }
+        #expect(ceilings == [Prefix(Self.bytes("0008")), .zero, Prefix(Self.bytes("0006"))])
+        #expect(
+            try await store.seenEventIds([(key: stored, eventIds: ["0004", "0008", "0009"]), (key: bare, eventIds: ["0006", "0007"])])
+                == [["0004", "0008"], ["0006"]]
+        )
+        try await store.close()
+    }
+
+    @Test("the upgrade's frozen hash is the stable hash ids are keyed by")
+    func frozenHashMatches() {
+        for (app, device) in [("app", "1"), ("com.example.notes", "6F1C2A0E-5D3B-4F7A-9C21-0B8E4D6A9F13"), ("", ""), ("é", "設備")] {
+            #expect(MigrationV15.stableHash(appId: app, deviceId: device) == DeviceKey(appId: app, deviceId: device).stableHash)
+        }
     }
 
     @Test("ids that grow are judged without a read once the device was read; an id at or below the ceiling is read")
@@ -141,9 +262,9 @@ struct EventIdCeilingTests {
 
     @Test(
         "claims of growing, repeated and lower ids, with folds running beside them and a restart, are judged as a set of every id would judge them",
-        arguments: [1, 2, 3] as [UInt64]
+        arguments: zip([1, 2, 3, 4] as [UInt64], [false, false, true, true])
     )
-    func judgedAsTheModel(seed: UInt64) async throws {
+    func judgedAsTheModel(seed: UInt64, withRows: Bool) async throws {
         let dir = temporaryDirectory()
         var store = try SQLiteStore(directory: dir, synchronous: .normal)
         var rng = SplitMix64(seed: seed)
@@ -169,7 +290,15 @@ struct EventIdCeilingTests {
                     }
                 }
                 let at = seconds(Int64(round * 100 + step))
-                let seen = try await store.record(ids, of: key, at: at)
+                // With rows, as the engine commits: the ceiling goes in the device's row.
+                let seen =
+                    withRows
+                    ? try await store.commit(claiming: [(key: key, eventIds: ids)], at: at) { seen in
+                        var changes = StoreChanges(recordedAt: at)
+                        changes.devices = [DeviceRecord(key: key, info: DeviceInfo(), firstSeenAt: t0)]
+                        return (changes, seen[0])
+                    }
+                    : try await store.record(ids, of: key, at: at)
                 #expect(seen == Set(ids).intersection(recorded[key] ?? []), "round \(round), step \(step), ids \(ids)")
                 recorded[key, default: []].formUnion(ids)
             }
@@ -180,6 +309,8 @@ struct EventIdCeilingTests {
             }
         }
         #expect(Self.judgedInMemory(store) > 0, "the growing ids were judged without a read")
+        let apart = try await store.pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM event_id_ceilings") ?? -1 }
+        #expect(apart == (withRows ? 0 : keys.count), "ceilings in rows, or apart without them")
         for key in keys {
             let ids = Array(recorded[key] ?? [])
             #expect(try await store.seenEventIds([(key: key, eventIds: ids)]) == [Set(ids)])

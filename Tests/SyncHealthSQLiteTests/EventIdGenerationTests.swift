@@ -180,7 +180,7 @@ struct EventIdGenerationTests {
         #expect(try Self.count(dir, "SELECT COUNT(*) FROM event_ids") == 300 + 3 + 1)
         #expect(try Self.count(dir, "SELECT COUNT(*) FROM sqlite_master WHERE name IN ('event_id_tails', 'event_id_buckets')") == 0)
         let ceilings = try await store.pool.read { db in
-            try EventIds.recordedBefore([key, other, unbounded].map { (hash: $0.stableHash, ids: []) }, db).ceilings
+            try EventIds.recordedBefore([key, other, unbounded].map { (key: $0, hash: $0.stableHash, ids: []) }, db).ceilings
         }
         #expect(ceilings == [EventIdCeilings.Prefix(Array("id-0299".utf8)), EventIdCeilings.Prefix(Array("z".utf8)), .top])
         #expect(

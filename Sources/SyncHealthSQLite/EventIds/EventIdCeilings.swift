@@ -19,7 +19,7 @@ import Synchronization
 /// - a device gets its ceiling from its first read, before that group is appended: the highest of its ids in the
 ///   backlog (looked at before the tables: a fold commits its groups to the tables before it takes them out of
 ///   the backlog, so an id gone from the backlog is in the tables a later read sees) and its ceiling in the tables
-///   (`event_id_ceilings`, see `EventIds`). Both run on the journal's queue, where every append runs, so nothing
+///   (`devices.id_ceiling`, see `EventIds`). Both run on the journal's queue, where every append runs, so nothing
 ///   is recorded between the look and the ceiling;
 /// - expiry only forgets ids, so a ceiling stays true, and only a removed device's ceiling is lowered.
 ///
@@ -49,7 +49,7 @@ struct EventIdCeilings: Sendable {
             (high, low) = words
         }
 
-        /// The prefix as 16 bytes in the ids' byte order, as `event_id_ceilings` stores it.
+        /// The prefix as 16 bytes in the ids' byte order, as the tables store it.
         var bytes: [UInt8] {
             (0..<16).map { i in UInt8(truncatingIfNeeded: (i < 8 ? high : low) >> UInt64(8 * (7 - i % 8))) }
         }
@@ -96,7 +96,7 @@ extension SQLiteStore {
     /// `recordedBefore` for a group on the journal's queue: a claim whose ids are all above its device's ceiling is
     /// new without a read; the others are looked up in the backlog and read from the tables, and give their devices
     /// the ceilings they lack. Call it before the group is appended (its append raises the ceilings it set).
-    func recordedBeforeOnJournalQueue(_ claims: [(hash: Int64, ids: [[UInt8]])]) throws -> [[Bool]] {
+    func recordedBeforeOnJournalQueue(_ claims: [EventIds.Claim]) throws -> [[Bool]] {
         // Under the lock: the backlog's part, and for each device without a ceiling the highest of its ids there,
         // both before the tables are read (a fold writes the tables before it empties the backlog).
         var (recorded, toRead) = backlog.withLock { b in

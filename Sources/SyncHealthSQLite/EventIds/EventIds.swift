@@ -1,15 +1,18 @@
 import GRDB
+import SyncHealthCore
 import SyncHealthStore
 
 /// How the embedded store remembers event ids for dedupe: one row an id in `event_ids`, keyed by its generation,
-/// then the id's bytes, then its device's hash; and per device, a ceiling that none of its ids is above, in
-/// `event_id_ceilings`.
+/// then the id's bytes, then its device's hash; and per device, a ceiling that none of its ids is above, in the
+/// device's row (`devices.id_ceiling`).
 ///
 /// Why this shape (docs/architecture.md#event-ids-by-generation):
 /// - **A fold writes pages in proportion to the ids it records.** Ids that grow with time (the client's UUIDv7)
 ///   go in at the right edge of the current generation, so a page written holds a hundred new ids. The per-device
 ///   rows of migrations v4-v9 (tails and buckets) rewrote a page for each device a fold touched: once every
 ///   device's row had filled, nearly every page of the table, each fold, and a week's load slowed down with them.
+///   For the same reason the ceiling lives in the device's row, which the fold rewrites anyway: in a table of its
+///   own (v10-v14), it cost a second page for nearly every event at a million devices.
 /// - **Ids age out a generation at a time.** A generation takes the ids recorded from its first until `span`
 ///   later (`event_id_generations.ends_at`). Once all of it is older than the cutoff, expiry deletes its rows in
 ///   key order, so whole pages are freed and new ids reuse them: the file stops growing once the window is full.
@@ -17,9 +20,16 @@ import SyncHealthStore
 /// - **A lookup is a seek a generation** (the window holds retention / span + 1 of them: 8 for 7 days and a day),
 ///   and is made only for an id at or below its device's ceiling: a growing id is new without one.
 ///
+/// Ids recorded for a key that has no row written with them (the store's contract allows it; the engine always
+/// writes the device it records ids for) keep their ceiling in `event_id_ceilings`, by the key's hash, and a
+/// device's ceiling is the higher of the two.
+///
 /// Ids that do not grow (random ones) still cost a seek and an insert each, at random places in the current
 /// generation; nothing is worse for them than it was in the buckets.
 enum EventIds {
+    /// A claim as the tables key it: the device, its stable hash, and each id as its UTF-8 bytes.
+    typealias Claim = (key: DeviceKey, hash: Int64, ids: [[UInt8]])
+
     /// One generation: its number (the first column of `event_ids`' key) and when it stops taking ids.
     struct Generation: Equatable {
         var gen: Int64
@@ -38,10 +48,11 @@ enum EventIds {
     /// For each claimed id, whether it was recorded; and for each claim, its device's ceiling in the tables
     /// (`.zero` for a device without ids).
     static func recordedBefore(
-        _ claims: [(hash: Int64, ids: [[UInt8]])],
+        _ claims: [Claim],
         _ db: Database
     ) throws -> (recorded: [[Bool]], ceilings: [EventIdCeilings.Prefix]) {
-        let ceiling = try FastStatement(db, "SELECT through FROM event_id_ceilings WHERE device_hash = ?")
+        let inRow = try FastStatement(db, "SELECT id_ceiling FROM devices WHERE app_id = ? AND device_id = ? AND id_ceiling IS NOT NULL")
+        let apart = try FastStatement(db, "SELECT through FROM event_id_ceilings WHERE device_hash = ?")
         let find = try FastStatement(db, "SELECT 1 FROM event_ids WHERE gen = ? AND id = ? AND device_hash = ?")
         var generations: [Generation]?
         var recorded: [[Bool]] = []
@@ -50,7 +61,9 @@ enum EventIds {
         ceilings.reserveCapacity(claims.count)
         for claim in claims {
             var through = EventIdCeilings.Prefix.zero
-            try ceiling.query(.int(claim.hash)) { row in through = EventIdCeilings.Prefix(row.bytes(0)) }
+            let raise: (FastStatement.Columns) -> Void = { row in through = max(through, EventIdCeilings.Prefix(row.bytes(0))) }
+            try inRow.query(.text(claim.key.appId), .text(claim.key.deviceId), row: raise)
+            try apart.query(.int(claim.hash), row: raise)
             ceilings.append(through)
             var found: [Bool] = []
             found.reserveCapacity(claim.ids.count)
@@ -74,13 +87,12 @@ enum EventIds {
     }
 
     /// Records `ids` (each with its device's hash and when it was recorded) in the generation of their time: the
-    /// current one, or a new one of `span` microseconds when the current one has ended. Raises each device's
-    /// ceiling to cover its ids. An id its generation holds already is not added again.
+    /// current one, or a new one of `span` microseconds when the current one has ended. An id its generation holds
+    /// already is not added again. The caller raises the devices' ceilings (`JournalEntry.write`).
     static func record(_ ids: some Sequence<(hash: Int64, id: [UInt8], at: Int64)>, span: Int64, _ db: Database) throws {
         let insert = try FastStatement(db, "INSERT OR IGNORE INTO event_ids (gen, id, device_hash) VALUES (?, ?, ?)")
         let open = try FastStatement(db, "INSERT INTO event_id_generations (gen, ends_at) VALUES (?, ?)")
         var current = try generations(db).last
-        var highest: [Int64: EventIdCeilings.Prefix] = [:]
         for (hash, id, at) in ids {
             // A time before the current generation's (a clock set back) stays in it: kept longer, never shorter.
             if current.map({ at >= $0.endsAt }) ?? true {
@@ -90,9 +102,12 @@ enum EventIds {
             }
             guard let gen = current?.gen else { continue }
             try insert.run(.int(gen), .blob(id), .int(hash))
-            let prefix = EventIdCeilings.Prefix(id)
-            if highest[hash].map({ $0 < prefix }) ?? true { highest[hash] = prefix }
         }
+    }
+
+    /// Raises the ceilings kept apart from device rows (`event_id_ceilings`) to `highest`, for ids recorded without
+    /// their device's row.
+    static func raiseCeilingsApart(_ highest: [Int64: EventIdCeilings.Prefix], _ db: Database) throws {
         // In rowid order, so that consecutive devices share pages. SQLite compares blobs as memcmp does, in the
         // prefixes' order.
         let raise = try FastStatement(

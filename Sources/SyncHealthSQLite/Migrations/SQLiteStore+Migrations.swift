@@ -276,6 +276,11 @@ extension SQLiteStore {
                     """
             )
         }
+        migrator.registerMigration("v15: event-id ceilings in device rows") { db in
+            // The fold rewrites a device's row for each of its events; a ceiling in a table of its own cost a
+            // second page for nearly every event at a million devices (docs/architecture.md#event-ids-by-generation).
+            try MigrationV15.run(db)
+        }
         return migrator
     }
 }
