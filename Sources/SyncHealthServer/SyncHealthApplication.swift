@@ -237,12 +237,15 @@ struct ServiceRoutes<Engine: MonitorEngine> {
         try JSONResponse.make(Health(status: "pass", description: "synchealth is running"), contentType: "application/health+json")
     }
 
+    /// Ready once the engine has loaded its state and its live feed is built: on a shared store that is once the
+    /// replica listens to every replica's transitions (`TransitionFollower`), so that a stream opened on a replica
+    /// just put behind a load balancer misses none and gets no `reset` for a rebuild still to come.
     func readyz(_ request: Request, context: AppRequestContext) async throws -> Response {
-        if engine.isReady {
+        if engine.isReady && engine.feed.rebuilds > 0 {
             return try JSONResponse.make(Health(status: "pass", description: "ready"), contentType: "application/health+json")
         }
         return try JSONResponse.make(
-            Health(status: "fail", description: "loading state or shutting down"),
+            Health(status: "fail", description: "loading state, not yet following other replicas, or shutting down"),
             status: .serviceUnavailable,
             contentType: "application/health+json"
         )

@@ -5,6 +5,7 @@ import NIOCore
 import NIOFoundationEssentialsCompat
 import SyncHealthCore
 import SyncHealthEngine
+import SyncHealthPostgres
 import SyncHealthStore
 import SyncHealthTestSupport
 import Testing
@@ -196,6 +197,26 @@ struct ReadEndpointTests {
 
 @Suite("Service endpoints")
 struct ServiceEndpointTests {
+    @Test(
+        "on PostgreSQL, readyz passes only once the replica follows every replica's transitions",
+        .enabled(if: PostgresTesting.baseURL != nil)
+    )
+    func readyOnceFollowing() async throws {
+        let url = try await PostgresTesting.freshDatabase()
+        let service = TestService(store: .shared(try PostgresStore(url: url, logger: testLogger())))
+        try await service.app.test(.router) { client in
+            // Asked as often as it can be: the engine is ready a poll of the follower's before it listens.
+            var answers = 0
+            while try await client.get("/readyz", key: nil).status != .ok {
+                answers += 1
+                try await Task.sleep(for: .milliseconds(1))
+                try #require(answers < 20_000, "never ready")
+            }
+            #expect(service.engine.isReady)
+            #expect(service.engine.feed.rebuilds > 0, "a stream opened now would be reset by the follower's first rebuild")
+        }
+    }
+
     @Test("livez, readyz, metrics and openapi.yaml answer without a key")
     func serviceEndpoints() async throws {
         let service = TestService()
