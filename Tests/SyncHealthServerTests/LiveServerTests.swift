@@ -15,6 +15,21 @@ func builtBinary() -> URL {
 /// A shareable, locked string.
 final class LogBuffer: Sendable {
     let text = Mutex("")
+
+    /// Appends what `handle` gives until its end, read on a thread of its own. Not Foundation's
+    /// `readabilityHandler`, whose dispatch read sources are one kind fewer in the test process: a CI run crashed
+    /// in libdispatch's event loop (a bad pointer in `_dispatch_event_loop_drain`), as swift-subprocess#47 did with
+    /// DispatchIO on Linux.
+    func drain(_ handle: FileHandle) {
+        Thread { [self] in
+            while true {
+                let chunk = handle.availableData
+                if chunk.isEmpty { return }
+                text.withLock { $0 += String(decoding: chunk, as: UTF8.self) }
+            }
+        }
+        .start()
+    }
 }
 
 /// A `synchealth serve` process on a free loopback port, with its own data directory.
@@ -64,12 +79,8 @@ final class LiveServer: @unchecked Sendable {
         }
         port = found
         // Keep draining stderr so that the server never blocks on a full pipe, and keep what it logged.
-        let captured = self.captured
         captured.text.withLock { $0 = log }
-        errorPipe.fileHandleForReading.readabilityHandler = { handle in
-            let chunk = String(decoding: handle.availableData, as: UTF8.self)
-            captured.text.withLock { $0 += chunk }
-        }
+        captured.drain(errorPipe.fileHandleForReading)
     }
 
     /// Sends SIGTERM and waits for the process to exit; returns its status.
@@ -77,7 +88,6 @@ final class LiveServer: @unchecked Sendable {
     func stop() -> Int32 {
         if process.isRunning { process.terminate() }
         process.waitUntilExit()
-        errorPipe.fileHandleForReading.readabilityHandler = nil
         return process.terminationStatus
     }
 
