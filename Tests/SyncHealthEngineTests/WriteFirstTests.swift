@@ -88,13 +88,15 @@ struct WriteFirstTests {
         }
         let store = try PostgresStore(url: url, logger: testLogger())
         try await EngineHarness(store: .shared(store), configuration: Self.configuration).run { h in
+            // The engine's first group (its first fleet pass, which also loads the subscriptions) runs as soon as
+            // it is ready: counted from its end, so that it cannot fall inside a post's count or take a post in.
+            // A group's trips are added when it ends.
+            #expect(try await eventually { store.groupRoundTrips > 0 })
             for i in 0..<10 {
                 let trips = store.groupRoundTrips
                 let receipt = try await h.post(batch(device: "known-\(i)", [event("more-\(i)", #""kind": "network", "available": true"#)]))
                 #expect(receipt.accepted == 1)
-                // The first group also loads the webhook subscriptions.
-                let expected = i == 0 ? 3 : 2
-                #expect(store.groupRoundTrips - trips == expected, "known-\(i): a read, then the write")
+                #expect(store.groupRoundTrips - trips == 2, "known-\(i): a read, then the write")
             }
             // Every one of them was stored: still read first.
             #expect(try await h.engine.summary(.all).devices == 10)
