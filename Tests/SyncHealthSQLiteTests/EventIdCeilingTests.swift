@@ -241,6 +241,30 @@ struct EventIdCeilingTests {
         try await store.close()
     }
 
+    @Test("a restarted store loads every device's ceiling with its state, and judges the next claims as the process before it did")
+    func loadedCeilingsSkipTheFirstRead() async throws {
+        let dir = temporaryDirectory()
+        var store = try SQLiteStore(directory: dir, synchronous: .normal)
+        let device = DeviceKey(appId: "app", deviceId: "row")
+        let quiet = DeviceKey(appId: "app", deviceId: "quiet")
+        let bare = DeviceKey(appId: "app", deviceId: "bare")
+        try await Self.commit(store, device, ids: ["0005", "0009"], at: seconds(1))
+        try await Self.commit(store, quiet, at: seconds(2))
+        _ = try await store.record(["0007"], of: bare, at: seconds(3))
+        try await store.close()
+
+        store = try SQLiteStore(directory: dir, synchronous: .normal)
+        #expect(try await store.loadState().devices.map(\.key) == [device, quiet])
+        #expect(try await store.record(["0010"], of: device, at: seconds(4)) == [])
+        #expect(try await store.record(["0001"], of: quiet, at: seconds(5)) == [], "no ids: every id is above")
+        #expect(try await store.record(["0008"], of: bare, at: seconds(6)) == [], "a ceiling apart from rows")
+        #expect(Self.judgedInMemory(store) == 3, "no first read")
+        #expect(try await store.record(["0009"], of: device, at: seconds(7)) == ["0009"], "at the ceiling: read, and found")
+        #expect(try await store.record(["0007"], of: bare, at: seconds(8)) == ["0007"])
+        #expect(Self.judgedInMemory(store) == 3)
+        try await store.close()
+    }
+
     @Test("a device whose ceiling in the tables is the top is always read")
     func unboundedBucketsAreRead() async throws {
         let dir = temporaryDirectory()
@@ -306,6 +330,8 @@ struct EventIdCeilingTests {
             if round == 3 {
                 try await store.close()
                 store = try SQLiteStore(directory: dir, synchronous: .normal)
+                // As the engine starts: the ceilings come with the devices.
+                if withRows { _ = try await store.loadState() }
             }
         }
         #expect(Self.judgedInMemory(store) > 0, "the growing ids were judged without a read")

@@ -84,6 +84,11 @@ struct EventIdCeilings: Sendable {
         ceilings[hash] = max(ceilings[hash] ?? ceiling, ceiling)
     }
 
+    /// Makes room for `count` devices' ceilings.
+    mutating func reserveCapacity(_ count: Int) {
+        ceilings.reserveCapacity(count)
+    }
+
     /// A removed device's ceiling (`DeviceRemoval`): an erased one starts again from zero, so that its ids from
     /// before, still in the tables until the sweep deletes them, are not looked up; a forgotten one is dropped, and
     /// read again if the device comes back.

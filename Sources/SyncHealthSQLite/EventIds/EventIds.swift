@@ -86,6 +86,14 @@ enum EventIds {
         return (recorded, ceilings)
     }
 
+    /// The ceilings kept apart from device rows (`event_id_ceilings`), with their device hashes.
+    static func ceilingsApart(_ db: Database) throws -> [(hash: Int64, ceiling: EventIdCeilings.Prefix)] {
+        let select = try FastStatement(db, "SELECT device_hash, through FROM event_id_ceilings")
+        var ceilings: [(hash: Int64, ceiling: EventIdCeilings.Prefix)] = []
+        try select.query { row in ceilings.append((row.int(0), EventIdCeilings.Prefix(row.bytes(1)))) }
+        return ceilings
+    }
+
     /// Records `ids` (each with its device's hash and when it was recorded) in the generation of their time: the
     /// current one, or a new one of `span` microseconds when the current one has ended. An id its generation holds
     /// already is not added again. The caller raises the devices' ceilings (`JournalEntry.write`).

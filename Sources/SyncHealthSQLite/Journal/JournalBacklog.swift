@@ -100,6 +100,17 @@ struct JournalBacklog: Sendable {
         return taken.contains { $0.ids[hash]?.contains(id) == true }
     }
 
+    /// The ceiling of each device's ids in the backlog, by device hash.
+    func highestIds() -> [Int64: EventIdCeilings.Prefix] {
+        var highest: [Int64: EventIdCeilings.Prefix] = [:]
+        for generation in [ids] + taken.map(\.ids) {
+            for (hash, set) in generation {
+                for id in set { highest[hash] = max(highest[hash] ?? .zero, EventIdCeilings.Prefix(id)) }
+            }
+        }
+        return highest
+    }
+
     /// The ceiling of the device's ids in the backlog (`EventIdCeilings.Prefix.zero` for none).
     func highest(_ hash: Int64) -> EventIdCeilings.Prefix {
         let generations = [ids[hash]] + taken.map { $0.ids[hash] }
