@@ -95,6 +95,10 @@ struct JournalBacklog: Sendable {
         return forgotten
     }
 
+    /// Whether an entry not yet written into the tables changes the alerts table: a transition, or an erasure (which
+    /// deletes the device's alerts). A fold keeps its entries here until they are committed.
+    var changesAlerts: Bool { entries.contains { !$0.alerts.isEmpty || $0.erases } }
+
     func contains(_ hash: Int64, _ id: [UInt8]) -> Bool {
         if ids[hash]?.contains(id) == true { return true }
         return taken.contains { $0.ids[hash]?.contains(id) == true }
