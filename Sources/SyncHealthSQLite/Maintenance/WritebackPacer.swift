@@ -28,7 +28,7 @@ final class WritebackPacer: Sendable {
     private let roundCount = Atomic<Int>(0)
     private let refusalCount = Atomic<Int>(0)
 
-    init(files: WritebackFiles, intervalMicroseconds: UInt32 = 5_000) {
+    init(files: WritebackFiles, intervalMicroseconds: UInt32 = 1_000) {
         self.files = files
         self.intervalMicroseconds = intervalMicroseconds
         thread.start()
