@@ -329,7 +329,7 @@ public final class SQLiteStore: LocalSyncStore {
 
     /// Folds before a read of the alerts table when the backlog holds a change to it, so that the read sees every
     /// committed transition. Only then: the incident watch reads every firing alert a page at a time, every few
-    /// seconds, and a fold a page (at 50,000 firing alerts, 50 folds in a second on the writer) held up ingestion.
+    /// seconds, and a fold a page was 50 folds in a second on the writer at 50,000 firing alerts.
     private func foldForAlerts() async throws {
         if backlog.withLock({ $0.changesAlerts }) { try await fold() }
     }
