@@ -90,6 +90,11 @@ let package = Package(
             name: "CCurl",
             linkerSettings: [.linkedLibrary("curl")]
         ),
+        // One whole gzip member inflated by zlib, telling a truncated stream and trailing bytes apart from corruption.
+        .target(
+            name: "CZlib",
+            linkerSettings: [.linkedLibrary("z")]
+        ),
         // glibc's malloc_trim, for giving freed heap pages back (the server's HeapTrimmer).
         .target(name: "CHeap"),
         // Linux's sync_file_range, for starting the writeback of the SQLite files while a fold writes them.
@@ -132,6 +137,7 @@ let package = Package(
                 "SyncHealthPostgres",
                 "SyncHealthWebhooks",
                 "CHeap",
+                "CZlib",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdHTTP2", package: "hummingbird"),
@@ -141,7 +147,6 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
-                .product(name: "CompressNIO", package: "compress-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -307,7 +312,7 @@ if Context.environment["SYNCHEALTH_BENCHMARKS"] != nil {
 
 // The same upcoming features on every Swift target that does not set its own: tests, their support target and the
 // benchmarks.
-let cTargets: Set = ["CCurl", "CHeap", "CWriteback"]
+let cTargets: Set = ["CCurl", "CHeap", "CWriteback", "CZlib"]
 for index in package.targets.indices where package.targets[index].swiftSettings == nil && !cTargets.contains(package.targets[index].name) {
     package.targets[index].swiftSettings = swiftSettings
 }

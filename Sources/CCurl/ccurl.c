@@ -2,6 +2,9 @@
 #include <ctype.h>
 #include <string.h>
 #include <strings.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 CURLcode ccurl_global_init(void) { return curl_global_init(CURL_GLOBAL_DEFAULT); }
 
@@ -59,5 +62,65 @@ CURLcode ccurl_capture_response(CURL *handle, ccurl_response *response) {
     if (rc == CURLE_OK) rc = curl_easy_setopt(handle, CURLOPT_HEADERDATA, (void *)response);
     if (rc == CURLE_OK) rc = curl_easy_setopt(handle, CURLOPT_WRITEFUNCTION, ccurl_body);
     if (rc == CURLE_OK) rc = curl_easy_setopt(handle, CURLOPT_WRITEDATA, (void *)response);
+    return rc;
+}
+
+CURLUcode ccurl_url_parse(const char *url, ccurl_url_parts *parts) {
+    memset(parts, 0, sizeof(*parts));
+    CURLU *handle = curl_url();
+    if (!handle) return CURLUE_OUT_OF_MEMORY;
+    CURLUcode rc = curl_url_set(handle, CURLUPART_URL, url, 0);
+    if (rc == CURLUE_OK) rc = curl_url_get(handle, CURLUPART_SCHEME, &parts->scheme, 0);
+    if (rc == CURLUE_OK) rc = curl_url_get(handle, CURLUPART_HOST, &parts->host, CURLU_PUNYCODE);
+    if (rc == CURLUE_OK) rc = curl_url_get(handle, CURLUPART_PORT, &parts->port, CURLU_DEFAULT_PORT);
+    if (rc == CURLUE_OK) rc = curl_url_get(handle, CURLUPART_URL, &parts->url, CURLU_PUNYCODE);
+    if (rc == CURLUE_OK) {
+        char *part = NULL;
+        if (curl_url_get(handle, CURLUPART_USER, &part, 0) == CURLUE_OK) { parts->has_userinfo_or_zone = 1; curl_free(part); part = NULL; }
+        if (curl_url_get(handle, CURLUPART_PASSWORD, &part, 0) == CURLUE_OK) { parts->has_userinfo_or_zone = 1; curl_free(part); part = NULL; }
+        if (curl_url_get(handle, CURLUPART_ZONEID, &part, 0) == CURLUE_OK) { parts->has_userinfo_or_zone = 1; curl_free(part); }
+    }
+    curl_url_cleanup(handle);
+    if (rc != CURLUE_OK) ccurl_url_parts_free(parts);
+    return rc;
+}
+
+void ccurl_url_parts_free(ccurl_url_parts *parts) {
+    curl_free(parts->url);
+    curl_free(parts->scheme);
+    curl_free(parts->host);
+    curl_free(parts->port);
+    memset(parts, 0, sizeof(*parts));
+}
+
+int ccurl_pin_init(ccurl_pin *pin, const char *address) {
+    memset(pin, 0, sizeof(*pin));
+    if (inet_pton(AF_INET, address, pin->address) == 1) { pin->family = AF_INET; return 0; }
+    if (inet_pton(AF_INET6, address, pin->address) == 1) { pin->family = AF_INET6; return 0; }
+    return -1;
+}
+
+static curl_socket_t ccurl_open_pinned(void *clientp, curlsocktype purpose, struct curl_sockaddr *address) {
+    ccurl_pin *pin = (ccurl_pin *)clientp;
+    int same = 0;
+    if (purpose == CURLSOCKTYPE_IPCXN && address->family == pin->family) {
+        if (pin->family == AF_INET && address->addrlen >= sizeof(struct sockaddr_in)) {
+            const struct sockaddr_in *sin = (const struct sockaddr_in *)&address->addr;
+            same = memcmp(&sin->sin_addr, pin->address, 4) == 0;
+        } else if (pin->family == AF_INET6 && address->addrlen >= sizeof(struct sockaddr_in6)) {
+            const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)&address->addr;
+            same = memcmp(&sin6->sin6_addr, pin->address, 16) == 0;
+        }
+    }
+    if (!same) {
+        pin->refused = 1;
+        return CURL_SOCKET_BAD;
+    }
+    return socket(address->family, address->socktype, address->protocol);
+}
+
+CURLcode ccurl_pin_sockets(CURL *handle, ccurl_pin *pin) {
+    CURLcode rc = curl_easy_setopt(handle, CURLOPT_OPENSOCKETFUNCTION, ccurl_open_pinned);
+    if (rc == CURLE_OK) rc = curl_easy_setopt(handle, CURLOPT_OPENSOCKETDATA, (void *)pin);
     return rc;
 }

@@ -5,6 +5,12 @@ public import Foundation
 #endif
 
 extension EventBatch {
+    /// Whether `text` holds a C0 control character or DEL. Device text travels to logs, Prometheus labels and chat
+    /// messages, where a line break or escape character would be read as structure; identifiers never need one.
+    public static func hasControlCharacter(_ text: String) -> Bool {
+        text.utf8.contains { $0 < 0x20 || $0 == 0x7F }
+    }
+
     /// Decodes and validates a JSON body. Each event is judged alone; only a bad envelope throws.
     ///
     /// One pass of `JSONParser` over the bytes, then validation from the parsed values. A differential test holds its
@@ -19,6 +25,11 @@ extension EventBatch {
         let root: JSONValue
         do {
             root = try JSONParser.parse(bytes.assumingMemoryBound(to: UInt8.self))
+        } catch where error.tooLarge {
+            throw BatchValidationError(
+                "",
+                "an object or array inside an event holds more than \(JSONParser.maxInnerCount) members or elements"
+            )
         } catch {
             throw BatchValidationError("", "the body is not valid JSON")
         }
@@ -60,8 +71,11 @@ extension EventBatch {
             }
         }
         for name in ["containerId", "platform", "osVersion", "appVersion"] {
-            if let value = device[name], value.count > Limits.maxFieldLength {
+            guard let value = device[name] else { continue }
+            if value.count > Limits.maxFieldLength {
                 problems.append(.init(pointer: "/device/\(name)", detail: "\(name) is longer than \(Limits.maxFieldLength) characters"))
+            } else if EventBatch.hasControlCharacter(value) {
+                problems.append(.init(pointer: "/device/\(name)", detail: "\(name) must not hold control characters (U+0000-U+001F, U+007F)"))
             }
         }
         guard let rawEvents else {
@@ -153,13 +167,19 @@ enum EventFields {
     static let bool = Reader<Bool>(typeName: "a boolean") { if case .bool(let b) = $0 { b } else { nil } }
     static let int = Reader<Int>(typeName: "a number") { if case .number(_, let n?) = $0 { n } else { nil } }
     static let double = Reader<Double>(typeName: "a number") { if case .number(let d, _) = $0 { d } else { nil } }
+    /// Most distinct members of `partialErrors` kept; the rest are counted as read but dropped.
+    static let maxPartialErrors = 64
+
+    /// An object of integers: its first `maxPartialErrors` distinct names, in body order. Linear in the members
+    /// (one set look-up each): a body can hold an object of `JSONParser.maxInnerCount` members.
     static let intMap = Reader<[(String, Int)]>(typeName: "an object") { value in
         guard case .object(let members) = value else { return nil }
         var out: [(String, Int)] = []
+        var seen = Set<String>()
         for (name, item) in members {
             guard case .number(_, let n?) = item else { return nil }
             // A repeated name: the first one counts, as for the other members.
-            if !out.contains(where: { $0.0 == name }) { out.append((name, n)) }
+            if out.count < maxPartialErrors, seen.insert(name).inserted { out.append((name, n)) }
         }
         return out
     }
@@ -198,13 +218,16 @@ enum EventFields {
         guard let domain = try field(e, "domain", string, prefix: "error."), !domain.isEmpty, domain.utf8.count <= limit else {
             throw EventProblem(detail: "error.domain is required (1-\(limit) characters)")
         }
+        guard !EventBatch.hasControlCharacter(domain) else {
+            throw EventProblem(detail: "error.domain must not hold control characters (U+0000-U+001F, U+007F)")
+        }
         guard let code = try field(e, "code", int, prefix: "error.") else { throw EventProblem(detail: "error.code is required") }
         let message = try field(e, "message", string, prefix: "error.").map { String($0.prefix(EventBatch.Limits.maxMessageLength)) }
         let retryAfter = try field(e, "retryAfterSeconds", double, prefix: "error.")
         var partial: [Int: Int]?
         if let raw = try field(e, "partialErrors", intMap, prefix: "error.") {
             var items: [Int: Int] = [:]
-            for (key, count) in raw.prefix(64) {
+            for (key, count) in raw {
                 guard let itemCode = Int(key), count >= 0 else {
                     throw EventProblem(detail: "error.partialErrors maps error codes to counts >= 0")
                 }

@@ -29,15 +29,23 @@ enum JSONValue: Equatable {
     }
 }
 
-/// Why a body is not JSON. Only "where" matters to callers: they answer "not valid JSON".
+/// Why a body is not JSON, or holds a container larger than the parser accepts.
 struct JSONSyntaxError: Error {
     var offset: Int
+    /// Set when the body is valid JSON but an object or array inside an event is over `JSONParser.maxInnerCount`.
+    var tooLarge = false
 }
 
 /// A strict RFC 8259 parser over UTF-8 bytes: no comments, no trailing commas, no leading zeros, no
 /// control characters in strings, valid UTF-8 and surrogate pairs only, at most `maxDepth` nested levels.
+///
+/// Below the envelope (the body, its `events` array), inside an event, an object holds at most `maxInnerCount`
+/// members and an array as many elements: whatever reads an event's values then works on bounded input, so a
+/// body's cost stays linear in its size whatever shape an ingest key's holder gives it.
 struct JSONParser: ~Copyable {
     static let maxDepth = 512
+    /// Most members of an object, or elements of an array, at depth 3 or more (inside an event).
+    static let maxInnerCount = 256
 
     private let bytes: UnsafeBufferPointer<UInt8>
     private var i = 0
@@ -116,6 +124,7 @@ struct JSONParser: ~Copyable {
             i += 1
             skipWhitespace()
             members.append((name, try value()))
+            if depth >= 3, members.count > Self.maxInnerCount { throw JSONSyntaxError(offset: i, tooLarge: true) }
             skipWhitespace()
             guard i < bytes.count else { throw failure }
             if bytes[i] == UInt8(ascii: ",") {
@@ -142,6 +151,7 @@ struct JSONParser: ~Copyable {
         while true {
             skipWhitespace()
             elements.append(try value())
+            if depth >= 3, elements.count > Self.maxInnerCount { throw JSONSyntaxError(offset: i, tooLarge: true) }
             skipWhitespace()
             guard i < bytes.count else { throw failure }
             if bytes[i] == UInt8(ascii: ",") {

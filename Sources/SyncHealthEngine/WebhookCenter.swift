@@ -410,7 +410,8 @@ public final class WebhookCenter: Service, Sendable {
     func send(url: String, headers: [(name: String, value: String)], body: [UInt8]) async -> WebhookResponse {
         do {
             let target = try AddressGuard(allowPrivate: configuration.allowPrivate).check(url)
-            return await transport.send(WebhookRequest(url: url, headers: headers, body: body, pinnedAddress: target.address))
+            // The URL as libcurl parses it, its host in ASCII: the pin names the host libcurl looks up.
+            return await transport.send(WebhookRequest(url: target.url.text, headers: headers, body: body, pinnedAddress: target.address))
         } catch {
             return .failure("refused by the SSRF guard: \(error.description)")
         }

@@ -33,6 +33,9 @@ extension SQLiteStore: StoreBackup {
     @discardableResult
     func backup(to path: String, work: Duration, pause: Duration) async throws -> Int {
         try await fold()
+        // The copy holds webhook secrets: created for its owner alone, then filled (`VACUUM INTO` takes an empty file).
+        let created = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        if created >= 0 { closeDescriptor(created) }
         let source = self.path
         let stop = BackupPacer.Stop()
         let thread = NIOThreadPool(numberOfThreads: 1)
@@ -67,6 +70,13 @@ extension SQLiteStore: StoreBackup {
             unlink(path)
             throw CancellationError()
         }
+    }
+
+    /// Makes the database at `path` and its WAL and shared-memory files, where they exist, readable and writable
+    /// by their owner alone: they hold webhook secrets, Slack webhook URLs and PagerDuty routing keys. SQLite gives
+    /// the WAL and shared-memory files it creates the database's permissions.
+    static func restrictToOwner(_ path: String) {
+        for file in [path, path + "-wal", path + "-shm"] { _ = chmod(file, 0o600) }
     }
 
     /// What a checked backup holds.
@@ -142,6 +152,7 @@ extension SQLiteStore: StoreBackup {
         do {
             try? FileManager.default.removeItem(atPath: partial)
             try FileManager.default.copyItem(atPath: backup, toPath: partial)
+            restrictToOwner(partial)
             let handle = try FileHandle(forUpdating: URL(fileURLWithPath: partial))
             try handle.synchronize()
             try handle.close()

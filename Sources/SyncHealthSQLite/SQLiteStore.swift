@@ -117,6 +117,7 @@ public final class SQLiteStore: LocalSyncStore {
         do {
             try Self.checkHeader(path)
             try Self.createReclaimable(path)
+            Self.restrictToOwner(path)
             var configuration = Configuration()
             configuration.busyMode = .timeout(5)
             configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA cache_size = -\(Self.pageCacheKiB)") }

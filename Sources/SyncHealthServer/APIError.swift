@@ -22,6 +22,7 @@ public enum APIError: Error, Sendable {
     case methodNotAllowed(allow: String)
     /// `GET /v1/backup` on a store that is backed up with its database's own tools (PostgreSQL).
     case backupUnsupported
+    case backupRunning
 
     var status: HTTPResponse.Status {
         switch self {
@@ -36,6 +37,7 @@ public enum APIError: Error, Sendable {
         case .overloaded, .unavailable: .serviceUnavailable
         case .methodNotAllowed: .methodNotAllowed
         case .backupUnsupported: .notImplemented
+        case .backupRunning: .conflict
         }
     }
 
@@ -90,7 +92,7 @@ public enum APIError: Error, Sendable {
                 slug: "forbidden",
                 title: "The key's scope does not allow this",
                 status: status,
-                detail: "This operation needs a key of scope \(required.rawValue)\(required == .read ? " or admin" : "")."
+                detail: "This operation needs a key of scope \(required.rawValue)\(required == .read ? " or admin" : required == .metrics ? ", read or admin" : "")."
             )
         case .appNotAllowed(let appId):
             Problem(
@@ -124,6 +126,13 @@ public enum APIError: Error, Sendable {
                 title: "Back up the database itself",
                 status: status,
                 detail: "This service keeps its data in PostgreSQL: back it up with pg_dump (docs/operations.md, Backup and restore)."
+            )
+        case .backupRunning:
+            Problem(
+                slug: "backup-running",
+                title: "A backup is being taken",
+                status: status,
+                detail: "One backup is taken at a time: retry once the running one is sent."
             )
         }
     }

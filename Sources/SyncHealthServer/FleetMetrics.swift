@@ -47,17 +47,21 @@ enum FleetMetrics {
         "app_id=\"\(escape(app))\",container_id=\"\(escape(container))\""
     }
 
-    /// A label value as the exposition format needs it: backslash, quote and newline escaped.
+    /// A label value as the exposition format needs it: backslash, quote and line feed escaped.
+    ///
+    /// Over bytes, not `Character`s: a grapheme can hide one of the three (`"\r\n"` is one `Character`, and so is
+    /// a quote followed by a combining mark), and a label value that reached the scrape raw would break it whole.
     static func escape(_ value: String) -> String {
-        var out = ""
-        for ch in value {
-            switch ch {
-            case "\\": out += "\\\\"
-            case "\"": out += "\\\""
-            case "\n": out += "\\n"
-            default: out.append(ch)
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(value.utf8.count + 2)
+        for byte in value.utf8 {
+            switch byte {
+            case UInt8(ascii: "\\"): bytes += [UInt8(ascii: "\\"), UInt8(ascii: "\\")]
+            case UInt8(ascii: "\""): bytes += [UInt8(ascii: "\\"), UInt8(ascii: "\"")]
+            case UInt8(ascii: "\n"): bytes += [UInt8(ascii: "\\"), UInt8(ascii: "n")]
+            default: bytes.append(byte)
             }
         }
-        return out
+        return String(decoding: bytes, as: UTF8.self)
     }
 }

@@ -9,11 +9,14 @@ public enum KeyScope: String, Sendable, CaseIterable {
     case read
     /// Read, and manage webhooks.
     case admin
+    /// Scrape `GET /metrics` only (`SYNCHEALTH_METRICS_KEY`); read and admin keys may too.
+    case metrics
 
     /// Whether a key of this scope may do what `required` allows.
     func grants(_ required: KeyScope) -> Bool {
         switch (self, required) {
         case (.admin, .read), (.admin, .admin), (.read, .read), (.ingest, .ingest): true
+        case (.metrics, .metrics), (.read, .metrics), (.admin, .metrics): true
         default: false
         }
     }
@@ -39,7 +42,7 @@ public struct KeyRing: Sendable {
     /// An ingest key may be bound to apps: `KEY@appId` lets `KEY` post for `appId` only; one entry per app binds
     /// a key to several. A key also listed without `@` may post for any app. An ingest key ships inside the app,
     /// where anyone can read it, so binding it keeps its holder from posting for the operator's other apps.
-    public init(ingest: [String], read: [String], admin: [String]) {
+    public init(ingest: [String], read: [String], admin: [String], metrics: [String] = []) {
         var order: [String] = []
         var unbound = Set<String>()
         var bound: [String: Set<String>] = [:]
@@ -52,10 +55,42 @@ public struct KeyRing: Sendable {
         var entries: [(SHA256Digest, KeyGrant)] = order.map { key in
             (Self.digest(key), KeyGrant(scope: .ingest, apps: unbound.contains(key) ? nil : bound[key]))
         }
-        for (keys, scope) in [(read, KeyScope.read), (admin, .admin)] {
+        for (keys, scope) in [(read, KeyScope.read), (admin, .admin), (metrics, .metrics)] {
             for key in keys where !key.isEmpty { entries.append((Self.digest(key), KeyGrant(scope: scope, apps: nil))) }
         }
         self.entries = entries
+        self.protectsMetrics = metrics.contains { !$0.isEmpty }
+    }
+
+    /// Whether `GET /metrics` needs a key: a metrics key is configured.
+    public let protectsMetrics: Bool
+
+    /// The fewest characters a configured key may have. Generated keys have 47; a short key can be guessed.
+    public static let minimumKeyLength = 16
+
+    /// Why configured keys cannot be used.
+    public struct ConfigurationError: Error, Equatable, CustomStringConvertible {
+        /// The reason, naming the role, never the key.
+        public let description: String
+    }
+
+    /// A key ring from configured keys, refusing a key shorter than `minimumKeyLength` and a key given two roles
+    /// (which one would win would be an accident of order).
+    public static func checked(ingest: [String], read: [String], admin: [String], metrics: [String] = []) throws(ConfigurationError) -> KeyRing {
+        var roles: [String: KeyScope] = [:]
+        let named: [(KeyScope, [String])] = [(.ingest, ingest.map { split($0).key }), (.read, read), (.admin, admin), (.metrics, metrics)]
+        for (scope, keys) in named {
+            for key in keys where !key.isEmpty {
+                guard key.count >= minimumKeyLength else {
+                    throw ConfigurationError(description: "a \(scope.rawValue) key is shorter than \(minimumKeyLength) characters")
+                }
+                if let other = roles[key], other != scope {
+                    throw ConfigurationError(description: "one key is given two roles, \(other.rawValue) and \(scope.rawValue)")
+                }
+                roles[key] = scope
+            }
+        }
+        return KeyRing(ingest: ingest, read: read, admin: admin, metrics: metrics)
     }
 
     /// `KEY@appId` split at its last `@` (app ids cannot hold one); a key without `@` has no app.

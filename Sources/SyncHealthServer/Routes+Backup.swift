@@ -12,10 +12,16 @@ struct BackupRoutes {
     /// The store, when it backs itself up (SQLite); `nil` for PostgreSQL.
     let store: (any StoreBackup)?
     let files = FileIO()
+    /// One backup at a time, and a stalled download cut off.
+    var limits = BackupGuard()
 
     @Sendable func backup(_ request: Request, context: AppRequestContext) async throws -> Response {
         try context.require(.admin)
         guard let store else { throw APIError.backupUnsupported }
+        guard limits.begin() else { throw APIError.backupRunning }
+        // Freed when the copy is sent or deleted: on every path below, through the body's `defer` or this one.
+        var handedOver = false
+        defer { if !handedOver { limits.end() } }
         let path = (store.backupDirectory as NSString).appendingPathComponent("\(BackupRoutes.filePrefix)\(UUID().uuidString).sqlite")
         let body: ResponseBody
         let size: Int
@@ -35,13 +41,20 @@ struct BackupRoutes {
         var headers = HTTPFields()
         headers[.contentType] = "application/vnd.sqlite3"
         headers[.contentDisposition] = "attachment; filename=\"synchealth-backup.sqlite\""
-        // The copy goes once it is sent, or the client went away.
+        // The copy goes once it is sent, or the client went away or stopped reading.
+        let limits = limits
+        let watchdog = StallWatchdog(channel: context.channel, timeout: limits.stallTimeout)
+        handedOver = true
         return Response(
             status: .ok,
             headers: headers,
             body: ResponseBody(contentLength: size) { writer in
-                defer { unlink(path) }
-                try await body.write(writer)
+                defer {
+                    watchdog.disarm()
+                    unlink(path)
+                    limits.end()
+                }
+                try await body.write(WatchedBodyWriter(base: writer, watchdog: watchdog))
             }
         )
     }

@@ -1,4 +1,4 @@
-import CompressNIO
+import CZlib
 import Foundation
 import Hummingbird
 import HummingbirdCore
@@ -170,18 +170,29 @@ enum IngestBody {
         return buffer
     }
 
-    /// Decompresses a gzip body, refusing anything that grows past the limit (a zip bomb stops there).
+    /// Decompresses a gzip body: exactly one gzip member, whole, growing to at most the limit (a zip bomb stops
+    /// there). A truncated stream and bytes after the stream are refused and named, not read as JSON.
     static func gunzip(_ body: inout ByteBuffer) throws(APIError) -> ByteBuffer {
-        do {
-            let out = try body.decompress(with: .gzip(), maxSize: maxBodySize + 1)
-            if out.readableBytes > maxBodySize { throw APIError.bodyTooLarge(limit: maxBodySize) }
-            return out
-        } catch let error as APIError {
-            throw error
-        } catch let error as CompressNIOError where error == .bufferOverflow {
-            throw .bodyTooLarge(limit: maxBodySize)
-        } catch {
-            throw .invalidBody([.init(pointer: "", detail: "the body is not valid gzip")])
+        func invalid(_ detail: String) -> APIError { .invalidBody([.init(pointer: "", detail: detail)]) }
+        var out = ByteBufferAllocator().buffer(capacity: maxBodySize + 1)
+        var result = CZLIB_GUNZIP_CORRUPT
+        out.writeWithUnsafeMutableBytes(minimumWritableBytes: maxBodySize + 1) { target in
+            body.withUnsafeReadableBytes { source in
+                guard let input = source.baseAddress, let output = target.baseAddress else { return 0 }
+                var written = 0
+                result = czlib_gunzip(
+                    input.assumingMemoryBound(to: UInt8.self), source.count,
+                    output.assumingMemoryBound(to: UInt8.self), maxBodySize + 1, &written
+                )
+                return written
+            }
+        }
+        switch result {
+        case CZLIB_GUNZIP_OK where out.readableBytes <= maxBodySize: return out
+        case CZLIB_GUNZIP_OK, CZLIB_GUNZIP_TOO_LARGE: throw .bodyTooLarge(limit: maxBodySize)
+        case CZLIB_GUNZIP_TRUNCATED: throw invalid("the gzip stream is truncated")
+        case CZLIB_GUNZIP_TRAILING_BYTES: throw invalid("bytes follow the end of the gzip stream")
+        default: throw invalid("the body is not valid gzip")
         }
     }
 }

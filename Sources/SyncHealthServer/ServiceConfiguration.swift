@@ -18,6 +18,10 @@ public struct ServiceConfiguration: Sendable {
     public var readKeys: [String] = []
     /// Keys that may read and manage webhooks.
     public var adminKeys: [String] = []
+    /// When set, `GET /metrics` answers only to this key or a read or admin key (`Authorization: Bearer …`).
+    public var metricsKey: String?
+    /// The proxy webhook deliveries go through; `nil`: none, whatever the environment's proxy variables say.
+    public var webhookProxy: String?
     /// Engine tunables, alert delays among them.
     public var engine = EngineConfiguration()
     /// Webhook delivery settings (`allowPrivate` is `SYNCHEALTH_WEBHOOK_ALLOW_PRIVATE`).

@@ -70,6 +70,18 @@ extension ServiceSetting {
         ),
         keys("read-keys", "Comma-separated keys that may read status, summaries and alerts.", \.readKeys, emptyDefault: "none"),
         keys("admin-keys", "Comma-separated keys that may also manage webhooks and silences.", \.adminKeys, emptyDefault: "generated on first start"),
+        ServiceSetting(
+            flag: "metrics-key",
+            help: "When set, GET /metrics needs this key (or a read or admin key) as a bearer token, as Prometheus's authorization sends it.",
+            emptyDefault: "none: /metrics is open",
+            show: { $0.metricsKey ?? "" },
+            apply: { c, text throws(ServiceSettingError) in
+                guard text.count >= KeyRing.minimumKeyLength else {
+                    throw .init(description: "must be at least \(KeyRing.minimumKeyLength) characters")
+                }
+                c.metricsKey = text
+            }
+        ),
         duration("not-syncing-after", "Delay of the notSyncing alert.", \.engine.alerts.notSyncingAfter),
         duration("error-after", "Delay of syncError for errors that are not developer or dataLoss.", \.engine.alerts.errorAfter),
         duration("stalled-after", "Delay of syncStalled.", \.engine.alerts.stalledAfter),
@@ -124,6 +136,18 @@ extension ServiceSetting {
                 case "1", "true", "on": c.webhooks.allowPrivate = true
                 default: throw .init(description: "must be 1 or 0")
                 }
+            }
+        ),
+        ServiceSetting(
+            flag: "webhook-proxy",
+            help: "A proxy every webhook delivery goes through (http://host:port); unset, none is used, whatever http_proxy and the like say.",
+            emptyDefault: "none",
+            show: { $0.webhookProxy ?? "" },
+            apply: { c, text throws(ServiceSettingError) in
+                guard let url = URL(string: text), ["http", "https", "socks5", "socks5h"].contains(url.scheme ?? ""), url.host != nil else {
+                    throw .init(description: "must be a proxy URL, e.g. http://proxy.internal:3128")
+                }
+                c.webhookProxy = text
             }
         ),
         ServiceSetting(

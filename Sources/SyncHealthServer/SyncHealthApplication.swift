@@ -23,7 +23,7 @@ public enum SyncHealthApplication {
         limits: RateLimits = RateLimits(),
         backup: (any StoreBackup)? = nil
     ) -> Router<AppRequestContext> {
-        let routes = apiRoutes(engine: engine, registry: registry, limits: limits, backup: backup)
+        let routes = apiRoutes(engine: engine, registry: registry, limits: limits, backup: backup, metricsNeedKey: keys.protectsMetrics)
         let router = Router(context: AppRequestContext.self)
         router.middlewares.add(RequestMetricsMiddleware())
         router.middlewares.add(ProblemMiddleware(paths: KnownPaths(routes)))
@@ -39,9 +39,10 @@ public enum SyncHealthApplication {
         engine: Engine,
         registry: PrometheusCollectorRegistry,
         limits: RateLimits,
-        backup: (any StoreBackup)? = nil
+        backup: (any StoreBackup)? = nil,
+        metricsNeedKey: Bool = false
     ) -> [APIRoute] {
-        let health = ServiceRoutes(engine: engine, registry: registry)
+        let health = ServiceRoutes(engine: engine, registry: registry, metricsNeedKey: metricsNeedKey)
         let events = EventsRoutes(engine: engine, deviceLimiter: RateLimiter(limit: limits.perDevice))
         let devices = DeviceRoutes(engine: engine)
         let fleet = FleetRoutes(engine: engine)
@@ -111,7 +112,7 @@ public enum SyncHealthApplication {
                 metadata: ["keys.path": "\(generated.path)"]
             )
         }
-        return KeyRing(ingest: ingest, read: configuration.readKeys, admin: admin)
+        return try KeyRing.checked(ingest: ingest, read: configuration.readKeys, admin: admin, metrics: configuration.metricsKey.map { [$0] } ?? [])
     }
 
     /// Builds the whole service: keys, store, engine (a service of the application) and HTTP server.
@@ -131,7 +132,7 @@ public enum SyncHealthApplication {
             storeService: storeService,
             keys: keys,
             configuration: configuration,
-            transport: CurlTransport(),
+            transport: CurlTransport(proxy: configuration.webhookProxy),
             clock: clock,
             registry: registry,
             logger: logger,
@@ -221,10 +222,12 @@ public struct RateLimits: Sendable {
     public init() {}
 }
 
-/// `/livez`, `/readyz`, `/metrics`, `/openapi.yaml`: no key needed.
+/// `/livez`, `/readyz`, `/metrics`, `/openapi.yaml`: no key needed, but for `/metrics` once a metrics key is set.
 struct ServiceRoutes<Engine: MonitorEngine> {
     let engine: Engine
     let registry: PrometheusCollectorRegistry
+    /// `SYNCHEALTH_METRICS_KEY` is set: `/metrics` needs it, or a read or admin key.
+    var metricsNeedKey = false
     /// Most (app, container) label sets of the per-app fleet series.
     var maxFleetLabelSets = 100
 
@@ -252,6 +255,7 @@ struct ServiceRoutes<Engine: MonitorEngine> {
     }
 
     func metrics(_ request: Request, context: AppRequestContext) async throws -> Response {
+        if metricsNeedKey { try context.require(.metrics) }
         var buffer: [UInt8] = []
         buffer.reserveCapacity(16 * 1024)
         registry.emit(into: &buffer)

@@ -7,18 +7,32 @@ public import NIOPosix
 ///
 /// Redirects are not followed (a 3xx is an answer like any other), only http and https are allowed, the
 /// connect timeout is 5 s and the total timeout 15 s.
+///
+/// A request with a `pinnedAddress` connects to that address only: the host is pinned to it (`CURLOPT_RESOLVE`),
+/// and a socket to any other address is refused before it opens, so a second resolution by libcurl cannot reach
+/// an address the SSRF guard never checked. The proxy variables of the environment (`http_proxy`, `HTTPS_PROXY`,
+/// `ALL_PROXY`) are ignored: deliveries go through a proxy only when `proxy` names one, and then the proxy
+/// resolves the host.
 public struct CurlTransport: WebhookTransport {
     /// Connect timeout.
     public var connectTimeout: Duration
     /// Total timeout.
     public var totalTimeout: Duration
+    /// The proxy every delivery goes through (`SYNCHEALTH_WEBHOOK_PROXY`), or `nil` for none.
+    public var proxy: String?
     let threadPool: NIOThreadPool
 
     /// Creates the transport.
-    public init(connectTimeout: Duration = .seconds(5), totalTimeout: Duration = .seconds(15), threadPool: NIOThreadPool = Self.sendingPool) {
+    public init(
+        connectTimeout: Duration = .seconds(5),
+        totalTimeout: Duration = .seconds(15),
+        proxy: String? = nil,
+        threadPool: NIOThreadPool = Self.sendingPool
+    ) {
         _ = Self.globalInit
         self.connectTimeout = connectTimeout
         self.totalTimeout = totalTimeout
+        self.proxy = proxy
         self.threadPool = threadPool
     }
 
@@ -65,10 +79,20 @@ public struct CurlTransport: WebhookTransport {
         }
         headerList = curl_slist_append(headerList, "Expect:")
         if rc == CURLE_OK { rc = ccurl_setopt_slist(handle, CURLOPT_HTTPHEADER, headerList) }
-        if let address = request.pinnedAddress, let target = PinTarget(url: request.url) {
+        // An empty proxy turns off the environment's proxy variables.
+        if rc == CURLE_OK { rc = ccurl_setopt_string(handle, CURLOPT_PROXY, proxy ?? "") }
+        // libcurl calls the socket check during `curl_easy_perform`: the pin lives at a fixed address until then.
+        let pin = UnsafeMutablePointer<ccurl_pin>.allocate(capacity: 1)
+        pin.initialize(to: ccurl_pin())
+        defer { pin.deallocate() }
+        if proxy == nil, let address = request.pinnedAddress {
+            guard let target = WebhookURL(request.url), ccurl_pin_init(pin, address) == 0 else {
+                return .failure("the pinned address \(address) or the URL cannot be used")
+            }
             let entry = address.contains(":") ? "[\(address)]" : address
             resolveList = curl_slist_append(resolveList, "\(target.host):\(target.port):\(entry)")
             if rc == CURLE_OK { rc = ccurl_setopt_slist(handle, CURLOPT_RESOLVE, resolveList) }
+            if rc == CURLE_OK { rc = ccurl_pin_sockets(handle, pin) }
         }
         var response = ccurl_response()
         response.max_body = 64 * 1024
@@ -84,6 +108,9 @@ public struct CurlTransport: WebhookTransport {
                 let capture = ccurl_capture_response(handle, pointer)
                 return capture == CURLE_OK ? curl_easy_perform(handle) : capture
             }
+            if pin.pointee.refused != 0 {
+                return .failure("refused to connect to an address other than the checked \(request.pinnedAddress ?? "")")
+            }
             // Stopping after max_body bytes is not a failure: the status line and headers arrived.
             guard rc == CURLE_OK || rc == CURLE_WRITE_ERROR else { return .failure(String(cString: curl_easy_strerror(rc))) }
             var status = 0
@@ -94,17 +121,5 @@ public struct CurlTransport: WebhookTransport {
             }
             return .status(status, retryAfter: retryAfter)
         }
-    }
-}
-
-/// The host and port of a URL, for CURLOPT_RESOLVE.
-struct PinTarget {
-    var host: String
-    var port: Int
-
-    init?(url: String) {
-        guard let parsed = WebhookURL(url) else { return nil }
-        host = parsed.host
-        port = parsed.port
     }
 }

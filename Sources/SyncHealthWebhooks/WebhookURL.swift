@@ -1,25 +1,39 @@
-import Foundation
+import CCurl
 
-/// A webhook URL, checked: http or https, a host, no credentials.
+/// A webhook URL, checked: http or https, a host, no credentials, and no IPv6 zone.
+///
+/// Parsed by libcurl's own URL parser, so that the host the SSRF guard resolves is the host libcurl connects
+/// to: an internationalised host is in its ASCII form (`bücher.test` is `xn--bcher-kva.test`), as libcurl would
+/// look it up, and `text` is the URL with that host, which is what the transport sends to.
 public struct WebhookURL: Sendable, Equatable {
     /// `http` or `https`.
     public var scheme: String
-    /// The host name or IP literal (without brackets).
+    /// The host name in ASCII, or an IP literal (without brackets).
     public var host: String
     /// The port, explicit or the scheme's default.
     public var port: Int
+    /// The whole URL as libcurl fetches it, its host in ASCII.
+    public var text: String
 
     /// Parses and checks `text`; `nil` if it is not an acceptable webhook URL.
     public init?(_ text: String) {
-        guard text.utf8.count <= 2048, let components = URLComponents(string: text),
-            let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https",
-            var host = components.host, !host.isEmpty,
-            components.user == nil, components.password == nil
+        guard text.utf8.count <= 2048, !text.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F }) else { return nil }
+        _ = CurlTransport.globalInit
+        var parts = ccurl_url_parts()
+        guard ccurl_url_parse(text, &parts) == CURLUE_OK else { return nil }
+        defer { ccurl_url_parts_free(&parts) }
+        guard let url = parts.url, let scheme = parts.scheme, let host = parts.host, let port = parts.port,
+            parts.has_userinfo_or_zone == 0
         else { return nil }
-        if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-        self.scheme = scheme
-        self.host = host.lowercased()
-        self.port = components.port ?? (scheme == "https" ? 443 : 80)
-        guard (1...65535).contains(port) else { return nil }
+        self.scheme = String(cString: scheme).lowercased()
+        var hostText = String(cString: host).lowercased()
+        if hostText.hasPrefix("[") && hostText.hasSuffix("]") { hostText = String(hostText.dropFirst().dropLast()) }
+        self.host = hostText
+        self.text = String(cString: url)
+        guard self.scheme == "http" || self.scheme == "https", !hostText.isEmpty,
+            hostText.utf8.allSatisfy({ $0 < 0x80 && $0 != UInt8(ascii: "%") }),
+            let port = Int(String(cString: port)), (1...65535).contains(port)
+        else { return nil }
+        self.port = port
     }
 }

@@ -52,6 +52,9 @@ struct Serve: AsyncParsableCommand {
         } catch let error as StoreError {
             logger.critical("Cannot start", metadata: ["error": "\(error.description)"])
             throw ExitCode(1)
+        } catch let error as KeyRing.ConfigurationError {
+            logger.critical("Cannot start", metadata: ["error": "\(error.description)"])
+            throw ExitCode(1)
         } catch let error as TLSCertificateError {
             logger.critical("Cannot start", metadata: ["error": "\(error.description)"])
             throw ExitCode(1)

@@ -1,5 +1,11 @@
 import ArgumentParser
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// `synchealth`: the SyncHealth service and its tools.
 @main
 struct SyncHealthCommand: AsyncParsableCommand {
@@ -9,4 +15,20 @@ struct SyncHealthCommand: AsyncParsableCommand {
         subcommands: [Serve.self, Simulate.self, Backup.self, Restore.self, Compact.self],
         defaultSubcommand: Serve.self
     )
+
+    /// Every file the service and its tools create (the store, its journal, backups, restored stores, generated
+    /// keys) is for the service's user alone, as PostgreSQL does: they hold webhook secrets and API keys.
+    static func main() async {
+        umask(0o077)
+        do {
+            var command = try parseAsRoot()
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            exit(withError: error)
+        }
+    }
 }

@@ -32,6 +32,8 @@ enum ReferenceDecoder {
         ] {
             if let value, value.count > EventBatch.Limits.maxFieldLength {
                 problems.append(.init(pointer: "/device/\(name)", detail: "\(name) is longer than \(EventBatch.Limits.maxFieldLength) characters"))
+            } else if let value, value.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
+                problems.append(.init(pointer: "/device/\(name)", detail: "\(name) must not hold control characters (U+0000-U+001F, U+007F)"))
             }
         }
         guard let rawEvents = envelope.events else {
@@ -217,6 +219,9 @@ struct ReferenceRawEvent: Decodable {
         }
         guard let domain = try get(.domain, String.self), !domain.isEmpty, domain.utf8.count <= EventBatch.Limits.maxFieldLength else {
             throw ReferenceEventProblem(detail: "error.domain is required (1-\(EventBatch.Limits.maxFieldLength) characters)")
+        }
+        if domain.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
+            throw ReferenceEventProblem(detail: "error.domain must not hold control characters (U+0000-U+001F, U+007F)")
         }
         guard let code = try get(.code, Int.self) else { throw ReferenceEventProblem(detail: "error.code is required") }
         let message = try get(.message, String.self).map { String($0.prefix(EventBatch.Limits.maxMessageLength)) }

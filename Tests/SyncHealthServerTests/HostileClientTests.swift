@@ -56,7 +56,7 @@ final class RawConnection {
 struct HostileClientTests {
     @Test("half a request holds up nobody, and gets 408 problem+json at the request timeout")
     func slowClient() async throws {
-        let server = try LiveServer(environment: ["SYNCHEALTH_REQUEST_TIMEOUT": "2", "SYNCHEALTH_INGEST_KEYS": "k"])
+        let server = try LiveServer(environment: ["SYNCHEALTH_REQUEST_TIMEOUT": "2", "SYNCHEALTH_INGEST_KEYS": "k-0123456789abcdef"])
         defer { server.stop() }
         let slow = try #require(RawConnection(port: server.port))
         // Headers trickle in and never end: no request ever reaches the router.
@@ -74,7 +74,7 @@ struct HostileClientTests {
 
     @Test("a kept-alive connection left idle past the request timeout is closed without a 408; a trickling body on it still gets one")
     func idleKeepAlive() async throws {
-        let server = try LiveServer(environment: ["SYNCHEALTH_REQUEST_TIMEOUT": "1", "SYNCHEALTH_INGEST_KEYS": "k"])
+        let server = try LiveServer(environment: ["SYNCHEALTH_REQUEST_TIMEOUT": "1", "SYNCHEALTH_INGEST_KEYS": "k-0123456789abcdef"])
         defer { server.stop() }
         let idle = try #require(RawConnection(port: server.port))
         idle.send("GET /livez HTTP/1.1\r\nHost: x\r\n\r\n")

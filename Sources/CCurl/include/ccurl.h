@@ -24,4 +24,32 @@ typedef struct {
 /// Installs header and body callbacks that fill `response`.
 CURLcode ccurl_capture_response(CURL *handle, ccurl_response *response);
 
+/// A URL as libcurl itself parses it, its host in ASCII (IDNA punycode, as libcurl would look it up). Every
+/// string is from libcurl (free each with `curl_free`), or NULL.
+typedef struct {
+    char *url;
+    char *scheme;
+    char *host;
+    char *port;
+    int has_userinfo_or_zone;
+} ccurl_url_parts;
+
+/// Parses `url` into `parts`; CURLUE_OK on success. On failure nothing needs freeing.
+CURLUcode ccurl_url_parse(const char *url, ccurl_url_parts *parts);
+/// Frees what `ccurl_url_parse` filled in.
+void ccurl_url_parts_free(ccurl_url_parts *parts);
+
+/// The only address a transfer may open a socket to: the one the SSRF guard checked. A socket to any other
+/// address is refused (and `refused` set), whatever libcurl resolved, so a second resolution cannot move it.
+typedef struct {
+    int family;
+    unsigned char address[16];
+    int refused;
+} ccurl_pin;
+
+/// Fills `pin` from a textual IPv4 or IPv6 address; 0 on success, -1 if it is not one.
+int ccurl_pin_init(ccurl_pin *pin, const char *address);
+/// Installs the socket-open check for `pin` on `handle`.
+CURLcode ccurl_pin_sockets(CURL *handle, ccurl_pin *pin);
+
 #endif

@@ -41,26 +41,44 @@ enum SlackFormat: AlertFormat {
         encode(message(incident, notice: notice, publicURL: publicURL))
     }
 
+    /// Text as Slack's mrkdwn must receive it: `&`, `<` and `>` escaped, as Slack documents, so that what a device
+    /// sent (a container id, a version, an error's domain or message) can neither ping (`<!channel>`) nor link
+    /// (`<https://…|label>`). Every value not written by this file goes through it.
+    static func escaped(_ text: String) -> String {
+        guard text.utf8.contains(where: { $0 == UInt8(ascii: "&") || $0 == UInt8(ascii: "<") || $0 == UInt8(ascii: ">") }) else { return text }
+        var out = ""
+        out.reserveCapacity(text.utf8.count + 16)
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "&": out += "&amp;"
+            case "<": out += "&lt;"
+            case ">": out += "&gt;"
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
+    }
+
     static func message(_ alert: AlertRecord, change: AlertTransition.Change, context: AlertContext, publicURL: String?) -> Message {
         let firing = change == .fire
-        let headline = "\(firing ? "🔴" : "✅") \(alert.kind.rawValue) \(firing ? "firing" : "resolved"): \(alert.summary)"
+        let headline = "\(firing ? "🔴" : "✅") \(alert.kind.rawValue) \(firing ? "firing" : "resolved"): \(escaped(alert.summary))"
         var fields: [Message.Text] = []
-        if let device = alert.deviceId { fields.append(.init(type: "mrkdwn", text: "*Device*\n\(device)")) }
-        if let app = alert.appId { fields.append(.init(type: "mrkdwn", text: "*App*\n\(app)")) }
-        if let version = alert.appVersion { fields.append(.init(type: "mrkdwn", text: "*Release*\n\(version)")) }
-        if let container = alert.containerId { fields.append(.init(type: "mrkdwn", text: "*Container*\n\(container)")) }
+        if let device = alert.deviceId { fields.append(.init(type: "mrkdwn", text: "*Device*\n\(escaped(device))")) }
+        if let app = alert.appId { fields.append(.init(type: "mrkdwn", text: "*App*\n\(escaped(app))")) }
+        if let version = alert.appVersion { fields.append(.init(type: "mrkdwn", text: "*Release*\n\(escaped(version))")) }
+        if let container = alert.containerId { fields.append(.init(type: "mrkdwn", text: "*Container*\n\(escaped(container))")) }
         if let error = context.error {
-            fields.append(.init(type: "mrkdwn", text: "*Error*\n\(error.errorClass.rawValue): \(error.displayName)"))
+            fields.append(.init(type: "mrkdwn", text: "*Error*\n\(error.errorClass.rawValue): \(escaped(error.displayName))"))
         }
         fields.append(
             .init(type: "mrkdwn", text: firing ? "*Since*\n\(alert.startsAt.rfc3339)" : "*Resolved at*\n\((alert.endsAt ?? alert.startsAt).rfc3339)")
         )
         var blocks: [Message.Block] = [
-            .init(type: "section", text: .init(type: "mrkdwn", text: "*\(headline)*\n\(alert.detail)")),
+            .init(type: "section", text: .init(type: "mrkdwn", text: "*\(headline)*\n\(escaped(alert.detail))")),
             .init(type: "section", fields: fields),
         ]
         if let advice = context.error?.advice {
-            blocks.append(.init(type: "section", text: .init(type: "mrkdwn", text: "*What to do* (\(advice.who.rawValue)): \(advice.text)")))
+            blocks.append(.init(type: "section", text: .init(type: "mrkdwn", text: "*What to do* (\(advice.who.rawValue)): \(escaped(advice.text))")))
         }
         let link = AlertMessage.dashboardLink(alert, publicURL: publicURL)
         if let link {
@@ -76,21 +94,21 @@ enum SlackFormat: AlertFormat {
     }
 
     static func message(_ incident: IncidentRecord, notice: IncidentBook.Notice, publicURL: String?) -> Message {
-        let headline = IncidentMessage.headline(incident, notice: notice)
+        let headline = escaped(IncidentMessage.headline(incident, notice: notice))
         var fields: [Message.Text] = [
             .init(type: "mrkdwn", text: "*Devices*\n\(incident.devices) (at most \(incident.peakDevices))"),
             .init(type: "mrkdwn", text: "*Since*\n\(incident.openedAt.rfc3339)"),
         ]
         if !incident.byVersion.isEmpty {
-            fields.append(.init(type: "mrkdwn", text: "*App versions*\n\(IncidentMessage.versions(incident))"))
+            fields.append(.init(type: "mrkdwn", text: "*App versions*\n\(escaped(IncidentMessage.versions(incident)))"))
         }
-        if !incident.samples.isEmpty { fields.append(.init(type: "mrkdwn", text: "*For example*\n\(incident.samples.joined(separator: ", "))")) }
+        if !incident.samples.isEmpty { fields.append(.init(type: "mrkdwn", text: "*For example*\n\(escaped(incident.samples.joined(separator: ", ")))")) }
         var blocks: [Message.Block] = [
             .init(type: "section", text: .init(type: "mrkdwn", text: "*\(headline)*")),
             .init(type: "section", fields: fields),
         ]
         if let advice = IncidentMessage.advice(incident.key) {
-            blocks.append(.init(type: "section", text: .init(type: "mrkdwn", text: "*What to do* (\(advice.who.rawValue)): \(advice.text)")))
+            blocks.append(.init(type: "section", text: .init(type: "mrkdwn", text: "*What to do* (\(advice.who.rawValue)): \(escaped(advice.text))")))
         }
         if let base = publicURL.map({ $0.hasSuffix("/") ? String($0.dropLast()) : $0 }) {
             blocks.append(.init(type: "section", text: .init(type: "mrkdwn", text: "<\(base)/#/alerts|Open the incidents on the dashboard>")))
