@@ -1,4 +1,5 @@
 import CCurl
+import Foundation
 
 /// A webhook URL, checked: http or https, a host, no credentials, and no IPv6 zone.
 ///
@@ -18,6 +19,10 @@ public struct WebhookURL: Sendable, Equatable {
     /// Parses and checks `text`; `nil` if it is not an acceptable webhook URL.
     public init?(_ text: String) {
         guard text.utf8.count <= 2048, !text.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F }) else { return nil }
+        // libcurl reads `http:///x` as `http://x/`; a URL without its host where the host belongs is a mistake.
+        guard let separator = text.range(of: "://"), text[separator.upperBound...].first.map({ $0 != "/" && $0 != "\\" }) == true else {
+            return nil
+        }
         _ = CurlTransport.globalInit
         var parts = ccurl_url_parts()
         guard ccurl_url_parse(text, &parts) == CURLUE_OK else { return nil }

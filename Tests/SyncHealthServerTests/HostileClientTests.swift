@@ -60,7 +60,7 @@ struct HostileClientTests {
         defer { server.stop() }
         let slow = try #require(RawConnection(port: server.port))
         // Headers trickle in and never end: no request ever reaches the router.
-        slow.send("POST /v1/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k\r\nX-Slow: a")
+        slow.send("POST /v1/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k-0123456789abcdef\r\nX-Slow: a")
         // Others are served while the stalled request is open (a blocked server would time them out).
         for _ in 0..<20 { #expect(try await server.request("GET", "/livez").status == 200) }
         // Then the server answers 408 and closes. Polled, not timed.
@@ -88,7 +88,7 @@ struct HostileClientTests {
         let slow = try #require(RawConnection(port: server.port))
         slow.send("GET /livez HTTP/1.1\r\nHost: x\r\n\r\n")
         #expect(slow.receive(until: "\"pass\"}").hasPrefix("HTTP/1.1 200"))
-        slow.send("POST /v1/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+        slow.send("POST /v1/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k-0123456789abcdef\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
         var answer: String?
         for _ in 0..<3 where answer == nil { answer = slow.receive() }
         #expect(answer?.hasPrefix("HTTP/1.1 408") == true, "\(answer ?? "nothing")")
