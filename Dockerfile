@@ -2,7 +2,7 @@
 # Build stage: the Swift toolchain and the -dev libraries.
 FROM swift:6.3-bookworm AS build
 RUN apt-get update \
-    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libsqlite3-dev libcurl4-openssl-dev zlib1g-dev \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libsqlite3-dev libcurl4-openssl-dev libidn2-dev zlib1g-dev \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 # Resolve dependencies in their own layer, so that source edits do not refetch them. The client package is a
@@ -20,7 +20,7 @@ RUN swift build -c release --product synchealth --static-swift-stdlib \
 # Runtime stage: only the runtime libraries.
 FROM debian:bookworm-slim
 RUN apt-get update \
-    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libcurl4 libsqlite3-0 zlib1g ca-certificates curl \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libcurl4 libidn2-0 libsqlite3-0 zlib1g ca-certificates curl \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --uid 10001 --home-dir /var/lib/synchealth --shell /usr/sbin/nologin synchealth \
     && mkdir -p /var/lib/synchealth/data \

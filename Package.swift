@@ -85,10 +85,10 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // Typed C wrappers around libcurl's variadic API.
+        // Typed C wrappers around libcurl's variadic API, its URL parser with hosts in ASCII (libidn2), and its socket hook.
         .target(
             name: "CCurl",
-            linkerSettings: [.linkedLibrary("curl")]
+            linkerSettings: [.linkedLibrary("curl"), .linkedLibrary("idn2")]
         ),
         // One whole gzip member inflated by zlib, telling a truncated stream and trailing bytes apart from corruption.
         .target(

@@ -5,6 +5,8 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <idn2.h>
+#include <stdlib.h>
 
 CURLcode ccurl_global_init(void) { return curl_global_init(CURL_GLOBAL_DEFAULT); }
 
@@ -65,21 +67,48 @@ CURLcode ccurl_capture_response(CURL *handle, ccurl_response *response) {
     return rc;
 }
 
+/* A host in ASCII: as given when it is ASCII already, else its IDNA form by libidn2 from UTF-8 (libcurl 7.88
+ * converts from the locale's charset, which fails in a process that never set one). Flags as libcurl's: UTS #46
+ * non-transitional, then transitional for IDNA 2003 names. NULL when it cannot be converted. */
+static char *ccurl_ascii_host(const char *host) {
+    int ascii = 1;
+    for (const unsigned char *c = (const unsigned char *)host; *c; c++) if (*c >= 0x80) ascii = 0;
+    if (ascii) return strdup(host);
+    char *out = NULL;
+    int rc = idn2_lookup_u8((const uint8_t *)host, (uint8_t **)&out, IDN2_NFC_INPUT | IDN2_NONTRANSITIONAL);
+    if (rc != IDN2_OK) rc = idn2_lookup_u8((const uint8_t *)host, (uint8_t **)&out, IDN2_TRANSITIONAL);
+    if (rc != IDN2_OK) return NULL;
+    char *copy = strdup(out);
+    idn2_free(out);
+    return copy;
+}
+
 CURLUcode ccurl_url_parse(const char *url, ccurl_url_parts *parts) {
     memset(parts, 0, sizeof(*parts));
     CURLU *handle = curl_url();
     if (!handle) return CURLUE_OUT_OF_MEMORY;
+    char *raw_host = NULL;
     CURLUcode rc = curl_url_set(handle, CURLUPART_URL, url, 0);
-    if (rc == CURLUE_OK) rc = curl_url_get(handle, CURLUPART_SCHEME, &parts->scheme, 0);
-    if (rc == CURLUE_OK) rc = curl_url_get(handle, CURLUPART_HOST, &parts->host, CURLU_PUNYCODE);
-    if (rc == CURLUE_OK) rc = curl_url_get(handle, CURLUPART_PORT, &parts->port, CURLU_DEFAULT_PORT);
-    if (rc == CURLUE_OK) rc = curl_url_get(handle, CURLUPART_URL, &parts->url, CURLU_PUNYCODE);
     if (rc == CURLUE_OK) {
         char *part = NULL;
         if (curl_url_get(handle, CURLUPART_USER, &part, 0) == CURLUE_OK) { parts->has_userinfo_or_zone = 1; curl_free(part); part = NULL; }
         if (curl_url_get(handle, CURLUPART_PASSWORD, &part, 0) == CURLUE_OK) { parts->has_userinfo_or_zone = 1; curl_free(part); part = NULL; }
         if (curl_url_get(handle, CURLUPART_ZONEID, &part, 0) == CURLUE_OK) { parts->has_userinfo_or_zone = 1; curl_free(part); }
     }
+    if (rc == CURLUE_OK) rc = curl_url_get(handle, CURLUPART_HOST, &raw_host, 0);
+    if (rc == CURLUE_OK) {
+        char *ascii = ccurl_ascii_host(raw_host);
+        if (!ascii) rc = CURLUE_MALFORMED_INPUT;
+        else {
+            rc = curl_url_set(handle, CURLUPART_HOST, ascii, 0);
+            free(ascii);
+        }
+    }
+    curl_free(raw_host);
+    if (rc == CURLUE_OK) rc = curl_url_get(handle, CURLUPART_SCHEME, &parts->scheme, 0);
+    if (rc == CURLUE_OK) rc = curl_url_get(handle, CURLUPART_HOST, &parts->host, 0);
+    if (rc == CURLUE_OK) rc = curl_url_get(handle, CURLUPART_PORT, &parts->port, CURLU_DEFAULT_PORT);
+    if (rc == CURLUE_OK) rc = curl_url_get(handle, CURLUPART_URL, &parts->url, 0);
     curl_url_cleanup(handle);
     if (rc != CURLUE_OK) ccurl_url_parts_free(parts);
     return rc;

@@ -66,7 +66,9 @@ public struct CurlTransport: WebhookTransport {
         var resolveList: UnsafeMutablePointer<curl_slist>?
         defer { curl_slist_free_all(resolveList) }
 
-        var rc = ccurl_setopt_string(handle, CURLOPT_URL, request.url)
+        // The URL as libcurl parses it, its host already in ASCII: what the pin names is what libcurl looks up.
+        guard let target = WebhookURL(request.url) else { return .failure("the URL cannot be used") }
+        var rc = ccurl_setopt_string(handle, CURLOPT_URL, target.text)
         func set(_ option: CURLoption, _ value: Int) { if rc == CURLE_OK { rc = ccurl_setopt_long(handle, option, value) } }
         rc = rc == CURLE_OK ? ccurl_setopt_string(handle, CURLOPT_PROTOCOLS_STR, "http,https") : rc
         set(CURLOPT_FOLLOWLOCATION, 0)
@@ -86,12 +88,14 @@ public struct CurlTransport: WebhookTransport {
         pin.initialize(to: ccurl_pin())
         defer { pin.deallocate() }
         if proxy == nil, let address = request.pinnedAddress {
-            guard let target = WebhookURL(request.url), ccurl_pin_init(pin, address) == 0 else {
-                return .failure("the pinned address \(address) or the URL cannot be used")
+            guard ccurl_pin_init(pin, address) == 0 else { return .failure("the pinned address \(address) cannot be used") }
+            // An IPv6 literal is connected to without a look-up (and cannot be written as a pin's host): the socket
+            // check alone holds it to the address.
+            if !target.host.contains(":") {
+                let entry = address.contains(":") ? "[\(address)]" : address
+                resolveList = curl_slist_append(resolveList, "\(target.host):\(target.port):\(entry)")
+                if rc == CURLE_OK { rc = ccurl_setopt_slist(handle, CURLOPT_RESOLVE, resolveList) }
             }
-            let entry = address.contains(":") ? "[\(address)]" : address
-            resolveList = curl_slist_append(resolveList, "\(target.host):\(target.port):\(entry)")
-            if rc == CURLE_OK { rc = ccurl_setopt_slist(handle, CURLOPT_RESOLVE, resolveList) }
             if rc == CURLE_OK { rc = ccurl_pin_sockets(handle, pin) }
         }
         var response = ccurl_response()

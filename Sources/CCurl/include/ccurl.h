@@ -24,8 +24,8 @@ typedef struct {
 /// Installs header and body callbacks that fill `response`.
 CURLcode ccurl_capture_response(CURL *handle, ccurl_response *response);
 
-/// A URL as libcurl itself parses it, its host in ASCII (IDNA punycode, as libcurl would look it up). Every
-/// string is from libcurl (free each with `curl_free`), or NULL.
+/// A URL as libcurl itself parses it, its host in ASCII (IDNA, by libidn2 as libcurl would convert it), so that
+/// libcurl is handed a URL it needs to convert nothing in. Free with `ccurl_url_parts_free`.
 typedef struct {
     char *url;
     char *scheme;
