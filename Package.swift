@@ -263,6 +263,7 @@ let package = Package(
                 .product(name: "SyncHealthClient", package: "Client"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "CompressNIO", package: "compress-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
             ]
         ),
     ]

@@ -82,7 +82,8 @@ public struct KeyRing: Sendable {
         for (scope, keys) in named {
             for key in keys where !key.isEmpty {
                 guard key.count >= minimumKeyLength else {
-                    throw ConfigurationError(description: "a \(scope.rawValue) key is shorter than \(minimumKeyLength) characters")
+                    let article = scope == .ingest || scope == .admin ? "an" : "a"
+                    throw ConfigurationError(description: "\(article) \(scope.rawValue) key is shorter than \(minimumKeyLength) characters")
                 }
                 if let other = roles[key], other != scope {
                     throw ConfigurationError(description: "one key is given two roles, \(other.rawValue) and \(scope.rawValue)")
