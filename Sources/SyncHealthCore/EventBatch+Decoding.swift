@@ -25,11 +25,18 @@ extension EventBatch {
         let root: JSONValue
         do {
             root = try JSONParser.parse(bytes.assumingMemoryBound(to: UInt8.self))
-        } catch where error.tooLarge {
-            throw BatchValidationError(
-                "",
-                "an object or array inside an event holds more than \(JSONParser.maxInnerCount) members or elements"
-            )
+        } catch where error.limit != nil {
+            switch error.limit {
+            case .inner?:
+                throw BatchValidationError("", "an object or array inside an event holds more than \(JSONParser.maxInnerCount) members or elements")
+            case .events?:
+                throw BatchValidationError("/events", "events must hold 1 to \(Limits.maxEvents) events")
+            default:
+                throw BatchValidationError(
+                    "",
+                    "an object holds more than \(JSONParser.maxInnerCount) members, or an array more than \(JSONParser.maxEnvelopeElements) elements"
+                )
+            }
         } catch {
             throw BatchValidationError("", "the body is not valid JSON")
         }

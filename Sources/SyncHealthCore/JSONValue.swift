@@ -31,25 +31,40 @@ enum JSONValue: Equatable {
 
 /// Why a body is not JSON, or holds a container larger than the parser accepts.
 struct JSONSyntaxError: Error {
+    /// Which container limit a body went over.
+    enum Limit {
+        /// Inside an event: more than `JSONParser.maxInnerCount` members or elements.
+        case inner
+        /// The envelope's `events` array: more than `JSONParser.maxEnvelopeElements` elements.
+        case events
+        /// Another object or array of the envelope: more than `maxInnerCount` members or `maxEnvelopeElements` elements.
+        case envelope
+    }
+
     var offset: Int
-    /// Set when the body is valid JSON but an object or array inside an event is over `JSONParser.maxInnerCount`.
-    var tooLarge = false
+    /// Set when the body may be valid JSON but holds a container over a limit: parsing stopped there.
+    var limit: Limit?
 }
 
 /// A strict RFC 8259 parser over UTF-8 bytes: no comments, no trailing commas, no leading zeros, no
 /// control characters in strings, valid UTF-8 and surrogate pairs only, at most `maxDepth` nested levels.
 ///
-/// Below the envelope (the body, its `events` array), inside an event, an object holds at most `maxInnerCount`
-/// members and an array as many elements: whatever reads an event's values then works on bounded input, so a
-/// body's cost stays linear in its size whatever shape an ingest key's holder gives it.
+/// Every object holds at most `maxInnerCount` members; an array inside an event holds as many elements, and one
+/// in the envelope (the `events` array) at most `maxEnvelopeElements`. Whatever reads the values then works on
+/// bounded input, and a body that goes over stops being parsed there: no shape an ingest key's holder gives a
+/// body makes it cost more than its size.
 struct JSONParser: ~Copyable {
     static let maxDepth = 512
-    /// Most members of an object, or elements of an array, at depth 3 or more (inside an event).
+    /// Most members of any object, and elements of an array at depth 3 or more (inside an event).
     static let maxInnerCount = 256
+    /// Most elements of an array at depth 2 (the `events` array): `EventBatch.Limits.maxEvents`.
+    static let maxEnvelopeElements = 1000
 
     private let bytes: UnsafeBufferPointer<UInt8>
     private var i = 0
     private var depth = 0
+    /// The member of the body's object being parsed, to tell the `events` array from the envelope's others.
+    private var rootMember = ""
 
     private init(_ bytes: UnsafeBufferPointer<UInt8>) {
         self.bytes = bytes
@@ -123,8 +138,9 @@ struct JSONParser: ~Copyable {
             guard i < bytes.count, bytes[i] == UInt8(ascii: ":") else { throw failure }
             i += 1
             skipWhitespace()
+            if depth == 1 { rootMember = name }
             members.append((name, try value()))
-            if depth >= 3, members.count > Self.maxInnerCount { throw JSONSyntaxError(offset: i, tooLarge: true) }
+            if members.count > Self.maxInnerCount { throw JSONSyntaxError(offset: i, limit: depth >= 3 ? .inner : .envelope) }
             skipWhitespace()
             guard i < bytes.count else { throw failure }
             if bytes[i] == UInt8(ascii: ",") {
@@ -151,7 +167,10 @@ struct JSONParser: ~Copyable {
         while true {
             skipWhitespace()
             elements.append(try value())
-            if depth >= 3, elements.count > Self.maxInnerCount { throw JSONSyntaxError(offset: i, tooLarge: true) }
+            if depth >= 3, elements.count > Self.maxInnerCount { throw JSONSyntaxError(offset: i, limit: .inner) }
+            if elements.count > Self.maxEnvelopeElements {
+                throw JSONSyntaxError(offset: i, limit: depth == 2 && rootMember == "events" ? .events : .envelope)
+            }
             skipWhitespace()
             guard i < bytes.count else { throw failure }
             if bytes[i] == UInt8(ascii: ",") {

@@ -5,6 +5,7 @@ import HummingbirdCore
 import Logging
 import NIOCore
 import NIOFoundationEssentialsCompat
+import NIOPosix
 import SyncHealthCore
 import SyncHealthEngine
 import SyncHealthStore
@@ -118,7 +119,7 @@ struct EventsRoutes<Engine: MonitorEngine> {
         case let other?:
             throw APIError.unsupportedEncoding(other)
         }
-        let decoded = body.withUnsafeReadableBytes { bytes in Result { () throws(BatchValidationError) in try EventBatch.decode(utf8: bytes) } }
+        let decoded = try await IngestBody.decode(body)
         let batch: EventBatch
         switch decoded {
         case .success(let value): batch = value
@@ -144,6 +145,28 @@ struct EventsRoutes<Engine: MonitorEngine> {
 enum IngestBody {
     /// Largest body, after decompression.
     static let maxBodySize = 1 << 20
+
+    /// Bodies larger than this are decoded on `decodingThread`, not on the task's thread.
+    static let inlineDecodeLimit = 64 * 1024
+
+    /// Where large bodies are decoded: one thread of its own, started once for the process's life like NIO's
+    /// singleton pool. Decoding a large body takes milliseconds; on the concurrency pool (a thread per core) two
+    /// at once would hold up every other request, `/livez` included. Here they queue behind each other and leave
+    /// the pool free; the bodies devices send (a few events) stay inline, where a hop would cost more than the work.
+    static let decodingThread: NIOThreadPool = {
+        let pool = NIOThreadPool(numberOfThreads: 1)
+        pool.start()
+        return pool
+    }()
+
+    /// Decodes and validates a body: inline when small, on `decodingThread` when large.
+    static func decode(_ body: ByteBuffer) async throws -> Result<EventBatch, BatchValidationError> {
+        @Sendable func decode() -> Result<EventBatch, BatchValidationError> {
+            body.withUnsafeReadableBytes { bytes in Result { () throws(BatchValidationError) in try EventBatch.decode(utf8: bytes) } }
+        }
+        guard body.readableBytes > inlineDecodeLimit else { return decode() }
+        return try await decodingThread.runIfActive(decode)
+    }
 
     /// The `202` answer.
     static func response(_ receipt: IngestReceipt, rejected: [EventBatch.Rejection]) throws -> Response {

@@ -72,10 +72,9 @@ struct OperatorHardeningTests {
     }
 
     /// The permission bits of `path` other than the owner's.
-    static func othersBits(_ path: String) -> mode_t? {
-        var info = stat()
-        guard stat(path, &info) == 0 else { return nil }
-        return info.st_mode & 0o077
+    static func othersBits(_ path: String) -> Int? {
+        guard let mode = (try? FileManager.default.attributesOfItem(atPath: path))?[.posixPermissions] as? NSNumber else { return nil }
+        return mode.intValue & 0o077
     }
 
     @Test("the store, its WAL and shared memory, the journal, a backup and a restored store are for their owner alone")
