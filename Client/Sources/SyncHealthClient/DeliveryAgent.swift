@@ -93,8 +93,11 @@ actor DeliveryAgent {
         let directory = configuration.resolvedStorageDirectory
         queue = nil
         device = nil
-        shared.withLock { $0.inbox.removeAll() }
-        for name in EventQueue.fileNames + [DeviceIdentity.fileName] {
+        shared.withLock { s in
+            s.inbox.removeAll()
+            s.inboxLog?.close()
+        }
+        for name in EventQueue.fileNames + [InboxLog.fileName, DeviceIdentity.fileName] {
             let url = directory.appendingPathComponent(name)
             guard FileManager.default.fileExists(atPath: url.path) else { continue }
             do {
@@ -179,7 +182,9 @@ actor DeliveryAgent {
                     note(error)
                     throw error
                 case .retry(let after, let reason):
-                    let delay = after ?? backoff.fail(using: &random)
+                    // The server's wait, never longer than the configuration allows.
+                    let after = after.map { min($0, configuration.maximumRetryDelay) }
+                    let delay = min(after ?? backoff.fail(using: &random), configuration.maximumRetryDelay)
                     serverAskedToWait = after != nil
                     if after != nil { _ = backoff.fail(using: &random) }
                     retryAt = clock.now + delay
@@ -250,9 +255,47 @@ actor DeliveryAgent {
             osVersion: DeviceIdentity.osVersion,
             appVersion: configuration.appVersion
         )
+        try recoverInboxLog(into: opened, directory: directory)
         queue = opened
         update { $0.queuedEvents = opened.count }
         return opened
+    }
+
+    /// Moves into the queue the events an earlier process recorded and did not get to move (it was killed first):
+    /// the inbox log's lines that neither the queue nor this process's inbox holds. An id not above the queue's
+    /// last one takes a new id (the wall clock stepped back), as in `persistInboxOrThrow`.
+    private func recoverInboxLog(into queue: EventQueue, directory: URL) throws {
+        let logged = InboxLog.read(directory: directory)
+        guard !logged.isEmpty else { return }
+        var known = Set(queue.pending.map(\.id))
+        shared.withLock { s in for event in s.inbox { known.insert(event.eventId) } }
+        var ids = EventIdGenerator(after: queue.lastId)
+        var recovered: [EventQueue.Entry] = []
+        var last = queue.lastId
+        for entry in logged where !known.contains(entry.id) {
+            var entry = entry
+            if let previous = last, entry.id <= previous {
+                let id = ids.next(unixMillis: 0)
+                let prefix = #"{"eventId":"\#(entry.id)""#
+                guard entry.json.hasPrefix(prefix) else { continue }
+                entry = EventQueue.Entry(id: id, json: #"{"eventId":"\#(id)""# + entry.json.dropFirst(prefix.count))
+            }
+            last = entry.id
+            recovered.append(entry)
+        }
+        if !recovered.isEmpty {
+            let dropped = try queue.append(recovered)
+            configuration.log("recovered \(recovered.count) event(s) recorded before the last exit")
+            if dropped > 0 { update { $0.droppedEvents += dropped } }
+            // Events recorded in this process come after these: their ids must too.
+            shared.withLock { s in
+                if let lastId = queue.lastId, let first = s.inbox.first, first.eventId <= lastId {
+                    s.ids = EventIdGenerator(after: lastId)
+                    for i in s.inbox.indices { s.inbox[i].eventId = s.ids.next(unixMillis: 0) }
+                }
+            }
+        }
+        try shared.withLock { s in try s.inboxLog?.replace(with: s.inbox.map { EventQueue.Entry(id: $0.eventId, json: EventJSON.encode($0)) }) }
     }
 
     /// Moves recorded events from the inbox to the disk queue. They leave the inbox only once the append
@@ -283,7 +326,16 @@ actor DeliveryAgent {
             throw error
         }
         // Only this actor removes from the inbox, and `record` only appends: the first `recorded.count` are these.
-        shared.withLock { $0.inbox.removeFirst(min(recorded.count, $0.inbox.count)) }
+        // The log keeps what `record` added meanwhile, under the same lock, so that no line is lost or left over.
+        shared.withLock { s in
+            s.inbox.removeFirst(min(recorded.count, s.inbox.count))
+            do {
+                try s.inboxLog?.replace(with: s.inbox.map { EventQueue.Entry(id: $0.eventId, json: EventJSON.encode($0)) })
+            } catch {
+                // The queue holds these events; a line left in the log is skipped as known on the next start.
+                configuration.log("could not rewrite the inbox log: \(error)")
+            }
+        }
         if dropped > 0 { configuration.log("the queue is full: dropped the \(dropped) oldest event(s)") }
         update { d in
             d.queuedEvents = queue.count

@@ -31,6 +31,8 @@ public final class SyncHealthReporter: Sendable {
         var ids = EventIdGenerator()
         /// Recorded events not yet on disk, in order.
         var inbox: [DeviceEvent] = []
+        /// The inbox on disk: what `record` returned for survives a kill (`InboxLog`).
+        var inboxLog: InboxLog?
         var delivery = DeliveryStatus()
         var observers: [UInt64: AsyncStream<SyncStatus>.Continuation] = [:]
         var handlers: [UInt64: @Sendable (SyncStatus, DeliveryStatus) -> Void] = [:]
@@ -75,6 +77,7 @@ public final class SyncHealthReporter: Sendable {
         claimedDirectory = Locked(disabled == nil ? directory : nil)
         var initial = Shared()
         initial.disabled = disabled
+        if disabled == nil { initial.inboxLog = InboxLog(directory: directory, beforeWrite: configuration.platform.beforeQueueWrite) }
         initial.delivery.lastError = disabled
         let shared = Locked(initial)
         self.shared = shared
@@ -108,7 +111,12 @@ public final class SyncHealthReporter: Sendable {
         if let directory { DirectoryClaims.release(directory) }
     }
 
-    /// Records an event: never blocks, never throws. `date` is when it happened (now by default).
+    /// Records an event: never throws, and never waits for the network. `date` is when it happened (now by
+    /// default).
+    ///
+    /// When it returns, the event is on disk (one small append, no `fsync`): the app may be killed, crash or be
+    /// suspended at once and the event is still sent on a later launch. Only when the disk refuses the write (full,
+    /// or protected while the device is locked) is it kept in memory until the queue can take it.
     public func record(_ event: SyncEvent, at date: Date = Date()) {
         let (status, observers, calls) = shared.withLock {
             s -> (SyncStatus?, [AsyncStream<SyncStatus>.Continuation], [() -> Void]) in
@@ -118,7 +126,10 @@ public final class SyncHealthReporter: Sendable {
             let deviceEvent = event.deviceEvent(id: id, at: date, clientSummary: s.monitor.summary)
             let before = s.monitor
             s.monitor.apply(deviceEvent, receivedAt: Timestamp(date))
-            if s.disabled == nil { s.inbox.append(deviceEvent) }
+            if s.disabled == nil {
+                s.inbox.append(deviceEvent)
+                try? s.inboxLog?.append(id: deviceEvent.eventId, json: EventJSON.encode(deviceEvent))
+            }
             guard s.monitor != before else { return (nil, [], []) }
             return (SyncStatus(state: s.monitor), Array(s.observers.values), s.handlerCalls)
         }

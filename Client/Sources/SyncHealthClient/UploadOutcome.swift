@@ -46,18 +46,28 @@ enum UploadOutcome: Equatable {
         }
     }
 
-    /// `Retry-After` in seconds or as an HTTP date.
+    /// The longest wait read from a `Retry-After` (a day). The delivery loop holds any wait to the configuration's
+    /// `maximumRetryDelay` too; this bound keeps the conversion itself safe (`Duration.seconds(1e300)` traps).
+    static let longestRetryAfter: Double = 86_400
+
+    /// `Retry-After` in seconds or as an HTTP date, at most `longestRetryAfter`; `nil` for a value that is neither,
+    /// negative, NaN or infinite (a captive portal, proxy or CDN can send anything).
     static func retryAfter(_ headers: [String: String], now: Date) -> Duration? {
         guard let value = headers.first(where: { $0.key.lowercased() == "retry-after" })?.value.trimmingCharacters(in: .whitespaces) else {
             return nil
         }
-        if let seconds = Double(value), seconds.isFinite, seconds >= 0 { return .seconds(seconds) }
+        if let seconds = Double(value) {
+            guard seconds.isFinite, seconds >= 0 else { return nil }
+            return .seconds(min(seconds, longestRetryAfter))
+        }
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")
         formatter.timeZone = TimeZone(identifier: "GMT")
         formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
         guard let date = formatter.date(from: value) else { return nil }
-        return .seconds(max(0, date.timeIntervalSince(now)))
+        let seconds = date.timeIntervalSince(now)
+        guard seconds.isFinite else { return nil }
+        return .seconds(min(max(0, seconds), longestRetryAfter))
     }
 
     /// The `detail` of a problem+json body.
