@@ -59,6 +59,11 @@ if Context.environment["SYNCHEALTH_BENCHMARKS"] != nil {
     ]
 }
 
+// The kill test's child (Client/scripts/kill-test), only when asked for: SYNCHEALTH_KILL_TEST=1 swift build --package-path Client
+if Context.environment["SYNCHEALTH_KILL_TEST"] != nil {
+    package.targets.append(.executableTarget(name: "ClientKillTest", dependencies: ["SyncHealthClient"], path: "KillTest"))
+}
+
 // DocC (swift-docc-plugin) only when asked for, for the same reason:
 // SYNCHEALTH_DOCS=1 swift package --package-path Client generate-documentation --target SyncHealthClient
 if Context.environment["SYNCHEALTH_DOCS"] != nil {

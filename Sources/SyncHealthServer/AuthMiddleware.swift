@@ -2,9 +2,13 @@ import Crypto
 import Hummingbird
 import SyncHealthEngine
 
-/// Reads `Authorization: Bearer <key>` and records the key's scope in the context. Routes then require a
-/// scope with `context.require(_:)`. Keys are never logged.
+/// Reads `Authorization: Bearer <key>`, or `X-SyncHealth-Key: <key>` where there is no bearer token (Apple's URL
+/// Loading System manages `Authorization` itself, so the client package sends both), and records the key's scope
+/// in the context. Routes then require a scope with `context.require(_:)`. Keys are never logged.
 struct AuthMiddleware: RouterMiddleware {
+    /// The header the client package sends its key in beside `Authorization`.
+    static let keyHeader = HTTPField.Name("X-SyncHealth-Key")
+
     typealias Context = AppRequestContext
     let keys: KeyRing
     /// Per-key token buckets; a key over its rate gets 429.
@@ -13,7 +17,7 @@ struct AuthMiddleware: RouterMiddleware {
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var context = context
-        if let header = request.headers.value(.authorization), let key = Self.bearerToken(header) {
+        if let key = Self.presentedKey(request.headers) {
             let digest = KeyRing.digest(key)
             let grant = keys.grant(ofDigest: digest)
             context.scope = grant?.scope
@@ -27,6 +31,14 @@ struct AuthMiddleware: RouterMiddleware {
             }
         }
         return try await next(request, context)
+    }
+
+    /// The bearer token, or else the `X-SyncHealth-Key` value (trimmed), or `nil`.
+    static func presentedKey(_ headers: HTTPFields) -> Substring? {
+        if let header = headers.value(.authorization), let key = bearerToken(header) { return key }
+        guard let name = keyHeader, let value = headers[name] else { return nil }
+        let trimmed = value.trimmingCharacters(in: .whitespaces)
+        return trimmed.isEmpty ? nil : Substring(trimmed)
     }
 
     /// The token of an `Authorization: Bearer <token>` value (scheme case-insensitive, optional whitespace

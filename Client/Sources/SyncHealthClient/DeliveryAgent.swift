@@ -206,7 +206,11 @@ actor DeliveryAgent {
     /// Posts one batch; a failure to get an answer is a retry.
     private func upload(_ batch: [EventQueue.Entry], device: DeviceDescription) async -> UploadOutcome {
         var body = Data(EventJSON.batch(device: device, events: batch.lazy.map(\.json)).utf8)
-        var headers = ["Content-Type": "application/json", "Authorization": "Bearer \(ingestKey)", "User-Agent": "SyncHealthClient/1"]
+        // The key in `X-SyncHealth-Key` too: `Authorization` is a header Apple's URL Loading System reserves.
+        var headers = [
+            "Content-Type": "application/json", "Authorization": "Bearer \(ingestKey)", "X-SyncHealth-Key": ingestKey,
+            "User-Agent": "SyncHealthClient/1",
+        ]
         if body.count > configuration.compressAbove, let gzipped = try? Gzip.compress(body) {
             body = gzipped
             headers["Content-Encoding"] = "gzip"
