@@ -40,11 +40,25 @@ public struct URLSessionTransport: ReportTransport {
         return URLSession(configuration: configuration)
     }()
 
+    private let ownSession: URLSession?
+
     /// A transport over the shared ephemeral session.
-    public init() {}
+    public init() {
+        ownSession = nil
+    }
+
+    /// A transport over a session of its own with shorter timeouts (tests of answers that never come).
+    init(requestTimeout: TimeInterval) {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.timeoutIntervalForRequest = requestTimeout
+        configuration.timeoutIntervalForResource = requestTimeout * 2
+        configuration.httpCookieAcceptPolicy = .never
+        configuration.urlCache = nil
+        ownSession = URLSession(configuration: configuration)
+    }
 
     public func post(_ body: Data, to url: URL, headers: [String: String]) async throws -> TransportResponse {
-        let session = Self.session
+        let session = ownSession ?? Self.session
         var request = URLRequest(url: url)
         request.httpMethod = "POST"
         request.httpBody = body
