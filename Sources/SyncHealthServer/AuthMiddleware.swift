@@ -1,4 +1,5 @@
 import Crypto
+import HTTPTypes
 import Hummingbird
 import SyncHealthEngine
 
@@ -37,8 +38,8 @@ struct AuthMiddleware: RouterMiddleware {
     static func presentedKey(_ headers: HTTPFields) -> Substring? {
         if let header = headers.value(.authorization), let key = bearerToken(header) { return key }
         guard let name = keyHeader, let value = headers[name] else { return nil }
-        let trimmed = value.trimmingCharacters(in: .whitespaces)
-        return trimmed.isEmpty ? nil : Substring(trimmed)
+        let trimmed = value.drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" }.reversed()
+        return trimmed.isEmpty ? nil : Substring(String(trimmed))
     }
 
     /// The token of an `Authorization: Bearer <token>` value (scheme case-insensitive, optional whitespace

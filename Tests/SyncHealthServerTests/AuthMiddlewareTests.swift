@@ -1,4 +1,5 @@
 import HTTPTypes
+import HummingbirdTesting
 import SyncHealthEngine
 import SyncHealthTestSupport
 import Testing
@@ -65,5 +66,30 @@ struct AuthMiddlewareTests {
         #expect(ring.scope(of: "k1@com.a") == nil, "the entry is not itself a key")
         #expect(KeyGrant(scope: .ingest, apps: ["com.a"]).allows(appId: "com.a"))
         #expect(!KeyGrant(scope: .ingest, apps: ["com.a"]).allows(appId: "com.b"))
+    }
+
+    @Test("X-SyncHealth-Key is read where there is no bearer token; a bearer token wins; blank is no key")
+    func keyHeader() throws {
+        let name = try #require(AuthMiddleware.keyHeader)
+        var fields = HTTPFields()
+        fields[name] = "  the-key  "
+        #expect(AuthMiddleware.presentedKey(fields) == "the-key")
+        fields[.authorization] = "Bearer other"
+        #expect(AuthMiddleware.presentedKey(fields) == "other")
+        var blank = HTTPFields()
+        blank[name] = "   "
+        #expect(AuthMiddleware.presentedKey(blank) == nil)
+    }
+
+    @Test("an ingest request with X-SyncHealth-Key alone is accepted, as the client sends it")
+    func keyHeaderThroughTheRouter() async throws {
+        try await TestService().test { client in
+            let name = try #require(AuthMiddleware.keyHeader)
+            var fields = HTTPFields()
+            fields[name] = ingestKey
+            fields[.contentType] = "application/json"
+            let response = try await client.execute(uri: "/v1/events", method: .post, headers: fields, body: batch(healthyEvents))
+            #expect(response.status == .accepted)
+        }
     }
 }
