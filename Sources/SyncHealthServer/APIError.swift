@@ -92,7 +92,8 @@ public enum APIError: Error, Sendable {
                 slug: "forbidden",
                 title: "The key's scope does not allow this",
                 status: status,
-                detail: "This operation needs a key of scope \(required.rawValue)\(required == .read ? " or admin" : required == .metrics ? ", read or admin" : "")."
+                detail:
+                    "This operation needs a key of scope \(required.rawValue)\(required == .read ? " or admin" : required == .metrics ? ", read or admin" : "")."
             )
         case .appNotAllowed(let appId):
             Problem(

@@ -204,8 +204,11 @@ enum IngestBody {
                 guard let input = source.baseAddress, let output = target.baseAddress else { return 0 }
                 var written = 0
                 result = czlib_gunzip(
-                    input.assumingMemoryBound(to: UInt8.self), source.count,
-                    output.assumingMemoryBound(to: UInt8.self), maxBodySize + 1, &written
+                    input.assumingMemoryBound(to: UInt8.self),
+                    source.count,
+                    output.assumingMemoryBound(to: UInt8.self),
+                    maxBodySize + 1,
+                    &written
                 )
                 return written
             }

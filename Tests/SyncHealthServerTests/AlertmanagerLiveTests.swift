@@ -84,7 +84,10 @@ struct AlertmanagerLiveTests {
     func fireHoldResolve() async throws {
         let alertmanager = try LiveAlertmanager()
         try await alertmanager.waitUntilReady()
-        let environment = ["SYNCHEALTH_INGEST_KEYS": "in-0123456789abcdef", "SYNCHEALTH_ADMIN_KEYS": "admin-0123456789abcdef", "SYNCHEALTH_WEBHOOK_ALLOW_PRIVATE": "1"]
+        let environment = [
+            "SYNCHEALTH_INGEST_KEYS": "in-0123456789abcdef", "SYNCHEALTH_ADMIN_KEYS": "admin-0123456789abcdef",
+            "SYNCHEALTH_WEBHOOK_ALLOW_PRIVATE": "1",
+        ]
         let server = try LiveServer(environment: environment)
         try await server.waitUntilReady()
         let subscription = Data(#"{"url": "http://127.0.0.1:\#(alertmanager.port)", "format": "alertmanager"}"#.utf8)

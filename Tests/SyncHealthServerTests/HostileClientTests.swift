@@ -88,7 +88,9 @@ struct HostileClientTests {
         let slow = try #require(RawConnection(port: server.port))
         slow.send("GET /livez HTTP/1.1\r\nHost: x\r\n\r\n")
         #expect(slow.receive(until: "\"pass\"}").hasPrefix("HTTP/1.1 200"))
-        slow.send("POST /v1/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k-0123456789abcdef\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+        slow.send(
+            "POST /v1/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k-0123456789abcdef\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"
+        )
         var answer: String?
         for _ in 0..<3 where answer == nil { answer = slow.receive() }
         #expect(answer?.hasPrefix("HTTP/1.1 408") == true, "\(answer ?? "nothing")")

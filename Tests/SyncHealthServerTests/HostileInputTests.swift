@@ -23,7 +23,8 @@ struct HostileInputTests {
         members.reserveCapacity(keys)
         for k in 0..<keys { members.append("\"\(k)\":1") }
         let error = #"{"domain": "CKErrorDomain", "code": 2, "partialErrors": {\#(members.joined(separator: ","))}}"#
-        let event = #"{"eventId": "w", "occurredAt": "2026-11-22T10:00:00Z", "kind": "activity", "phase": "export", "state": "failed", "error": \#(error)}"#
+        let event =
+            #"{"eventId": "w", "occurredAt": "2026-11-22T10:00:00Z", "kind": "activity", "phase": "export", "state": "failed", "error": \#(error)}"#
         return #"{"device": {"deviceId": "\#(device)", "appId": "com.example.notes"}, "events": [\#(event)]}"#
     }
 
@@ -47,7 +48,8 @@ struct HostileInputTests {
     func longArrays() async throws {
         try await TestService().test { client in
             let elements = Array(repeating: "0", count: 257).joined(separator: ",")
-            let body = #"{"device": {"deviceId": "d", "appId": "a"}, "events": [{"eventId": "e", "occurredAt": "2026-11-22T10:00:00Z", "kind": "heartbeat", "extra": [\#(elements)]}]}"#
+            let body =
+                #"{"device": {"deviceId": "d", "appId": "a"}, "events": [{"eventId": "e", "occurredAt": "2026-11-22T10:00:00Z", "kind": "heartbeat", "extra": [\#(elements)]}]}"#
             let refused = try await client.post(ByteBuffer(string: body))
             #expect(refused.status == .badRequest)
             #expect(String(buffer: refused.body).contains("more than 256 members or elements"))
@@ -59,7 +61,8 @@ struct HostileInputTests {
         try await TestService().test { client in
             for field in ["containerId", "appVersion", "platform", "osVersion"] {
                 for text in [#"crlf\r\ninjected 42\r\n#"#, #"tab\there"#, #"nul\u0000"#, #"del\u007f"#] {
-                    let body = #"{"device": {"deviceId": "d", "appId": "a", "\#(field)": "\#(text)"}, "events": [\#(event("e", #""kind": "heartbeat""#))]}"#
+                    let body =
+                        #"{"device": {"deviceId": "d", "appId": "a", "\#(field)": "\#(text)"}, "events": [\#(event("e", #""kind": "heartbeat""#))]}"#
                     let response = try await client.post(ByteBuffer(string: body))
                     #expect(response.status == .badRequest, "\(field): \(text)")
                     let problem = try json(response)
@@ -73,7 +76,8 @@ struct HostileInputTests {
             let rejected = try json(response)["rejected"] as? [[String: Any]] ?? []
             #expect((rejected.first?["detail"] as? String)?.contains("error.domain must not hold control characters") == true)
             // Text that is not a control character stays as sent: quotes, combining marks, emoji, markup.
-            let fine = #"{"device": {"deviceId": "d3", "appId": "a", "containerId": "q\"\u0301 \\ <b> 🚀"}, "events": [\#(event("e", #""kind": "heartbeat""#))]}"#
+            let fine =
+                #"{"device": {"deviceId": "d3", "appId": "a", "containerId": "q\"\u0301 \\ <b> 🚀"}, "events": [\#(event("e", #""kind": "heartbeat""#))]}"#
             #expect(try await client.post(ByteBuffer(string: fine)).status == .accepted)
         }
     }
@@ -145,7 +149,8 @@ struct DeviceTextEscapingTests {
                 _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:9\#(path)"\#(formatField)\#(routing), "grouping": "device"}"#)
             }
             let text = Self.jsonString(Self.hostile)
-            let body = #"{"device": {"deviceId": "dev-h", "appId": "com.example.notes", "containerId": \#(text), "appVersion": \#(text)}, "events": [\#(event("n", #""kind": "network", "available": true"#)), \#(event("f", "2026-11-22T10:00:01Z", urgentError))]}"#
+            let body =
+                #"{"device": {"deviceId": "dev-h", "appId": "com.example.notes", "containerId": \#(text), "appVersion": \#(text)}, "events": [\#(event("n", #""kind": "network", "available": true"#)), \#(event("f", "2026-11-22T10:00:01Z", urgentError))]}"#
             #expect(try await client.post(ByteBuffer(string: body)).status == .accepted)
             let delivered = try await eventually { transport.requests(to: "/slack").count == 1 && transport.requests(to: "/pd").count == 1 }
             #expect(delivered)
@@ -200,7 +205,8 @@ struct DeviceTextEscapingTests {
         try await service.test { client in
             let values = [#"q\"\u0301"#, #"back\\slash"#, #"\\\"\\n"#, "🚀 \\u00e9", #"end\\"#]
             for (i, value) in values.enumerated() {
-                let body = #"{"device": {"deviceId": "m\#(i)", "appId": "app\#(i)", "containerId": "\#(value)", "appVersion": "\#(value)"}, "events": [\#(event("e", #""kind": "heartbeat""#))]}"#
+                let body =
+                    #"{"device": {"deviceId": "m\#(i)", "appId": "app\#(i)", "containerId": "\#(value)", "appVersion": "\#(value)"}, "events": [\#(event("e", #""kind": "heartbeat""#))]}"#
                 #expect(try await client.post(ByteBuffer(string: body)).status == .accepted, "\(value)")
             }
             let response = try await client.execute(uri: "/metrics", method: .get)

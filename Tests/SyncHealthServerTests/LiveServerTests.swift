@@ -170,7 +170,9 @@ struct LiveServerTests {
 
     @Test("request metrics count each answer under its route and real status, errors included, and non-standard methods as _OTHER")
     func requestMetrics() async throws {
-        let server = try LiveServer(environment: ["SYNCHEALTH_INGEST_KEYS": "ingest-1-0123456789abcdef", "SYNCHEALTH_READ_KEYS": "read-1-0123456789abcdef"])
+        let server = try LiveServer(environment: [
+            "SYNCHEALTH_INGEST_KEYS": "ingest-1-0123456789abcdef", "SYNCHEALTH_READ_KEYS": "read-1-0123456789abcdef",
+        ])
         let body = Data(
             #"{"device": {"deviceId": "m", "appId": "a"}, "events": [{"eventId": "a", "occurredAt": "2026-11-22T10:00:00Z", "kind": "heartbeat"}]}"#
                 .utf8
@@ -265,7 +267,8 @@ struct LiveServerTests {
         #expect(printed.contains("[202: "), "\(printed)")
         #expect(!printed.contains("failed"), "\(printed)")
         let summary = try #require(
-            try JSONSerialization.jsonObject(with: try await server.request("GET", "/v1/summary", key: "read-0123456789abcdef").body) as? [String: Any]
+            try JSONSerialization.jsonObject(with: try await server.request("GET", "/v1/summary", key: "read-0123456789abcdef").body)
+                as? [String: Any]
         )
         #expect(summary["devices"] as? Int == 60)
         #expect((summary["broken"] as? Int ?? 0) > 10)

@@ -100,7 +100,9 @@ struct ReplicaScalingTests {
             let at = Timestamp(seconds: Date().timeIntervalSince1970)
             let body =
                 #"{"device": {"deviceId": "\#(id)", "appId": "com.scale", "containerId": "iCloud.scale"}, "events": [{"eventId": "\#(id)-\#(i)", "occurredAt": "\#(at.rfc3339)", "kind": "heartbeat"}]}"#
-            if try await server.request("POST", "/v1/events", key: "ingest-0123456789abcdef", body: Data(body.utf8)).status == 202 { acknowledged += 1 }
+            if try await server.request("POST", "/v1/events", key: "ingest-0123456789abcdef", body: Data(body.utf8)).status == 202 {
+                acknowledged += 1
+            }
         }
         return acknowledged
     }

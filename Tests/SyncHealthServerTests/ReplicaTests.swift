@@ -59,7 +59,8 @@ func quietDevice(_ index: Int, rng: inout some RandomNumberGenerator) -> CrashDe
 func postUntilAcknowledged(_ deviceId: String, _ events: [String], to replicas: Replicas) async throws {
     let body = #"{"device": {"deviceId": "\#(deviceId)", "appId": "com.crash"}, "events": [\#(events.joined(separator: ","))]}"#
     for _ in 0..<200 {
-        if let server = replicas.any(), let response = try? await server.request("POST", "/v1/events", key: "crash-ingest-0123456789abcdef", body: Data(body.utf8)),
+        if let server = replicas.any(),
+            let response = try? await server.request("POST", "/v1/events", key: "crash-ingest-0123456789abcdef", body: Data(body.utf8)),
             response.status == 202
         {
             return
@@ -117,7 +118,8 @@ struct ReplicaTests {
         try await withReceiver(receiver) { port in
             var rng = SplitMix64(seed: seed)
             let environment = [
-                "SYNCHEALTH_DATABASE_URL": url, "SYNCHEALTH_INGEST_KEYS": "crash-ingest-0123456789abcdef", "SYNCHEALTH_READ_KEYS": "crash-read-0123456789abcdef",
+                "SYNCHEALTH_DATABASE_URL": url, "SYNCHEALTH_INGEST_KEYS": "crash-ingest-0123456789abcdef",
+                "SYNCHEALTH_READ_KEYS": "crash-read-0123456789abcdef",
                 "SYNCHEALTH_ADMIN_KEYS": "crash-admin-0123456789abcdef", "SYNCHEALTH_ERROR_AFTER": "1s", "SYNCHEALTH_WEBHOOK_ALLOW_PRIVATE": "1",
                 "SYNCHEALTH_WEBHOOK_LEASE": "20s", "SYNCHEALTH_DEVICE_RATE_LIMIT": "off",
             ]
@@ -127,7 +129,12 @@ struct ReplicaTests {
             for server in [a, b] {
                 #expect(try await eventually { try await server.request("GET", "/readyz").status == 200 }, "seed \(seed): a replica never got ready")
             }
-            let hook = try await b.request("POST", "/v1/webhooks", key: "crash-admin-0123456789abcdef", body: Data(#"{"url": "http://127.0.0.1:\#(port)/hook"}"#.utf8))
+            let hook = try await b.request(
+                "POST",
+                "/v1/webhooks",
+                key: "crash-admin-0123456789abcdef",
+                body: Data(#"{"url": "http://127.0.0.1:\#(port)/hook"}"#.utf8)
+            )
             #expect(hook.status == 201)
 
             let devices = (0..<10).map { quietDevice($0, rng: &rng) }
@@ -246,7 +253,8 @@ struct ReplicaIncidentTests {
         let receiver = TestReceiver()
         try await withReceiver(receiver) { port in
             let environment = [
-                "SYNCHEALTH_DATABASE_URL": url, "SYNCHEALTH_INGEST_KEYS": "crash-ingest-0123456789abcdef", "SYNCHEALTH_READ_KEYS": "crash-read-0123456789abcdef",
+                "SYNCHEALTH_DATABASE_URL": url, "SYNCHEALTH_INGEST_KEYS": "crash-ingest-0123456789abcdef",
+                "SYNCHEALTH_READ_KEYS": "crash-read-0123456789abcdef",
                 "SYNCHEALTH_ADMIN_KEYS": "crash-admin-0123456789abcdef", "SYNCHEALTH_GROUP_WAIT": "5s",
                 "SYNCHEALTH_WEBHOOK_ALLOW_PRIVATE": "1", "SYNCHEALTH_WEBHOOK_LEASE": "20s", "SYNCHEALTH_DEVICE_RATE_LIMIT": "off",
             ]

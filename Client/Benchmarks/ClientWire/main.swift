@@ -125,7 +125,10 @@ do {
     print(
         String(
             format: "record: p50 %.1f µs, p99 %.1f µs, max %.0f µs over %d calls (on disk when it returns)",
-            micros(samples[samples.count / 2]), micros(samples[samples.count * 99 / 100]), micros(samples[samples.count - 1]), samples.count
+            micros(samples[samples.count / 2]),
+            micros(samples[samples.count * 99 / 100]),
+            micros(samples[samples.count - 1]),
+            samples.count
         )
     )
 }

@@ -78,7 +78,10 @@ struct RecordDurabilityTests {
 
     @Test(
         "Retry-After of any size, sign or form is bounded, never a trap",
-        arguments: ["1e300", "99999999999999999999", "-5", "NaN", "inf", "-inf", "1e-300", "Fri, 31 Dec 9999 23:59:59 GMT", "Mon, 01 Jan 0001 00:00:00 GMT", "", "abc", "0x10"]
+        arguments: [
+            "1e300", "99999999999999999999", "-5", "NaN", "inf", "-inf", "1e-300", "Fri, 31 Dec 9999 23:59:59 GMT", "Mon, 01 Jan 0001 00:00:00 GMT",
+            "", "abc", "0x10",
+        ]
     )
     func retryAfterBounded(value: String) {
         let waited = UploadOutcome.retryAfter(["Retry-After": value], now: Date(timeIntervalSince1970: 1_795_000_000))

@@ -87,11 +87,12 @@ final class FuzzingServer: @unchecked Sendable {
         while true {
             if let end = data.range(of: Data("\r\n\r\n".utf8)) {
                 let head = String(decoding: data[..<end.lowerBound], as: UTF8.self)
-                let length = head.split(separator: "\r\n").compactMap { line -> Int? in
-                    let parts = line.split(separator: ":", maxSplits: 1)
-                    guard parts.count == 2, parts[0].lowercased() == "content-length" else { return nil }
-                    return Int(parts[1].trimmingCharacters(in: .whitespaces))
-                }.first ?? 0
+                let length =
+                    head.split(separator: "\r\n").compactMap { line -> Int? in
+                        let parts = line.split(separator: ":", maxSplits: 1)
+                        guard parts.count == 2, parts[0].lowercased() == "content-length" else { return nil }
+                        return Int(parts[1].trimmingCharacters(in: .whitespaces))
+                    }.first ?? 0
                 let bodyStart = end.upperBound
                 while data.count - bodyStart < length {
                     let n = read(fd, &buffer, buffer.count)
@@ -149,7 +150,10 @@ final class FuzzingServer: @unchecked Sendable {
             case 1:
                 // Headers promise more than is sent.
                 let bytes = bodies[bodyChoice]
-                send(fd, Array("HTTP/1.1 \(status) X\r\nContent-Length: \(bytes.count + 100)\r\n\(headers.map { $0 + "\r\n" }.joined())\r\n".utf8) + bytes)
+                send(
+                    fd,
+                    Array("HTTP/1.1 \(status) X\r\nContent-Length: \(bytes.count + 100)\r\n\(headers.map { $0 + "\r\n" }.joined())\r\n".utf8) + bytes
+                )
                 lock.withLock { _seen.append(Seen(counts: counts, status: nil, receipt: false)) }
                 return
             case 2:
@@ -170,14 +174,18 @@ final class FuzzingServer: @unchecked Sendable {
     }
 
     private func answer(_ fd: Int32, status: Int, headers: [String], body: [UInt8]) {
-        let head = "HTTP/1.1 \(status) X\r\nContent-Length: \(body.count)\r\nContent-Type: application/json\r\n\(headers.map { $0 + "\r\n" }.joined())\r\n"
+        let head =
+            "HTTP/1.1 \(status) X\r\nContent-Length: \(body.count)\r\nContent-Type: application/json\r\n\(headers.map { $0 + "\r\n" }.joined())\r\n"
         send(fd, Array(head.utf8) + body)
     }
 }
 
 @Suite("The transport against every kind of answer", .serialized)
 struct ResponseFuzzTests {
-    @Test("random statuses, Retry-After values, bodies, truncated, stalled and absent answers: no trap, every wait bounded, nothing lost", arguments: [1, 2, 3] as [UInt64])
+    @Test(
+        "random statuses, Retry-After values, bodies, truncated, stalled and absent answers: no trap, every wait bounded, nothing lost",
+        arguments: [1, 2, 3] as [UInt64]
+    )
     func fuzz(seed: UInt64) async throws {
         let server = try FuzzingServer(seed: seed)
         defer { server.stop() }

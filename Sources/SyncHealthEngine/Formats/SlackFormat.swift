@@ -102,7 +102,9 @@ enum SlackFormat: AlertFormat {
         if !incident.byVersion.isEmpty {
             fields.append(.init(type: "mrkdwn", text: "*App versions*\n\(escaped(IncidentMessage.versions(incident)))"))
         }
-        if !incident.samples.isEmpty { fields.append(.init(type: "mrkdwn", text: "*For example*\n\(escaped(incident.samples.joined(separator: ", ")))")) }
+        if !incident.samples.isEmpty {
+            fields.append(.init(type: "mrkdwn", text: "*For example*\n\(escaped(incident.samples.joined(separator: ", ")))"))
+        }
         var blocks: [Message.Block] = [
             .init(type: "section", text: .init(type: "mrkdwn", text: "*\(headline)*")),
             .init(type: "section", fields: fields),
