@@ -244,7 +244,7 @@ struct DeviceTextEscapingTests {
 /// The bodies against the built binary: answered within a bound while the service stays responsive.
 @Suite("Hostile bodies against the live binary", .serialized)
 struct HostileBodyLiveTests {
-    @Test("the once-quadratic body (1 MiB, 100,000 members) is answered in well under a second, and /livez stays fast while two are in flight")
+    @Test("the once-quadratic body (1 MiB, 100,000 members) is answered within a bound, and /livez stays answered while two are in flight")
     func quadraticBody() async throws {
         let ingest = "ingest-0123456789abcdef"
         let server = try LiveServer(environment: ["SYNCHEALTH_INGEST_KEYS": ingest, "SYNCHEALTH_DEVICE_RATE_LIMIT": "off"])
@@ -255,8 +255,9 @@ struct HostileBodyLiveTests {
         let start = clock.now
         #expect(try await server.request("POST", "/v1/events", key: ingest, body: body).status == 400)
         let single = clock.now - start
-        // Before the bound it took 2.6 s in a release build; a generous bound, for a loaded debug build.
-        #expect(single < .seconds(1), "\(single)")
+        // Before the bound it took 2.6 s in a release build (tens of seconds in a debug one); a generous bound, for a
+        // debug build on a machine busy with the rest of the suite. The benchmark holds the real figure.
+        #expect(single < .seconds(5), "\(single)")
 
         let slowest = try await withThrowingTaskGroup(of: Duration.self) { group in
             for _ in 0..<2 {
@@ -279,6 +280,6 @@ struct HostileBodyLiveTests {
             for try await took in group { slowest = max(slowest, took) }
             return slowest
         }
-        #expect(slowest < .seconds(1), "/livez took \(slowest) while hostile bodies were decoded")
+        #expect(slowest < .seconds(5), "/livez took \(slowest) while hostile bodies were decoded")
     }
 }
