@@ -16,7 +16,12 @@ extension NSNotification.Name {
 }
 
 open class CKContainer: NSObject {
+    // Apple's initializer traps for an identifier outside the app's iCloud entitlement. The package never makes a
+    // container from a string (the app hands its own over: `accountContainer`), so the stub refuses the call: any
+    // use in the sources fails the check (AppleStubs/Mistakes/ContainerFromAString.swift proves it).
+    @available(*, unavailable, message: "traps for an identifier outside the entitlement: take the app's container")
     public init(identifier containerIdentifier: String) { fatalError("stub") }
+    public class func `default`() -> CKContainer { fatalError("stub") }
     open func accountStatus(completionHandler: @escaping @Sendable (CKAccountStatus, (any Error)?) -> Void) { fatalError("stub") }
 }
 

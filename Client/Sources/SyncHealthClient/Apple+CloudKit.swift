@@ -4,12 +4,12 @@
 #if canImport(CloudKit)
 public import CloudKit
 
-/// `CKContainer.accountStatus`, through a container made once, when the reporter first needs it.
+/// `CKContainer.accountStatus` of the container the app gave.
 struct CloudKitAccountReader: AccountStatusReading {
     private let container: Unchecked<CKContainer>
 
-    init(containerId: String) {
-        container = Unchecked(value: CKContainer(identifier: containerId))
+    init(container: CKContainer) {
+        self.container = Unchecked(value: container)
     }
 
     func read(_ completion: @escaping @Sendable (AccountStatus) -> Void) {
@@ -20,7 +20,22 @@ struct CloudKitAccountReader: AccountStatusReading {
 }
 
 extension PlatformHooks {
-    static let systemAccountReader: (@Sendable (String) -> any AccountStatusReading)? = { CloudKitAccountReader(containerId: $0) }
+    static let systemAccountReader: (@Sendable (AnyObject) -> (any AccountStatusReading)?)? = { object in
+        (object as? CKContainer).map(CloudKitAccountReader.init(container:))
+    }
+}
+
+extension SyncHealthReporter.Configuration {
+    /// The container whose iCloud account status the reporter reads: the one your store or engine syncs with, as
+    /// your app already makes it (`CKContainer.default()`, or `CKContainer(identifier:)` with an identifier of your
+    /// entitlement). The reporter never makes one from `containerId`: `CKContainer(identifier:)` traps for an
+    /// identifier outside the app's `com.apple.developer.icloud-container-identifiers` (a typo, another container,
+    /// an extension without it). Without one, the account is read from the engines' events: CKSyncEngine's account
+    /// changes, and Core Data's "no account" error (`NSCocoaErrorDomain` 134400).
+    public var accountContainer: CKContainer? {
+        get { accountContainerObject?.value as? CKContainer }
+        set { accountContainerObject = newValue.map { Unchecked(value: $0) } }
+    }
 }
 
 extension SyncHealthReporter {
@@ -46,12 +61,10 @@ extension SyncHealthReporter {
         default: mapped = .other
         }
         handle(mapped, pendingChanges: syncEngine.state.pendingRecordZoneChanges.count)
-        // An engine runs, so this process has the iCloud entitlement: the account can be read.
-        syncWorked()
     }
 
-    /// Reads the account status again on every `CKAccountChanged` (CloudKitSyncMonitor reads it only then), once
-    /// the reader exists. Observing the notification makes no container.
+    /// Reads the account status again on every `CKAccountChanged` (CloudKitSyncMonitor reads it only then).
+    /// Observing the notification makes no container.
     func observeAccountChanges() {
         let token = NotificationCenter.default.addObserver(forName: .CKAccountChanged, object: nil, queue: nil) { [weak self] _ in
             self?.accountMayHaveChanged()
@@ -62,6 +75,6 @@ extension SyncHealthReporter {
 }
 #else
 extension PlatformHooks {
-    static let systemAccountReader: (@Sendable (String) -> any AccountStatusReading)? = nil
+    static let systemAccountReader: (@Sendable (AnyObject) -> (any AccountStatusReading)?)? = nil
 }
 #endif

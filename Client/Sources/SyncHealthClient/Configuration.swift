@@ -40,9 +40,13 @@ extension SyncHealthReporter {
         public var appVersion: String? = Bundle.main.object(forInfoDictionaryKey: "CFBundleShortVersionString") as? String
         /// On Apple platforms: read network availability (`NWPathMonitor`, except on watchOS, where it stays
         /// unsatisfied for ordinary apps) and the iCloud account status without being asked. The account is read
-        /// once the app's first sync activity has succeeded (so a process without the iCloud entitlement, such as a
-        /// widget, never creates a `CKContainer`), and again on every `CKAccountChanged`.
+        /// from `accountContainer` when the app gives one (at start and on every `CKAccountChanged`), and otherwise
+        /// from what the sync engines say (CKSyncEngine's account changes, Core Data's "no account" error). The
+        /// reporter never makes a `CKContainer` itself: `CKContainer(identifier:)` traps for an identifier outside
+        /// the app's entitlement.
         public var observesNetworkAndAccount = true
+        /// The container whose account status is read (`accountContainer` on Apple platforms).
+        var accountContainerObject: Unchecked<AnyObject>?
         /// How requests are sent; `URLSession` by default.
         public var transport: any ReportTransport = URLSessionTransport()
         /// Where the reporter's log lines go: `os.Logger` on Apple platforms, standard error elsewhere.

@@ -45,6 +45,18 @@ extension SyncHealthReporter {
     /// the notification itself).
     public func record(persistentCloudKitEvent event: some PersistentCloudKitEventDescribing) {
         guard let mapped = SyncEvent(persistentCloudKitEvent: event) else { return }
+        // Core Data's "no account" (`NSCocoaErrorDomain` 134400): the device has no iCloud account. Recorded as the
+        // account first, so that the summary is CloudKitSyncMonitor's "No iCloud account", not "Error": with no
+        // account nothing succeeds, and without a container given nothing else would read it.
+        if event.endDate != nil, !event.succeeded, let error = event.error.map({ $0 as NSError }),
+            error.domain == NSCocoaErrorDomain, error.code == Self.noAccountCode
+        {
+            accountChanged(.noAccount)
+        }
         record(mapped, at: event.endDate ?? event.startDate)
     }
+
+    /// `NSCocoaErrorDomain` code of Core Data's mirroring when the device has no iCloud account (not in Core
+    /// Data's public headers).
+    static let noAccountCode = 134_400
 }

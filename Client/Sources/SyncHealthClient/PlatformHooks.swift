@@ -18,9 +18,9 @@ struct PlatformHooks: Sendable {
         try url.setResourceValues(values)
     }
 
-    /// Makes the account reader for a container id. It is called once, on first use: creating a `CKContainer`
-    /// traps in a process without the iCloud entitlement, so it waits until sync has worked in this process.
-    var makeAccountReader: (@Sendable (String) -> any AccountStatusReading)? = PlatformHooks.systemAccountReader
+    /// Makes the account reader for the container the app gave (`accountContainer`); `nil` for an object that is
+    /// not one. It never makes a container.
+    var makeAccountReader: (@Sendable (AnyObject) -> (any AccountStatusReading)?)? = PlatformHooks.systemAccountReader
 
     /// Whether `NWPathMonitor` can tell network availability here. On watchOS it stays unsatisfied for ordinary
     /// apps (TN3135), so the network is taken as available there: CloudKit's own network errors still show.

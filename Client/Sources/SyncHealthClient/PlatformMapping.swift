@@ -18,7 +18,7 @@ struct EventSources {
     var syncEngine = SyncEngineMapping()
     var lastNetwork: Bool?
     var lastAccount: AccountStatus?
-    /// Reads the account status; made on first use (`syncWorked`).
+    /// Reads the account status of the app's container (`accountContainer`), if it gave one.
     var accountReader: (any AccountStatusReading)?
     /// The containers whose `eventChangedNotification` is observed (`nil`: every container), each with the
     /// function that removes its observer.
@@ -44,23 +44,21 @@ extension SyncHealthReporter {
         if changed { record(.network(available: available)) }
     }
 
-    /// Reads the account status, making the reader on first use: sync has just worked in this process, so it has
-    /// the iCloud entitlement, and creating a `CKContainer` cannot trap.
-    func syncWorked() {
-        guard configuration.observesNetworkAndAccount, let containerId = configuration.containerId,
-            let make = configuration.platform.makeAccountReader
+    /// Makes the account reader for the container the app gave, outside the reporter's lock, and reads the status
+    /// once (at start). No container, no reader: the engines' events say what they know of the account.
+    func startAccountReading() {
+        guard configuration.observesNetworkAndAccount, let container = configuration.accountContainerObject?.value,
+            let make = configuration.platform.makeAccountReader, let reader = make(container)
         else { return }
-        let reader = shared.withLock { s -> (any AccountStatusReading)? in
-            guard s.sources.accountReader == nil, !s.isShutDown else { return nil }
-            let reader = make(containerId)
+        let installed = shared.withLock { s -> Bool in
+            guard s.sources.accountReader == nil, !s.isShutDown else { return false }
             s.sources.accountReader = reader
-            return reader
+            return true
         }
-        guard let reader else { return }
-        readAccount(with: reader)
+        if installed { readAccount(with: reader) }
     }
 
-    /// Reads the account status again, if a reader was made (on `CKAccountChanged`).
+    /// Reads the account status again, if there is a reader (on `CKAccountChanged`).
     func accountMayHaveChanged() {
         guard let reader = shared.withLock({ $0.sources.accountReader }) else { return }
         readAccount(with: reader)
@@ -87,6 +85,13 @@ extension SyncHealthReporter {
             return replaced
         }
         for stop in replaced { stop() }
+    }
+
+    /// A sync activity succeeded, so the account is available: where no container is read, the "no account" that
+    /// an error told (Core Data's 134400, CKSyncEngine's sign-out) ends here, once the user signed in.
+    func syncSucceeded() {
+        let inferredNoAccount = shared.withLock { s in s.sources.accountReader == nil && s.sources.lastAccount == .noAccount }
+        if inferredNoAccount { accountChanged(.available) }
     }
 
     /// Records the iCloud account status when it changed since the last report.

@@ -11,10 +11,11 @@ extension SyncHealthReporter {
         shared.withLock { $0.sources.stops.append(stop) }
     }
 
-    /// Starts the sources that need no setup from the app: network availability, account changes (when
-    /// configured), and the upload on going to the background. None of them makes a `CKContainer`: the account
-    /// is first read once sync has worked (`syncWorked`).
+    /// Starts the sources that need no setup from the app: network availability, the account of the container
+    /// the app gave (at once, and on account changes), and the upload on going to the background. None of them
+    /// makes a `CKContainer`.
     func startPlatformSources() {
+        startAccountReading()
         if configuration.observesNetworkAndAccount, !configuration.platform.canObserveNetwork {
             // The monitor shows errors only while the network is known to be up, so an unknown network would hide
             // every error: it is taken as available.
@@ -24,7 +25,7 @@ extension SyncHealthReporter {
         if configuration.observesNetworkAndAccount, configuration.platform.canObserveNetwork { observeNetwork() }
         #endif
         #if canImport(CloudKit)
-        if configuration.observesNetworkAndAccount, configuration.containerId != nil { observeAccountChanges() }
+        if configuration.observesNetworkAndAccount, configuration.accountContainerObject != nil { observeAccountChanges() }
         #endif
         #if canImport(UIKit)
         observeBackground()

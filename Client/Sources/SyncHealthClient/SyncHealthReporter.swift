@@ -136,7 +136,7 @@ public final class SyncHealthReporter: Sendable {
         wake.yield()
         if let status { for observer in observers { observer.yield(status) } }
         for call in calls { call() }
-        if case .activity(_, .succeeded, _, _, _, _) = event { syncWorked() }
+        if case .activity(_, .succeeded, _, _, _, _) = event { syncSucceeded() }
     }
 
     /// Sends what is queued now, at once (without waiting for the send interval). Throws if it could not; the

@@ -6,12 +6,13 @@ import Testing
 /// A stand-in account reader: counts how many were made and answers `available`.
 final class FakeAccountReaders: @unchecked Sendable {
     private let lock = NSLock()
-    private var _made: [String] = []
-    var made: [String] { lock.withLock { _made } }
+    private var _made: [ObjectIdentifier] = []
+    /// The containers a reader was made for.
+    var made: [ObjectIdentifier] { lock.withLock { _made } }
 
-    var factory: @Sendable (String) -> any AccountStatusReading {
-        { containerId in
-            self.lock.withLock { self._made.append(containerId) }
+    var factory: @Sendable (AnyObject) -> (any AccountStatusReading)? {
+        { container in
+            self.lock.withLock { self._made.append(ObjectIdentifier(container)) }
             return Reader()
         }
     }
@@ -33,12 +34,16 @@ struct StandInContainerEvent: PersistentCloudKitEventDescribing {
 
 struct DiskFull: Error {}
 
-/// A reporter that observes the account through stand-in readers, and the readers.
-func reporterWithAccountReaders() throws -> (SyncHealthReporter, FakeAccountReaders) {
+/// A stand-in for the app's `CKContainer`.
+final class StandInContainer: Sendable {}
+
+/// A reporter that observes the account through stand-in readers (of `container`, when given), and the readers.
+func reporterWithAccountReaders(container: StandInContainer? = nil) throws -> (SyncHealthReporter, FakeAccountReaders) {
     let readers = FakeAccountReaders()
     var configuration = testConfiguration(FakeServer())
     configuration.observesNetworkAndAccount = true
     configuration.platform.makeAccountReader = readers.factory
+    configuration.accountContainerObject = container.map { Unchecked(value: $0) }
     return (try SyncHealthReporter(configuration: configuration), readers)
 }
 
@@ -64,28 +69,54 @@ struct PlatformFaultTests {
         await reporter.shutdown()
     }
 
-    @Test("no CKContainer before first use: the account reader is made once, when a sync activity first succeeded")
-    func noContainerBeforeFirstUse() async throws {
+    @Test("no container is ever made from containerId: without accountContainer nothing reads the account, whatever succeeds")
+    func noContainerFromAString() async throws {
         let (reporter, readers) = try reporterWithAccountReaders()
-        reporter.record(.activity(phase: .setup, state: .started))
-        reporter.record(.activity(phase: .setup, state: .failed, error: SyncErrorReport(domain: "CKErrorDomain", code: 5)))
-        #expect(readers.made.isEmpty, "a start or a failure does not show that this process may use CloudKit")
-        #expect(reporter.status.state.account == nil)
         reporter.record(.activity(phase: .setup, state: .succeeded))
-        #expect(readers.made == ["iCloud.com.example.notes"])
-        #expect(reporter.status.state.account == .available, "read at once")
         reporter.record(.activity(phase: .import, state: .succeeded))
         reporter.accountMayHaveChanged()
+        #expect(readers.made.isEmpty, "containerId alone makes no container")
+        #expect(reporter.status.state.account == nil)
+        await reporter.shutdown()
+    }
+
+    @Test("with the app's container, its account is read at start, once made, and again on an account change")
+    func accountOfTheAppsContainer() async throws {
+        let container = StandInContainer()
+        let (reporter, readers) = try reporterWithAccountReaders(container: container)
+        #expect(readers.made == [ObjectIdentifier(container)])
+        #expect(reporter.status.state.account == .available, "read at start, before any sync")
+        reporter.accountMayHaveChanged()
+        reporter.record(.activity(phase: .setup, state: .succeeded))
         #expect(readers.made.count == 1, "one reader for the reporter's life")
         await reporter.shutdown()
     }
 
-    @Test("an account change before any success reads nothing, and makes no container")
-    func accountChangeBeforeFirstUse() async throws {
-        let (reporter, readers) = try reporterWithAccountReaders()
-        reporter.accountMayHaveChanged()
-        #expect(readers.made.isEmpty)
+    @Test("Core Data's 134400 is no iCloud account (gray, not a red Error); a success after sign-in makes it available")
+    func noAccountFromCoreData() async throws {
+        let (reporter, _) = try reporterWithAccountReaders()
+        let failure = StandInContainerEvent(
+            phase: .setup,
+            succeeded: false,
+            error: NSError(domain: NSCocoaErrorDomain, code: 134_400, userInfo: [NSLocalizedDescriptionKey: "no account"])
+        )
+        reporter.record(persistentCloudKitEvent: failure)
+        #expect(reporter.status.state.account == .noAccount)
+        #expect(reporter.status.syncStateSummary == .accountNotAvailable, "\(reporter.status.syncStateSummary)")
+        reporter.record(persistentCloudKitEvent: StandInContainerEvent(phase: .setup, succeeded: true))
+        #expect(reporter.status.state.account == .available)
+        // Another Core Data error says nothing of the account.
+        let (other, _) = try reporterWithAccountReaders()
+        other.record(
+            persistentCloudKitEvent: StandInContainerEvent(
+                phase: .export,
+                succeeded: false,
+                error: NSError(domain: NSCocoaErrorDomain, code: 134_060)
+            )
+        )
+        #expect(other.status.state.account == nil)
         await reporter.shutdown()
+        await other.shutdown()
     }
 
     @Test("events recorded while the disk refuses the append stay in memory, and reach the server once it takes them")
