@@ -146,6 +146,9 @@ actor DeliveryAgent {
             let batch = Array(queue.pending.prefix(size))
             lastAttempt = clock.now
             let outcome = await upload(batch, device: device)
+            // Cancelled (the background time expired, the app is being suspended): not the server's failure. The
+            // batch stays queued, with no backoff and no error to show; the next launch or send goes on.
+            if Task.isCancelled, case .retry = outcome { throw CancellationError() }
             do {
                 switch outcome {
                 case .delivered(let accepted, let duplicates, let rejected):

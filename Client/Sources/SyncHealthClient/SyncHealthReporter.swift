@@ -98,6 +98,9 @@ public final class SyncHealthReporter: Sendable {
 
     deinit {
         loop?.cancel()
+        // A reporter dropped without `shutdown()` stops its observers and its network monitor too: they hold it
+        // weakly, and would otherwise run for the process's life.
+        shared.withLock { $0.sources.stop() }
         releaseDirectory()
     }
 

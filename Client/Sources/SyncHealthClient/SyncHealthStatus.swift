@@ -30,11 +30,13 @@ public final class SyncHealthStatus {
         self.reporter = reporter
         status = reporter?.status ?? SyncStatus(state: MonitorState())
         delivery = reporter?.delivery ?? DeliveryStatus()
-        let id = reporter?.addStatusHandler { [weak self] status, delivery in
+        let id = reporter?.addStatusHandler { [weak self] _, _ in
             // Read here, in the handler itself: a weak capture must not be read from a closure nested in it.
             let model = self
+            // The block reads the reporter's status when it runs, not the one this call was made with: calls from
+            // different threads reach the main queue in any order, and the last block to run must show the latest.
             DispatchQueue.main.async {
-                MainActor.assumeIsolated { model?.update(status, delivery) }
+                MainActor.assumeIsolated { model?.refresh() }
             }
         }
         handler.withLock { $0 = id }
@@ -53,6 +55,12 @@ public final class SyncHealthStatus {
         return model
     }
     private static var sharedModel: SyncHealthStatus?
+
+    /// Shows the reporter's status now.
+    func refresh() {
+        guard let reporter else { return }
+        update(reporter.status, reporter.delivery)
+    }
 
     private func update(_ status: SyncStatus, _ delivery: DeliveryStatus) {
         if status != self.status { self.status = status }

@@ -289,3 +289,67 @@ struct EraseLocalDataTests {
         await reporter.shutdown()
     }
 }
+
+/// A transport whose requests never end unless cancelled.
+struct NeverAnswering: ReportTransport {
+    func post(_ body: Data, to url: URL, headers: [String: String]) async throws -> TransportResponse {
+        try await Task.sleep(for: .seconds(3600))
+        return TransportResponse(status: 202)
+    }
+}
+
+@Suite("Suspension, discarding and the status's order")
+struct LifecycleTests {
+    @Test("a flush cancelled when the background time expires is no delivery failure: no error shown, no backoff")
+    func expiryIsNoFailure() async throws {
+        let server = FakeServer()
+        let directory = temporaryDirectory()
+        var configuration = testConfiguration(server, directory: directory)
+        configuration.transport = NeverAnswering()
+        configuration.minimumRetryDelay = .seconds(600)
+        configuration.maximumRetryDelay = .seconds(900)
+        let reporter = try SyncHealthReporter(configuration: configuration)
+        reporter.record(.heartbeat)
+        let flush = Task { try await reporter.flush() }
+        try await Task.sleep(for: .milliseconds(100))
+        flush.cancel()
+        await #expect(throws: CancellationError.self) { try await flush.value }
+        #expect(reporter.delivery.lastError == nil, "\(String(describing: reporter.delivery.lastError))")
+        #expect(reporter.delivery.queuedEvents == 1, "the event stays queued")
+        await reporter.shutdown()
+        // The next launch sends at once: no backoff was set.
+        let next = try SyncHealthReporter(configuration: testConfiguration(server, directory: directory))
+        try await next.flush()
+        #expect(server.deliveredIds.count == 1)
+        await next.shutdown()
+    }
+
+    @Test("a reporter dropped without shutdown stops its platform observers")
+    func discardedReporterStopsObservers() throws {
+        let stopped = Locked(0)
+        var reporter: SyncHealthReporter? = try SyncHealthReporter(configuration: testConfiguration(FakeServer()))
+        reporter?.addStop { stopped.withLock { $0 += 1 } }
+        reporter?.addStop { stopped.withLock { $0 += 1 } }
+        reporter = nil
+        #expect(stopped.withLock { $0 } == 2)
+    }
+
+    @Test("the status model shows the latest status whatever order the handler's calls reach the main queue in")
+    @MainActor
+    func statusOrder() async throws {
+        let reporter = try SyncHealthReporter(configuration: testConfiguration(FakeServer()))
+        let model = SyncHealthStatus(reporter: reporter)
+        let stale = reporter.status
+        let staleDelivery = reporter.delivery
+        reporter.record(.account(status: .available))
+        reporter.record(.network(available: true))
+        reporter.record(.activity(phase: .setup, state: .failed, error: SyncErrorReport(domain: "CKErrorDomain", code: 5)))
+        // A call made before the others, reaching the main queue after them.
+        let handlers = reporter.shared.withLock { Array($0.handlers.values) }
+        for handler in handlers { handler(stale, staleDelivery) }
+        try await waitUntil { model.syncStateSummary == .error }
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(model.status == reporter.status, "a stale call must not win")
+        await reporter.shutdown()
+    }
+}
