@@ -16,6 +16,12 @@ extension NSPersistentCloudKitContainer.Event: PersistentCloudKitEventDescribing
     }
 }
 
+extension PlatformHooks {
+    static let systemObserveAllPersistentCloudKitEvents: (@Sendable (SyncHealthReporter) -> Void)? = { reporter in
+        reporter.observePersistentCloudKitEvents()
+    }
+}
+
 extension SyncHealthReporter {
     /// Records the setup, import and export events of `container` (or of every container when `nil`, which is
     /// what SwiftData needs: its `ModelContainer` does not expose the `NSPersistentCloudKitContainer`). Calling
@@ -25,5 +31,9 @@ extension SyncHealthReporter {
             note.userInfo?[NSPersistentCloudKitContainer.eventNotificationUserInfoKey] as? NSPersistentCloudKitContainer.Event
         }
     }
+}
+#else
+extension PlatformHooks {
+    static let systemObserveAllPersistentCloudKitEvents: (@Sendable (SyncHealthReporter) -> Void)? = nil
 }
 #endif

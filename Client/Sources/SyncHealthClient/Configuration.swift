@@ -47,6 +47,11 @@ extension SyncHealthReporter {
         public var observesNetworkAndAccount = true
         /// The container whose account status is read (`accountContainer` on Apple platforms).
         var accountContainerObject: Unchecked<AnyObject>?
+        /// Records the events of every `NSPersistentCloudKitContainer` (Core Data and SwiftData) from the start, as
+        /// CloudKitSyncMonitor's `startMonitoring()` does: the observer must be in place before the stores load, or
+        /// their setup is missed. `false` leaves it to `observePersistentCloudKitEvents(of:)` (one container only,
+        /// or none for an app that syncs with CKSyncEngine).
+        public var observesPersistentCloudKitEvents = true
         /// How requests are sent; `URLSession` by default.
         public var transport: any ReportTransport = URLSessionTransport()
         /// Where the reporter's log lines go: `os.Logger` on Apple platforms, standard error elsewhere.

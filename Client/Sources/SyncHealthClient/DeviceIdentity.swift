@@ -16,8 +16,12 @@ enum DeviceIdentity {
         return id
     }
 
+    /// The platform as the server's `platform` field names it. A Mac Catalyst app is `macCatalyst`, not iOS: it
+    /// runs on a Mac, with the Mac's iCloud account and network (`os(iOS)` is true for it).
     static var platform: String {
-        #if os(iOS)
+        #if targetEnvironment(macCatalyst)
+        "macCatalyst"
+        #elseif os(iOS)
         "iOS"
         #elseif os(macOS)
         "macOS"

@@ -32,6 +32,10 @@ struct PlatformHooks: Sendable {
         #endif
     }()
 
+    /// Observes every `NSPersistentCloudKitContainer`'s events (`observePersistentCloudKitEvents()` where Core Data
+    /// exists); `nil` elsewhere.
+    var observeAllPersistentCloudKitEvents: (@Sendable (SyncHealthReporter) -> Void)? = PlatformHooks.systemObserveAllPersistentCloudKitEvents
+
     /// Runs before each append to the queue's file; a stand-in throws here to play a full disk.
     var beforeQueueWrite: (@Sendable () throws -> Void)?
 }

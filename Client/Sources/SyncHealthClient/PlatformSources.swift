@@ -15,6 +15,9 @@ extension SyncHealthReporter {
     /// the app gave (at once, and on account changes), and the upload on going to the background. None of them
     /// makes a `CKContainer`.
     func startPlatformSources() {
+        if configuration.observesPersistentCloudKitEvents, let observe = configuration.platform.observeAllPersistentCloudKitEvents {
+            observe(self)
+        }
         startAccountReading()
         if configuration.observesNetworkAndAccount, !configuration.platform.canObserveNetwork {
             // The monitor shows errors only while the network is known to be up, so an unknown network would hide
@@ -27,7 +30,7 @@ extension SyncHealthReporter {
         #if canImport(CloudKit)
         if configuration.observesNetworkAndAccount, configuration.accountContainerObject != nil { observeAccountChanges() }
         #endif
-        #if canImport(UIKit)
+        #if canImport(UIKit) || os(macOS)
         observeBackground()
         #endif
     }

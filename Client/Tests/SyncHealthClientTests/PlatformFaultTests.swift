@@ -353,3 +353,19 @@ struct LifecycleTests {
         await reporter.shutdown()
     }
 }
+
+@Suite("Core Data observed from the start")
+struct ObserveByDefaultTests {
+    @Test("every container's events are observed from start by default, before any store loads; the opt-out observes none")
+    func observedByDefault() async throws {
+        for observes in [true, false] {
+            let calls = Locked(0)
+            var configuration = testConfiguration(FakeServer())
+            configuration.observesPersistentCloudKitEvents = observes
+            configuration.platform.observeAllPersistentCloudKitEvents = { _ in calls.withLock { $0 += 1 } }
+            let reporter = try SyncHealthReporter(configuration: configuration)
+            #expect(calls.withLock { $0 } == (observes ? 1 : 0))
+            await reporter.shutdown()
+        }
+    }
+}
