@@ -1,4 +1,4 @@
-// swift-tools-version:6.1
+// swift-tools-version:6.0
 import PackageDescription
 
 // The device side of SyncHealth. No third-party dependencies: Foundation and the system zlib only, so that an
@@ -17,7 +17,7 @@ let package = Package(
         .library(name: "SyncHealthClient", targets: ["SyncHealthClient"]),
         /// The device monitor (CloudKitSyncMonitor's state and summary), which the server runs too.
         .library(name: "SyncHealthMonitor", targets: ["SyncHealthMonitor"]),
-        /// Fixtures for tests of code built on the monitor.
+        /// Fixtures for tests of code built on the monitor (the server's tests). Apps need not add it.
         .library(name: "SyncHealthMonitorTestKit", targets: ["SyncHealthMonitorTestKit"]),
     ],
     targets: [
@@ -44,20 +44,8 @@ let package = Package(
     swiftLanguageModes: [.v6]
 )
 
-// Benchmarks (ordo-one/benchmark, for allocation counts) build only when asked for, so that an app adding this
-// package never sees the dependency:  SYNCHEALTH_BENCHMARKS=1 swift package --package-path Client benchmark
-if Context.environment["SYNCHEALTH_BENCHMARKS"] != nil {
-    package.dependencies.append(.package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]))
-    package.targets += [
-        .executableTarget(
-            name: "ClientBenchmarks",
-            dependencies: ["SyncHealthClient", .product(name: "Benchmark", package: "benchmark")],
-            path: "Benchmarks/ClientBenchmarks",
-            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
-        ),
-        .executableTarget(name: "ClientWire", dependencies: ["SyncHealthClient"], path: "Benchmarks/ClientWire"),
-    ]
-}
+// The benchmarks are a package of their own (Benchmarks/Package.swift: ordo-one/benchmark needs tools 6.1), so that
+// an app adding this package never sees the dependency, and Xcode 16.0 to 16.2 can add it.
 
 // The kill test's child (Client/scripts/kill-test), only when asked for: SYNCHEALTH_KILL_TEST=1 swift build --package-path Client
 if Context.environment["SYNCHEALTH_KILL_TEST"] != nil {

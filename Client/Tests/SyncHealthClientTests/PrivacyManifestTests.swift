@@ -29,14 +29,21 @@ struct PrivacyManifestTests {
         return try #require(try PropertyListSerialization.propertyList(from: data, format: nil) as? [String: Any])
     }
 
-    @Test("it parses as a property list: no tracking, a device id and diagnostics, not linked to the user, for app functionality")
+    @Test("it parses as a property list: no tracking, a device id, diagnostics and app launches, not linked to the user, for app functionality")
     func collectedData() throws {
         let plist = try manifest()
         #expect(plist["NSPrivacyTracking"] as? Bool == false)
         #expect((plist["NSPrivacyTrackingDomains"] as? [String])?.isEmpty == true)
         let collected = try #require(plist["NSPrivacyCollectedDataTypes"] as? [[String: Any]])
         let types = collected.compactMap { $0["NSPrivacyCollectedDataType"] as? String }
-        #expect(Set(types) == ["NSPrivacyCollectedDataTypeDeviceID", "NSPrivacyCollectedDataTypeOtherDiagnosticData"])
+        // Product interaction: the launch heartbeat (`heartbeatOnStart`) records an app launch, which Apple's
+        // definition of the type names.
+        #expect(
+            Set(types) == [
+                "NSPrivacyCollectedDataTypeDeviceID", "NSPrivacyCollectedDataTypeOtherDiagnosticData",
+                "NSPrivacyCollectedDataTypeProductInteraction",
+            ]
+        )
         for entry in collected {
             #expect(entry["NSPrivacyCollectedDataTypeLinked"] as? Bool == false)
             #expect(entry["NSPrivacyCollectedDataTypeTracking"] as? Bool == false)
