@@ -192,6 +192,13 @@ let package = Package(
             dependencies: ["SyncHealthCore", "SyncHealthStore", "SyncHealthEngine", "SyncHealthWebhooks"]
         ),
         // Helpers shared by the test targets.
+        // The monitor's test fixtures, from the client package's sources: the client keeps them as a target of its own
+        // tests, not as a product apps would see in Xcode's product picker.
+        .target(
+            name: "SyncHealthMonitorFixtures",
+            dependencies: [.product(name: "SyncHealthMonitor", package: "Client")],
+            path: "Client/Sources/SyncHealthMonitorTestKit"
+        ),
         .target(
             name: "SyncHealthTestSupport",
             dependencies: [
@@ -209,13 +216,13 @@ let package = Package(
         ),
         .testTarget(
             name: "SyncHealthCoreTests",
-            dependencies: ["SyncHealthCore", "SyncHealthTestSupport", .product(name: "SyncHealthMonitorTestKit", package: "Client")]
+            dependencies: ["SyncHealthCore", "SyncHealthTestSupport", "SyncHealthMonitorFixtures"]
         ),
         .testTarget(
             name: "SyncHealthStoreTests",
             dependencies: [
                 "SyncHealthStore", "SyncHealthSQLite", "SyncHealthPostgres", "SyncHealthCore", "SyncHealthTestSupport",
-                .product(name: "SyncHealthMonitorTestKit", package: "Client"),
+                "SyncHealthMonitorFixtures",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]

@@ -17,12 +17,12 @@ let package = Package(
         .library(name: "SyncHealthClient", targets: ["SyncHealthClient"]),
         /// The device monitor (CloudKitSyncMonitor's state and summary), which the server runs too.
         .library(name: "SyncHealthMonitor", targets: ["SyncHealthMonitor"]),
-        /// Fixtures for tests of code built on the monitor (the server's tests). Apps need not add it.
-        .library(name: "SyncHealthMonitorTestKit", targets: ["SyncHealthMonitorTestKit"]),
     ],
     targets: [
         // Pure: the per-device monitor state, its summary, error classes, timestamps. No Foundation, no I/O, no clock.
         .target(name: "SyncHealthMonitor", swiftSettings: swiftSettings),
+        // Fixtures for the monitor's tests; no product, so apps never see it (the server's tests compile the same
+        // sources as a target of their own).
         .target(name: "SyncHealthMonitorTestKit", dependencies: ["SyncHealthMonitor"], swiftSettings: swiftSettings),
         // The system zlib, for gzipping batches.
         .systemLibrary(name: "CSyncHealthZlib", providers: [.apt(["zlib1g-dev"])]),

@@ -1,5 +1,5 @@
 import Foundation
-import SyncHealthMonitorTestKit
+import SyncHealthMonitorFixtures
 import SyncHealthTestSupport
 import Testing
 

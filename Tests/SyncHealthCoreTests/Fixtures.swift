@@ -1,5 +1,5 @@
 import SyncHealthCore
-import SyncHealthMonitorTestKit
+import SyncHealthMonitorFixtures
 
 /// A test clock: time moves only when the test says so.
 struct ManualClock {

@@ -1,4 +1,4 @@
-import SyncHealthMonitorTestKit
+import SyncHealthMonitorFixtures
 import SyncHealthTestSupport
 import Testing
 

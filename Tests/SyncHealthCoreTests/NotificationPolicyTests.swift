@@ -1,4 +1,4 @@
-import SyncHealthMonitorTestKit
+import SyncHealthMonitorFixtures
 import Testing
 
 @testable import SyncHealthCore

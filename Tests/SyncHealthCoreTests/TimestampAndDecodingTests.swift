@@ -1,5 +1,5 @@
 import Foundation
-import SyncHealthMonitorTestKit
+import SyncHealthMonitorFixtures
 import Testing
 
 @testable import SyncHealthCore

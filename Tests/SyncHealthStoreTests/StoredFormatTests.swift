@@ -1,5 +1,5 @@
 import SyncHealthCore
-import SyncHealthMonitorTestKit
+import SyncHealthMonitorFixtures
 import SyncHealthTestSupport
 import Testing
 
