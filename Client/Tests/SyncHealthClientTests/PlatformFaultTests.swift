@@ -369,3 +369,19 @@ struct ObserveByDefaultTests {
         }
     }
 }
+
+@Suite("The platform a device reports")
+struct PlatformNameTests {
+    @Test("a Mac Catalyst app reports macCatalyst, not iOS (checked where it runs: the Catalyst job of apple.yml)")
+    func platformName() {
+        #if targetEnvironment(macCatalyst)
+        #expect(DeviceIdentity.platform == "macCatalyst")
+        #elseif os(iOS)
+        #expect(DeviceIdentity.platform == "iOS")
+        #elseif os(Linux)
+        #expect(DeviceIdentity.platform == "Linux")
+        #else
+        #expect(!DeviceIdentity.platform.isEmpty)
+        #endif
+    }
+}
