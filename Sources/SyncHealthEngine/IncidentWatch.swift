@@ -50,25 +50,11 @@ public struct IncidentWatch: Service {
         guard !step.records.isEmpty else { return step.nextWake }
         var messages: [OutboxMessage] = []
         for (notice, record) in step.notices {
-            let representative = AlertRecord(
-                id: record.id,
-                kind: record.key.kind,
-                state: .firing,
-                deviceId: nil,
-                appId: record.key.appId,
-                containerId: record.key.containerId,
-                startsAt: record.openedAt,
-                endsAt: nil,
-                summary: "",
-                detail: ""
-            )
-            let errorClass = record.key.signature.map { SyncErrorReport(domain: $0.domain, code: $0.code).errorClass }
-            // A silence on an app version holds an incident while every one of its devices runs that version.
-            let shared = record.byVersion.count == 1 ? record.byVersion.keys.first.map { DeviceInfo(appVersion: $0) } : nil
+            let target = Self.target(of: record)
             messages += IncidentMessage.messages(
                 record,
                 notice: notice,
-                subscribers: engine.webhooks.incidentSubscribers(for: representative, info: shared, errorClass: errorClass, now: now),
+                subscribers: engine.webhooks.incidentSubscribers(for: target.alert, info: target.info, errorClass: target.errorClass, now: now),
                 now: now,
                 publicURL: engine.configuration.publicURL
             )
@@ -102,6 +88,27 @@ public struct IncidentWatch: Service {
             cursor = inWindow.isEmpty ? nil : page.nextCursor
         } while cursor != nil
         return recent
+    }
+
+    /// What routing and silences see of an incident: an alert of its kind, app and container, the app version its
+    /// devices share (a silence on an app version holds an incident while every one of its devices runs that
+    /// version), and its error's class.
+    static func target(of record: IncidentRecord) -> (alert: AlertRecord, info: DeviceInfo?, errorClass: ErrorClass?) {
+        let alert = AlertRecord(
+            id: record.id,
+            kind: record.key.kind,
+            state: .firing,
+            deviceId: nil,
+            appId: record.key.appId,
+            containerId: record.key.containerId,
+            startsAt: record.openedAt,
+            endsAt: nil,
+            summary: "",
+            detail: ""
+        )
+        let errorClass = record.key.signature.map { SyncErrorReport(domain: $0.domain, code: $0.code).errorClass }
+        let shared = record.byVersion.count == 1 ? record.byVersion.keys.first.map { DeviceInfo(appVersion: $0) } : nil
+        return (alert, shared, errorClass)
     }
 
     /// The firing device alerts, by incident key.

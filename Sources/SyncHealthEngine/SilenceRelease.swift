@@ -3,8 +3,10 @@ public import ServiceLifecycle
 import SyncHealthCore
 import SyncHealthStore
 
-/// When a silence ends, delivers the alerts it held that still fire: those that fired while it was in force, match
-/// it, and are not held by another silence still in force. An alert that resolved meanwhile is not delivered.
+/// When a silence ends, delivers what it held that still holds: the alerts that fired while it was in force, match
+/// it, and are not held by another silence still in force; and the open incidents whose first message it held, told
+/// now as opened to their incident subscribers (Slack, PagerDuty). An alert or incident that resolved meanwhile is
+/// not delivered.
 public struct SilenceRelease: Service {
     let engine: any MonitorEngine
     let logger: Logger
@@ -42,6 +44,7 @@ public struct SilenceRelease: Service {
         let ended = try await silences.endedUnreleased(now: now)
         guard !ended.isEmpty else { return }
         let firing = try await AlertmanagerRefresh.firingAlerts(of: engine)
+        let open = try await engine.webhooks.store.openIncidents()
         for silence in ended {
             var messages: [OutboxMessage] = []
             for (alert, context) in firing
@@ -62,6 +65,7 @@ public struct SilenceRelease: Service {
                     publicURL: engine.configuration.publicURL
                 )
             }
+            messages += heldIncidentMessages(open, by: silence, now: now)
             if !messages.isEmpty {
                 try await engine.webhooks.store.enqueue(messages)
                 engine.webhooks.notify()
@@ -69,5 +73,27 @@ public struct SilenceRelease: Service {
             try await silences.markReleased(silence)
             logger.info("Silence ended", metadata: ["silence.id": "\(silence.id)", "messages.released": "\(messages.count)"])
         }
+    }
+
+    /// The messages of the open incidents whose first message `silence` held: it was in force when the incident was
+    /// first told (its group wait after it opened) and until its last message, and it matches the incident. Told as
+    /// opened, with what the incident holds now, to the subscribers no other silence holds it from.
+    func heldIncidentMessages(_ open: [IncidentRecord], by silence: Silence, now: Timestamp) -> [OutboxMessage] {
+        let groupWait = engine.configuration.incidents.groupWait
+        var messages: [OutboxMessage] = []
+        for incident in open where incident.messages > 0 {
+            let firstTold = incident.openedAt + groupWait
+            guard silence.isActive(at: firstTold), (incident.notifiedAt ?? firstTold) < silence.endsAt else { continue }
+            let target = IncidentWatch.target(of: incident)
+            guard silence.matchers.matches(target.alert, info: target.info) else { continue }
+            messages += IncidentMessage.messages(
+                incident,
+                notice: .opened,
+                subscribers: engine.webhooks.incidentSubscribers(for: target.alert, info: target.info, errorClass: target.errorClass, now: now),
+                now: now,
+                publicURL: engine.configuration.publicURL
+            )
+        }
+        return messages
     }
 }
