@@ -6,19 +6,25 @@ import Testing
 import FoundationNetworking
 #endif
 
-/// A free TCP port on loopback (bound, read, released).
+/// A free TCP port on loopback (bound, read, released), below the kernel's ephemeral range (32768 and up), as
+/// `LiveServer` and the test receivers take theirs: a port the kernel hands out for "any port" could be one a test
+/// frees while it restarts its server, and the other process would answer in its place.
 func freeLoopbackPort() -> Int {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    defer { close(fd) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    address.sin_port = 0
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    _ = withUnsafeMutablePointer(to: &address) { pointer in
-        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+    for _ in 0..<100 {
+        let candidate = Int.random(in: 20_000..<32_000)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = in_port_t(UInt16(candidate).bigEndian)
+        let length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 }
+        }
+        if bound { return candidate }
     }
-    return Int(UInt16(bigEndian: address.sin_port))
+    return 0
 }
 
 /// Debian's `prometheus-alertmanager` on a loopback port, with a null receiver and a 1 s `resolve_timeout`.

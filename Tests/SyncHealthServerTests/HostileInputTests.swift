@@ -262,13 +262,13 @@ struct HostileBodyLiveTests {
         let slowest = try await withThrowingTaskGroup(of: Duration.self) { group in
             for _ in 0..<2 {
                 group.addTask {
-                    for _ in 0..<5 { _ = try await server.request("POST", "/v1/events", key: ingest, body: body) }
+                    _ = try await server.request("POST", "/v1/events", key: ingest, body: body)
                     return .zero
                 }
             }
             group.addTask {
                 var slowest = Duration.zero
-                for _ in 0..<20 {
+                for _ in 0..<5 {
                     let start = clock.now
                     let status = try await server.request("GET", "/livez").status
                     slowest = max(slowest, clock.now - start)

@@ -34,23 +34,50 @@ final class LogBuffer: Sendable {
 
 /// A `synchealth serve` process on a free loopback port, with its own data directory.
 final class LiveServer: @unchecked Sendable {
-    let process = Process()
+    let process: Process
     let port: Int
     let dataDirectory: String
-    private let errorPipe = Pipe()
+    private let errorPipe: Pipe
     /// Everything the server wrote to stderr.
     let captured = LogBuffer()
 
     struct StartFailed: Error, CustomStringConvertible { let description: String }
 
+    /// Starts the server on `requested`, or, with 0, on a free port below the kernel's ephemeral range (32768 and
+    /// up): some tests restart a server on its old port, which a process bound to "any port" meanwhile could take.
     init(dataDirectory: String = temporaryDirectory(), port requested: Int = 0, environment extra: [String: String] = [:]) throws {
         self.dataDirectory = dataDirectory
+        var attempt = 0
+        while true {
+            attempt += 1
+            let port = requested != 0 ? requested : attempt < 20 ? Int.random(in: 20_000..<32_000) : 0
+            do {
+                let launched = try Self.launch(port: port, dataDirectory: dataDirectory, environment: extra)
+                (process, errorPipe, self.port) = (launched.process, launched.pipe, launched.port)
+                captured.text.withLock { $0 = launched.log }
+                break
+            } catch let failure as StartFailed where requested == 0 && attempt < 20 && failure.description.contains("in use") {
+                continue
+            }
+        }
+        // Keep draining stderr so that the server never blocks on a full pipe, and keep what it logged.
+        captured.drain(errorPipe.fileHandleForReading)
+    }
+
+    /// Runs `synchealth serve` on `port` until it logs the port it bound.
+    private static func launch(
+        port: Int,
+        dataDirectory: String,
+        environment extra: [String: String]
+    ) throws -> (process: Process, pipe: Pipe, port: Int, log: String) {
         let binary = builtBinary()
         guard FileManager.default.isExecutableFile(atPath: binary.path) else {
             throw StartFailed(description: "\(binary.path) is missing: run `swift build` before the tests")
         }
+        let process = Process()
+        let errorPipe = Pipe()
         process.executableURL = binary
-        process.arguments = ["serve", "--port", String(requested)]
+        process.arguments = ["serve", "--port", String(port)]
         var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("SYNCHEALTH_") }
         environment["SYNCHEALTH_DATA_DIR"] = dataDirectory
         environment.merge(extra) { $1 }
@@ -75,12 +102,11 @@ final class LiveServer: @unchecked Sendable {
         }
         guard let found else {
             process.terminate()
+            // What is left of the log: the reason, "Address already in use" among them.
+            log += String(decoding: errorPipe.fileHandleForReading.availableData, as: UTF8.self)
             throw StartFailed(description: "the server did not start: \(log)")
         }
-        port = found
-        // Keep draining stderr so that the server never blocks on a full pipe, and keep what it logged.
-        captured.text.withLock { $0 = log }
-        captured.drain(errorPipe.fileHandleForReading)
+        return (process, errorPipe, found, log)
     }
 
     /// Sends SIGTERM and waits for the process to exit; returns its status.

@@ -1,11 +1,9 @@
 import Foundation
+import NIOCore
 import SyncHealthEngineTesting
+import SyncHealthTestSupport
 import SyncHealthWebhooks
 import Testing
-
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// libcurl connects only where the SSRF guard checked: the pin holds for internationalised hosts, a socket to
 /// another address is never opened, and the environment's proxies are not used.
@@ -52,24 +50,45 @@ struct WebhookConnectTests {
         }
     }
 
-    @Test("http_proxy, HTTPS_PROXY and ALL_PROXY in the environment are not used; a configured proxy is")
-    func proxies() async throws {
+    @Test("http_proxy, HTTPS_PROXY and ALL_PROXY in the service's environment are not used for deliveries")
+    func environmentProxiesIgnored() async throws {
         let receiver = TestReceiver()
         let proxy = TestReceiver()
         try await withReceiver(receiver) { port in
             try await withReceiver(proxy) { proxyPort in
-                let names = ["http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "ALL_PROXY", "all_proxy"]
-                for name in names { setenv(name, "http://127.0.0.1:\(proxyPort)", 1) }
-                defer { for name in names { unsetenv(name) } }
-                let request = WebhookRequest(url: "http://localhost:\(port)/hook", headers: [], body: [], pinnedAddress: "127.0.0.1")
-                let direct = await CurlTransport(totalTimeout: .seconds(5)).send(request)
-                #expect(direct == .status(204, retryAfter: nil), "\(direct)")
-                #expect(receiver.count == 1 && proxy.count == 0, "the environment's proxy was used")
+                // Set in the server's environment only: set in this process, they would send every other test's
+                // requests (URLSession here is libcurl too) to the stand-in proxy.
+                var environment = [
+                    "SYNCHEALTH_INGEST_KEYS": "ingest-0123456789abcdef", "SYNCHEALTH_ADMIN_KEYS": "admin-0123456789abcdef",
+                    "SYNCHEALTH_WEBHOOK_ALLOW_PRIVATE": "1",
+                ]
+                for name in ["http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "ALL_PROXY", "all_proxy"] {
+                    environment[name] = "http://127.0.0.1:\(proxyPort)"
+                }
+                let server = try LiveServer(environment: environment)
+                defer { server.stop() }
+                let hook = #"{"url": "http://localhost:\#(port)/hook", "grouping": "device"}"#
+                #expect(try await server.request("POST", "/v1/webhooks", key: "admin-0123456789abcdef", body: Data(hook.utf8)).status == 201)
+                let broken = String(
+                    buffer: batch([event("n", #""kind": "network", "available": true"#), event("f", "2026-11-22T10:00:01Z", urgentError)])
+                )
+                #expect(try await server.request("POST", "/v1/events", key: "ingest-0123456789abcdef", body: Data(broken.utf8)).status == 202)
+                #expect(try await eventually { receiver.count >= 1 }, "delivered straight to the receiver")
+                #expect(proxy.count == 0, "the environment's proxy was used")
+            }
+        }
+    }
 
-                // A proxy named by the setting gets the request (the test proxy answers as a receiver would).
-                let viaProxy = WebhookRequest(url: "http://localhost:\(port)/hook", headers: [], body: [], pinnedAddress: "127.0.0.1")
-                _ = await CurlTransport(totalTimeout: .seconds(5), proxy: "http://127.0.0.1:\(proxyPort)").send(viaProxy)
-                #expect(proxy.count == 1 && receiver.count == 1)
+    @Test("a proxy named by the setting gets the deliveries")
+    func configuredProxy() async throws {
+        let receiver = TestReceiver()
+        let proxy = TestReceiver()
+        try await withReceiver(receiver) { port in
+            try await withReceiver(proxy) { proxyPort in
+                // The stand-in proxy answers as a receiver would.
+                let request = WebhookRequest(url: "http://localhost:\(port)/hook", headers: [], body: [], pinnedAddress: "127.0.0.1")
+                _ = await CurlTransport(totalTimeout: .seconds(5), proxy: "http://127.0.0.1:\(proxyPort)").send(request)
+                #expect(proxy.count == 1 && receiver.count == 0)
             }
         }
     }

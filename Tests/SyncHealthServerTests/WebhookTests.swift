@@ -41,8 +41,22 @@ final class TestReceiver: Sendable {
     let received = Mutex<[Received]>([])
     let answer = Mutex<Answer>(.ok)
 
-    /// Runs the receiver on `port` (0: any) until the task is cancelled; `onPort` gets the bound port.
+    /// Runs the receiver on `port` until the task is cancelled; `onPort` gets the bound port. With 0 it takes a
+    /// free port below the kernel's ephemeral range (32768 and up): live servers take theirs from that range and
+    /// some tests restart one on its old port, which a receiver bound to "any port" could take in between.
     func run(port: Int = 0, onPort: @escaping @Sendable (Int) -> Void) async throws {
+        guard port == 0 else { return try await serve(port: port, onPort: onPort) }
+        for _ in 0..<50 {
+            do {
+                return try await serve(port: Int.random(in: 20_000..<32_000), onPort: onPort)
+            } catch let error as IOError where error.errnoCode == EADDRINUSE {
+                continue
+            }
+        }
+        try await serve(port: 0, onPort: onPort)
+    }
+
+    private func serve(port: Int, onPort: @escaping @Sendable (Int) -> Void) async throws {
         let router = Router()
         router.post("/hook") { request, _ -> Response in
             let body = try await request.body.collect(upTo: 1 << 20)
