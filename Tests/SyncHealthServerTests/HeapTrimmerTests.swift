@@ -182,7 +182,8 @@ struct HeapTrimmerTests {
         block.initializeMemory(as: UInt8.self, repeating: 1, count: 64 << 20)
         let during = try #require(HeapTrimmer.measureNow())
         block.deallocate()
-        #expect(during.inUse - before.inUse >= 64 << 20)
+        // Other threads of the test process allocate and free meanwhile: a mebibyte of slack.
+        #expect(during.inUse - before.inUse >= (64 << 20) - (1 << 20))
         #expect(before.free >= 0)
         #endif
     }

@@ -241,45 +241,46 @@ struct DeviceTextEscapingTests {
     }
 }
 
-/// The bodies against the built binary: answered within a bound while the service stays responsive.
-@Suite("Hostile bodies against the live binary", .serialized)
-struct HostileBodyLiveTests {
-    @Test("the once-quadratic body (1 MiB, 100,000 members) is answered within a bound, and /livez stays answered while two are in flight")
+/// The once-quadratic body through the router (the same decoding path as the binary: bodies over 64 KiB on their
+/// own thread), answered within a bound while `/livez` keeps answering. The figures are the benchmark's
+/// (`scripts/bench --hostile-only`); this holds the behaviour, with bounds generous enough for a debug build beside
+/// the rest of the suite.
+@Suite("Hostile bodies keep the service answering")
+struct HostileBodyBoundTests {
+    @Test("the once-quadratic body (1 MiB, 100,000 members) is answered within a bound, and /livez answers while two are decoded")
     func quadraticBody() async throws {
-        let ingest = "ingest-0123456789abcdef"
-        let server = try LiveServer(environment: ["SYNCHEALTH_INGEST_KEYS": ingest, "SYNCHEALTH_DEVICE_RATE_LIMIT": "off"])
-        defer { server.stop() }
-        let body = Data(HostileInputTests.wideEvent(keys: 100_000).utf8)
-        #expect(body.count > 900_000)
-        let clock = ContinuousClock()
-        let start = clock.now
-        #expect(try await server.request("POST", "/v1/events", key: ingest, body: body).status == 400)
-        let single = clock.now - start
-        // Before the bound it took 2.6 s in a release build (tens of seconds in a debug one); a generous bound, for a
-        // debug build on a machine busy with the rest of the suite. The benchmark holds the real figure.
-        #expect(single < .seconds(5), "\(single)")
+        let body = ByteBuffer(string: HostileInputTests.wideEvent(keys: 100_000))
+        #expect(body.readableBytes > 900_000)
+        try await TestService().test { client in
+            let clock = ContinuousClock()
+            let start = clock.now
+            #expect(try await client.post(body).status == .badRequest)
+            let single = clock.now - start
+            // Before the bound it took 2.6 s in a release build.
+            #expect(single < .seconds(5), "\(single)")
 
-        let slowest = try await withThrowingTaskGroup(of: Duration.self) { group in
-            for _ in 0..<2 {
+            let slowest = try await withThrowingTaskGroup(of: Duration.self) { group in
+                for _ in 0..<2 {
+                    group.addTask {
+                        _ = try await client.post(body)
+                        return .zero
+                    }
+                }
                 group.addTask {
-                    _ = try await server.request("POST", "/v1/events", key: ingest, body: body)
-                    return .zero
+                    var slowest = Duration.zero
+                    for _ in 0..<5 {
+                        let start = clock.now
+                        let status = try await client.execute(uri: "/livez", method: .get).status
+                        slowest = max(slowest, clock.now - start)
+                        #expect(status == .ok)
+                    }
+                    return slowest
                 }
-            }
-            group.addTask {
                 var slowest = Duration.zero
-                for _ in 0..<5 {
-                    let start = clock.now
-                    let status = try await server.request("GET", "/livez").status
-                    slowest = max(slowest, clock.now - start)
-                    #expect(status == 200)
-                }
+                for try await took in group { slowest = max(slowest, took) }
                 return slowest
             }
-            var slowest = Duration.zero
-            for try await took in group { slowest = max(slowest, took) }
-            return slowest
+            #expect(slowest < .seconds(5), "/livez took \(slowest) while hostile bodies were decoded")
         }
-        #expect(slowest < .seconds(5), "/livez took \(slowest) while hostile bodies were decoded")
     }
 }
