@@ -102,7 +102,10 @@ struct CrashTests {
                 await group.waitForAll()
             }
             if killAfter == nil {
-                // Last round: every batch is acknowledged. Compare with the reference fold.
+                // Last round: every batch is acknowledged. Compare with the reference fold, once the restarted
+                // server has loaded its state (the devices may have finished in an earlier round, so this round
+                // posted nothing that would have waited for it).
+                try await server.waitUntilReady()
                 for device in await state.devices {
                     try await expectMatchesReference(device, on: server, path: "/v1/devices/\(device.id)", seed: seed)
                 }
