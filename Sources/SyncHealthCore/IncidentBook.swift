@@ -54,13 +54,17 @@ public enum IncidentBook {
     ///     among them): how often a key opened lately. Only needed when a key in `groups` has no open incident.
     ///   - groups: the firing device alerts now, by incident key.
     ///   - flapping: when a key is flapping.
+    ///   - held: whether a silence holds an incident's messages now. A held opening or update is not told, and is
+    ///     tried again at the next step, so that it is told with what the incident holds once the silence ends; a
+    ///     resolve is never held, since those told of an incident must hear that it ended.
     public static func step(
         open: [IncidentRecord],
         recent: [IncidentRecord] = [],
         groups: [IncidentKey: IncidentGroup],
         now: Timestamp,
         configuration: Configuration,
-        flapping: NotificationPolicy.Configuration = NotificationPolicy.Configuration()
+        flapping: NotificationPolicy.Configuration = NotificationPolicy.Configuration(),
+        held: (IncidentRecord) -> Bool = { _ in false }
     ) -> Step {
         var step = Step()
         let openKeys = Set(open.map(\.key))
@@ -77,10 +81,10 @@ public enum IncidentBook {
                 record.samples = Array(group.samples.prefix(sampleSize))
                 if record.messages == 0 {
                     let due = record.openedAt + configuration.groupWait
-                    if now >= due { notice = .opened } else { wakes.append(due) }
+                    if now < due { wakes.append(due) } else if !held(record) { notice = .opened }
                 } else if record.flappingSince == nil, record.devices != record.notifiedDevices {
                     let due = (record.notifiedAt ?? now) + configuration.groupInterval
-                    if now >= due { notice = .updated } else { wakes.append(due) }
+                    if now < due { wakes.append(due) } else if !held(record) { notice = .updated }
                 }
             } else if record.flappingSince != nil, record.messages > 0, now < (record.quietSince ?? now) + flapping.flapWindow {
                 // Held open: it resolves once its devices have been quiet for a window.
@@ -117,12 +121,12 @@ public enum IncidentBook {
             )
             let due = openedAt + configuration.groupWait
             var notice: Notice?
-            if now >= due {
+            if now < due {
+                wakes.append(due)
+            } else if !held(record) {
                 notice = .opened
                 markFlapping(&record, told: told, now: now, threshold: flapping.flapThreshold)
                 tell(&record, .opened, now: now)
-            } else {
-                wakes.append(due)
             }
             step.append(record, notice)
         }

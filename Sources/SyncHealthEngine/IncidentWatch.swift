@@ -45,7 +45,11 @@ public struct IncidentWatch: Service {
             groups: groups,
             now: now,
             configuration: engine.configuration.incidents,
-            flapping: flapping
+            flapping: flapping,
+            held: { record in
+                let target = Self.target(of: record)
+                return engine.webhooks.silences.holds(target.alert, info: target.info, now: now)
+            }
         )
         guard !step.records.isEmpty else { return step.nextWake }
         var messages: [OutboxMessage] = []
@@ -54,7 +58,7 @@ public struct IncidentWatch: Service {
             messages += IncidentMessage.messages(
                 record,
                 notice: notice,
-                subscribers: engine.webhooks.incidentSubscribers(for: target.alert, info: target.info, errorClass: target.errorClass, now: now),
+                subscribers: engine.webhooks.incidentSubscribers(for: target.alert, errorClass: target.errorClass),
                 now: now,
                 publicURL: engine.configuration.publicURL
             )

@@ -10,8 +10,9 @@ public enum SilenceError: Error, Sendable, Equatable {
 
 /// The silences: their management, and the question every delivery asks ("is this alert silenced now?").
 ///
-/// A silenced alert still fires, resolves and is listed; only its deliveries are held. When a silence ends, the
-/// alerts it held that still fire are delivered then (`SilenceRelease`); those that resolved meanwhile never are.
+/// A silenced alert still fires, resolves and is listed; only its deliveries are held. When the silences holding an
+/// alert end, it is delivered then if it still fires (`SilenceRelease`); one that resolved meanwhile never is
+/// (`SilenceCover`).
 public final class SilenceCenter: Sendable {
     let store: any SyncStore
     /// The service's clock.
@@ -43,16 +44,26 @@ public final class SilenceCenter: Sendable {
         cache.withLock { $0.values.filter { $0.isActive(at: now) && $0.matchers.matches(alert, info: info) }.map(\.id).sorted() }
     }
 
-    /// Whether a transition of `alert` is held back now. A fire is held while a silence matches it. A resolve is
-    /// held only if its fire was held too (a silence matching it was in force, and already created, when it
-    /// fired): a receiver told of the fire (a PagerDuty incident, an Alertmanager alert) hears that it ended.
+    /// Whether a transition of `alert` is held back now. A fire is held while a silence matching it is in force. A
+    /// resolve is told exactly when its fire was (`SilenceCover`): at once if no silence held the fire, or if the
+    /// silence whose end told it has been released; otherwise never.
     func holds(_ alert: AlertRecord, info: DeviceInfo?, now: Timestamp) -> Bool {
         cache.withLock { silences in
             let matching = silences.values.filter { $0.matchers.matches(alert, info: info) }
-            guard matching.contains(where: { $0.isActive(at: now) }) else { return false }
-            guard alert.state == .resolved else { return true }
-            return matching.contains { $0.isActive(at: alert.startsAt) && $0.createdAt <= alert.startsAt }
+            guard alert.state == .resolved else { return matching.contains { $0.isActive(at: now) } }
+            switch SilenceCover.telling(firedAt: alert.startsAt, matching: matching, now: now) {
+            case .atStart: return false
+            case .held: return true
+            case .release(let id, _): return silences[id]?.released != true
+            }
         }
+    }
+
+    /// Whether the fire of `alert`, held at its start, is told by the release of `silence`.
+    func releases(_ silence: Silence, _ alert: AlertRecord, info: DeviceInfo?, now: Timestamp) -> Bool {
+        guard silence.matchers.matches(alert, info: info) else { return false }
+        let matching = cache.withLock { $0.values.filter { $0.matchers.matches(alert, info: info) } }
+        return SilenceCover.telling(firedAt: alert.startsAt, matching: matching, now: now) == .release(id: silence.id, at: silence.endsAt)
     }
 
     // MARK: Management

@@ -3,10 +3,9 @@ public import ServiceLifecycle
 import SyncHealthCore
 import SyncHealthStore
 
-/// When a silence ends, delivers what it held that still holds: the alerts that fired while it was in force, match
-/// it, and are not held by another silence still in force; and the open incidents whose first message it held, told
-/// now as opened to their incident subscribers (Slack, PagerDuty). An alert or incident that resolved meanwhile is
-/// not delivered.
+/// When a silence ends, delivers the fires it was the last to hold (`SilenceCover`) of the alerts that still fire. An
+/// alert that resolved meanwhile is not delivered, nor is its resolve. Incidents need no release: the incident book
+/// tells what a silence held at its first step after the silence ends.
 public struct SilenceRelease: Service {
     let engine: any MonitorEngine
     let logger: Logger
@@ -44,28 +43,19 @@ public struct SilenceRelease: Service {
         let ended = try await silences.endedUnreleased(now: now)
         guard !ended.isEmpty else { return }
         let firing = try await AlertmanagerRefresh.firingAlerts(of: engine)
-        let open = try await engine.webhooks.store.openIncidents()
         for silence in ended {
             var messages: [OutboxMessage] = []
-            for (alert, context) in firing
-            where silence.isActive(at: alert.startsAt) && silence.matchers.matches(alert, info: context.info)
-                && silences.silencedBy(alert, info: context.info, now: now).isEmpty
-            {
-                let line: AlertLine =
-                    alert.deviceId.flatMap { id in alert.appId.map { .device(DeviceKey(appId: $0, deviceId: id), alert.kind) } }
-                    ?? .container(alert.containerId ?? "")
-                let subscribers = engine.webhooks.subscribers(for: alert, context: context, now: now)
+            for (alert, context) in firing where silences.releases(silence, alert, info: context.info, now: now) {
                 messages += OutboxBuilder.messages(
                     for: alert,
                     change: .fire,
-                    line: line,
+                    line: Self.line(of: alert),
                     context: context,
-                    subscribers: subscribers,
+                    subscribers: engine.webhooks.routed(alert, context: context),
                     now: now,
                     publicURL: engine.configuration.publicURL
                 )
             }
-            messages += heldIncidentMessages(open, by: silence, now: now)
             if !messages.isEmpty {
                 try await engine.webhooks.store.enqueue(messages)
                 engine.webhooks.notify()
@@ -75,25 +65,12 @@ public struct SilenceRelease: Service {
         }
     }
 
-    /// The messages of the open incidents whose first message `silence` held: it was in force when the incident was
-    /// first told (its group wait after it opened) and until its last message, and it matches the incident. Told as
-    /// opened, with what the incident holds now, to the subscribers no other silence holds it from.
-    func heldIncidentMessages(_ open: [IncidentRecord], by silence: Silence, now: Timestamp) -> [OutboxMessage] {
-        let groupWait = engine.configuration.incidents.groupWait
-        var messages: [OutboxMessage] = []
-        for incident in open where incident.messages > 0 {
-            let firstTold = incident.openedAt + groupWait
-            guard silence.isActive(at: firstTold), (incident.notifiedAt ?? firstTold) < silence.endsAt else { continue }
-            let target = IncidentWatch.target(of: incident)
-            guard silence.matchers.matches(target.alert, info: target.info) else { continue }
-            messages += IncidentMessage.messages(
-                incident,
-                notice: .opened,
-                subscribers: engine.webhooks.incidentSubscribers(for: target.alert, info: target.info, errorClass: target.errorClass, now: now),
-                now: now,
-                publicURL: engine.configuration.publicURL
-            )
+    /// The line an alert's messages are delivered along.
+    static func line(of alert: AlertRecord) -> AlertLine {
+        if alert.kind == .releaseRegression, let app = alert.appId, let version = alert.appVersion {
+            return .release(appId: app, version: version)
         }
-        return messages
+        if let device = alert.deviceId, let app = alert.appId { return .device(DeviceKey(appId: app, deviceId: device), alert.kind) }
+        return .container(alert.containerId ?? "")
     }
 }

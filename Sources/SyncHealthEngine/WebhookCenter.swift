@@ -135,6 +135,11 @@ public final class WebhookCenter: Service, Sendable {
     /// subscription that wants it hears of it.
     func subscribers(for alert: AlertRecord, context: AlertContext, now: Timestamp) -> [WebhookSubscription] {
         guard !silences.holds(alert, info: context.info, now: now) else { return [] }
+        return routed(alert, context: context)
+    }
+
+    /// The subscriptions that want `alert`, silences aside: those a silence's release tells of it.
+    func routed(_ alert: AlertRecord, context: AlertContext) -> [WebhookSubscription] {
         let perDevice = alert.deviceId != nil
         return subscriptions.withLock {
             $0.values.filter { subscription in
@@ -147,11 +152,10 @@ public final class WebhookCenter: Service, Sendable {
     }
 
     /// The subscriptions that hear of an incident: those that group by incident and want its alerts (`alert` is a
-    /// representative one: the incident's kind, app and container), unless a silence holds them. `info` is what all
-    /// the incident's devices share (their app version, when they run one), for silences that match on it.
-    func incidentSubscribers(for alert: AlertRecord, info: DeviceInfo?, errorClass: ErrorClass?, now: Timestamp) -> [WebhookSubscription] {
-        guard !silences.holds(alert, info: info, now: now) else { return [] }
-        return subscriptions.withLock {
+    /// representative one: the incident's kind, app and container). Silences are the incident book's to apply: it
+    /// does not tell what a silence holds, and tells it at its first step after the silence ends.
+    func incidentSubscribers(for alert: AlertRecord, errorClass: ErrorClass?) -> [WebhookSubscription] {
+        subscriptions.withLock {
             $0.values.filter { $0.effectiveGrouping == .incident && $0.wants(alert, errorClass: errorClass) }.sorted { $0.id < $1.id }
         }
     }

@@ -41,7 +41,7 @@ struct SilenceIncidentTests {
     }
 
     @Test(
-        "an incident told while a silence held it is delivered as opened once the silence is deleted or expires, in every format; its resolve follows",
+        "an incident a silence held is told as opened at the first grouping after the silence is deleted or expires, in every format; its resolve follows",
         arguments: ["delete", "expire"]
     )
     func releasedWhenTheSilenceEnds(end: String) async throws {
@@ -57,15 +57,17 @@ struct SilenceIncidentTests {
             try await Self.breakDevice(client, "dev-1")
             for _ in 0..<3 { try await clock.advanceAndSettle(by: .seconds(1)) }
             let incidents = try json(try await client.get("/v1/incidents?state=open"))["data"] as? [[String: Any]] ?? []
-            #expect(incidents.count == 1 && incidents.first?["notifiedAt"] is String, "told while silenced: \(incidents)")
+            #expect(incidents.count == 1 && !(incidents.first?["notifiedAt"] is String), "not told while silenced: \(incidents)")
             #expect(transport.requests(to: "/slack").isEmpty && transport.requests(to: "/pd").isEmpty && transport.requests(to: "/std").isEmpty)
 
             if end == "delete" {
                 let id = silence["id"] as? String ?? ""
                 #expect(try await client.execute(uri: "/v1/silences/\(id)", method: .delete, headers: headers(adminKey)).status == .ok)
             } else {
-                for _ in 0..<20 { try await clock.advanceAndSettle(by: .seconds(1)) }
+                for _ in 0..<17 { try await clock.advanceAndSettle(by: .seconds(1)) }
             }
+            // The next grouping (every second with this group wait) tells it.
+            for _ in 0..<3 { try await clock.advanceAndSettle(by: .seconds(1)) }
             #expect(try await eventually { transport.requests(to: "/slack").count == 1 && transport.requests(to: "/pd").count == 1 })
             #expect(try await eventually { transport.requests(to: "/std").count == 1 && transport.requests(to: "/am/api/v2/alerts").count >= 1 })
             let slack = transport.requests(to: "/slack")[0].json as? [String: Any] ?? [:]
@@ -127,6 +129,26 @@ struct SilenceIncidentTests {
             for _ in 0..<3 { try await clock.advanceAndSettle(by: .seconds(1)) }
             try await Task.sleep(for: .milliseconds(200))
             #expect(transport.requests(to: "/slack").count == 1, "told once")
+        }
+    }
+
+    @Test("an incident told before a silence has its resolve told during it: PagerDuty's trigger is closed")
+    func resolveToldUnderTheSilence() async throws {
+        let transport = RecordingTransport()
+        let clock = ManualClock(testStart)
+        try await Self.service(transport, clock: clock).test { client in
+            try await Self.subscribe(client)
+            try await Self.breakDevice(client, "dev-1")
+            for _ in 0..<3 { try await clock.advanceAndSettle(by: .seconds(1)) }
+            #expect(try await eventually { transport.requests(to: "/pd").count == 1 && transport.requests(to: "/std").count == 1 })
+            _ = try await createSilence(client, #"{"matchers": {"appId": "com.example.notes"}, "endsAt": "2026-11-30T00:00:00Z", "comment": "later"}"#)
+            try await Self.recover(client, "dev-1")
+            for _ in 0..<3 { try await clock.advanceAndSettle(by: .seconds(1)) }
+            #expect(try await eventually { transport.requests(to: "/pd").count == 2 && transport.requests(to: "/slack").count == 2 })
+            let trigger = transport.requests(to: "/pd")[0].json as? [String: Any] ?? [:]
+            let resolve = transport.requests(to: "/pd")[1].json as? [String: Any] ?? [:]
+            #expect(resolve["event_action"] as? String == "resolve" && resolve["dedup_key"] as? String == trigger["dedup_key"] as? String)
+            #expect(try await eventually { transport.requests(to: "/std").count == 2 }, "the device alert's resolve too")
         }
     }
 }
