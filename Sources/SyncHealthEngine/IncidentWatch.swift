@@ -48,7 +48,7 @@ public struct IncidentWatch: Service {
             flapping: flapping,
             held: { record in
                 let target = Self.target(of: record)
-                return engine.webhooks.silences.holds(target.alert, info: target.info, now: now)
+                return engine.webhooks.silences.inForce(target.alert, info: target.info, now: now)
             }
         )
         guard !step.records.isEmpty else { return step.nextWake }

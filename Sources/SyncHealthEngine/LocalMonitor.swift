@@ -231,9 +231,12 @@ public final class LocalMonitor: MonitorEngine, GroupPipeline {
 
     /// One group: the queued requests and due timers, planned on the cache, committed, then installed and
     /// answered.
-    private func commitGroup(_ committer: any GroupCommitter, now: Timestamp) -> GroupOutcome {
+    private func commitGroup(_ committer: any GroupCommitter, now start: Timestamp) -> GroupOutcome {
         let jobs = queue.take(limit: configuration.maxGroupRequests)
         let erasures = queue.takeErasures(limit: Self.maxErasuresPerGroup)
+        // The group's time is read once its requests are taken, so that none is older than a request it answers (a
+        // silence made before a request arrived holds its alerts, and its alerts do not start before it).
+        let now = max(start, clock.now)
         let (due, settling) = cache.withLock { c in
             (c.popDue(now: now, limit: configuration.maxTimersPerGroup), c.policy.nextSettleTime.map { $0 <= now } ?? false)
         }

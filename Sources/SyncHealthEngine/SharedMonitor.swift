@@ -183,10 +183,13 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
         return [poll, due, settle].compactMap { $0 }.min()
     }
 
-    func step(now: Timestamp) async -> Bool {
-        await keepInTouch(now: now)
+    func step(now woke: Timestamp) async -> Bool {
+        await keepInTouch(now: woke)
         let jobs = queue.take(limit: configuration.maxGroupRequests)
         let erasures = queue.takeErasures(limit: LocalMonitor.maxErasuresPerGroup)
+        // The group's time is read once its requests are taken, so that none is older than a request it answers (a
+        // silence made before a request arrived holds its alerts, and its alerts do not start before it).
+        let now = max(woke, clock.now)
         // Which lines settle now, without settling them yet: the group settles them once their devices are read.
         let settling = policy.withLock { p in
             p.beginChanges()

@@ -44,19 +44,25 @@ public final class SilenceCenter: Sendable {
         cache.withLock { $0.values.filter { $0.isActive(at: now) && $0.matchers.matches(alert, info: info) }.map(\.id).sorted() }
     }
 
-    /// Whether a transition of `alert` is held back now. A fire is held while a silence matching it is in force. A
-    /// resolve is told exactly when its fire was (`SilenceCover`): at once if no silence held the fire, or if the
-    /// silence whose end told it has been released; otherwise never.
+    /// Whether a transition of `alert` is held back now, as `SilenceCover` tells it: a fire is held when a matching
+    /// silence held it at its start (and, if that silence has ended since, until its release tells it); a resolve
+    /// is told exactly when its fire was. Both are judged at the alert's start, not at `now`, so that a silence made
+    /// between the two cannot hold a fire whose resolve it then lets through.
     func holds(_ alert: AlertRecord, info: DeviceInfo?, now: Timestamp) -> Bool {
         cache.withLock { silences in
             let matching = silences.values.filter { $0.matchers.matches(alert, info: info) }
-            guard alert.state == .resolved else { return matching.contains { $0.isActive(at: now) } }
             switch SilenceCover.telling(firedAt: alert.startsAt, matching: matching, now: now) {
             case .atStart: return false
             case .held: return true
             case .release(let id, _): return silences[id]?.released != true
             }
         }
+    }
+
+    /// Whether a silence in force now matches `alert`: what holds an incident's messages, which the incident book
+    /// tries again at its next step.
+    func inForce(_ alert: AlertRecord, info: DeviceInfo?, now: Timestamp) -> Bool {
+        cache.withLock { $0.values.contains { $0.isActive(at: now) && $0.matchers.matches(alert, info: info) } }
     }
 
     /// Whether the fire of `alert`, held at its start, is told by the release of `silence`.

@@ -90,6 +90,8 @@ public final class WebhookCenter: Service, Sendable {
     /// Signalled by the first `load()`.
     let loadedSignal = WakeSignal()
     let loaded = Atomic<Bool>(false)
+    /// Set by graceful shutdown: the loop starts no more deliveries.
+    let stopping = Atomic<Bool>(false)
     let attempts = Counter(label: "synchealth_webhook_attempts_total")
     let delivered = Counter(label: "synchealth_webhook_delivered_total")
     let failed = Counter(label: "synchealth_webhook_failed_total")
@@ -289,25 +291,31 @@ public final class WebhookCenter: Service, Sendable {
 
     /// Drains the outbox until graceful shutdown.
     /// The engine loads the subscriptions once the store is ready (migrated); delivery starts after that.
+    /// Delivers until graceful shutdown. Shutdown stops the loop between batches, not within one: a delivery under
+    /// way finishes and is recorded (cancelling it after the receiver took it would send it again after a restart).
     public func run() async throws {
-        await cancelWhenGracefulShutdown {
+        await withGracefulShutdownHandler {
             while !self.loaded.load(ordering: .acquiring) {
-                if Task.isCancelled { return }
+                if Task.isCancelled || self.stopping.load(ordering: .acquiring) { return }
                 await self.loadedSignal.wait()
             }
             await self.loop()
+        } onGracefulShutdown: {
+            self.stopping.store(true, ordering: .releasing)
+            self.wake.signal()
+            self.loadedSignal.signal()
         }
     }
 
     func loop() async {
-        while !Task.isCancelled {
+        while !Task.isCancelled, !stopping.load(ordering: .acquiring) {
             let now = clock.now
             let due: [OutboxMessage]
             do {
                 try await refreshIfShared()
                 due = try await store.dueMessages(now: now, limit: configuration.concurrency * 4)
             } catch {
-                // Graceful shutdown cancels a read under way: that ends the loop, and is not a failure.
+                // Cancellation ends a read under way: that ends the loop, and is not a failure.
                 if Task.isCancelled { return }
                 logger.error("Reading the webhook outbox failed", metadata: ["error": "\(error)"])
                 await wake.wait(until: now + .seconds(1), clock: clock)
@@ -320,7 +328,7 @@ public final class WebhookCenter: Service, Sendable {
             }
             await withTaskGroup(of: Void.self) { group in
                 var running = 0
-                for message in due {
+                for message in due where !stopping.load(ordering: .acquiring) {
                     if running == configuration.concurrency {
                         await group.next()
                         running -= 1

@@ -24,16 +24,20 @@ struct EngineHarness {
         store: MonitorStore = .local(InMemoryStore()),
         clock: ManualClock = ManualClock(testStart),
         configuration: EngineConfiguration = EngineConfiguration(),
-        webhooks: WebhookConfiguration = WebhookConfiguration()
+        webhooks: WebhookConfiguration = WebhookConfiguration(),
+        transport: RecordingTransport = RecordingTransport(),
+        drivenDecisions: Bool = false
     ) {
-        let transport = RecordingTransport()
         var logger = Logger(label: "engine-test")
         logger.logLevel = .critical
         let engine = store.makeEngine(clock: clock, configuration: configuration, webhooks: webhooks, transport: transport, logger: logger)
         self.engine = engine
         // PostgreSQL's connection pool runs as a service before the engine, as in the service.
         let pool: [any Service] = if case .shared(let shared) = store, let postgres = shared as? PostgresStore { [postgres.service] } else { [] }
-        self.services = pool + store.services(of: engine, logger: logger)
+        // A test that drives the decisions made on a schedule (incidents, silences' releases, Alertmanager's refresh,
+        // releases) runs them itself, in an order it knows; the engine and its deliveries run as in the service.
+        let decisions: (any Service) -> Bool = { $0 is IncidentWatch || $0 is SilenceRelease || $0 is AlertmanagerRefresh || $0 is RegressionWatch }
+        self.services = pool + store.services(of: engine, logger: logger).filter { !drivenDecisions || !decisions($0) }
         self.clock = clock
         self.store = store.store
         self.transport = transport

@@ -141,7 +141,10 @@ struct SilenceIncidentTests {
             try await Self.breakDevice(client, "dev-1")
             for _ in 0..<3 { try await clock.advanceAndSettle(by: .seconds(1)) }
             #expect(try await eventually { transport.requests(to: "/pd").count == 1 && transport.requests(to: "/std").count == 1 })
-            _ = try await createSilence(client, #"{"matchers": {"appId": "com.example.notes"}, "endsAt": "2026-11-30T00:00:00Z", "comment": "later"}"#)
+            _ = try await createSilence(
+                client,
+                #"{"matchers": {"appId": "com.example.notes"}, "endsAt": "2026-11-30T00:00:00Z", "comment": "later"}"#
+            )
             try await Self.recover(client, "dev-1")
             for _ in 0..<3 { try await clock.advanceAndSettle(by: .seconds(1)) }
             #expect(try await eventually { transport.requests(to: "/pd").count == 2 && transport.requests(to: "/slack").count == 2 })
