@@ -38,6 +38,7 @@ public struct AlertmanagerRefresh: Service {
         guard !targets.isEmpty else { return }
         let firing: [(AlertRecord, AlertContext)]
         do {
+            try await engine.webhooks.silences.refreshIfShared()
             firing = try await Self.firingAlerts(of: engine)
         } catch {
             logger.warning("Reading the firing alerts for Alertmanager failed", metadata: ["error": "\(error)"])

@@ -33,6 +33,7 @@ public struct IncidentWatch: Service {
     func step() async throws -> Timestamp? {
         let now = engine.now
         let store = engine.webhooks.store
+        try await engine.webhooks.silences.refreshIfShared()
         let groups = try await Self.groups(of: engine)
         let open = try await store.openIncidents()
         let flapping = engine.configuration.notifications

@@ -55,6 +55,7 @@ public final class RegressionWatch: Service, Sendable {
             }
         }
         let firing = try await firingAlerts()
+        try await engine.webhooks.silences.refreshIfShared()
         let (held, fires) = try await holds(firing: firing, findings: findings, now: now)
         let changes = ReleaseRegression.changes(firing: firing.filter { !held.contains($0.key) }.mapValues(\.startsAt), findings: findings, now: now)
         firingGauge.record(firing.count)

@@ -28,10 +28,13 @@ public final class SilenceCenter: Sendable {
         self.reloadsBeforeUse = reloadsBeforeUse
     }
 
-    /// Reads every silence from the store.
+    /// Reads every silence from the store, merged into what is known (`Silence.merged`): a read that began before
+    /// this replica ended or released a silence does not bring the silence back.
     func load() async throws {
         let all = try await store.silences()
-        cache.withLock { $0 = Dictionary(uniqueKeysWithValues: all.map { ($0.id, $0) }) }
+        cache.withLock { cache in
+            for silence in all { cache[silence.id] = cache[silence.id].map { $0.merged(with: silence) } ?? silence }
+        }
     }
 
     /// With a shared store another replica may have changed the silences: read them again.

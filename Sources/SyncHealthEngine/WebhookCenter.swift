@@ -291,8 +291,9 @@ public final class WebhookCenter: Service, Sendable {
 
     /// Drains the outbox until graceful shutdown.
     /// The engine loads the subscriptions once the store is ready (migrated); delivery starts after that.
-    /// Delivers until graceful shutdown. Shutdown stops the loop between batches, not within one: a delivery under
-    /// way finishes and is recorded (cancelling it after the receiver took it would send it again after a restart).
+    /// Delivers until graceful shutdown. Shutdown stops the loop between batches, not within one: the batch claimed
+    /// is delivered and recorded (cancelling a delivery the receiver took would send it again after a restart; one
+    /// left claimed would wait for its lease on another replica).
     public func run() async throws {
         await withGracefulShutdownHandler {
             while !self.loaded.load(ordering: .acquiring) {
@@ -328,7 +329,7 @@ public final class WebhookCenter: Service, Sendable {
             }
             await withTaskGroup(of: Void.self) { group in
                 var running = 0
-                for message in due where !stopping.load(ordering: .acquiring) {
+                for message in due {
                     if running == configuration.concurrency {
                         await group.next()
                         running -= 1

@@ -52,6 +52,7 @@ extension ManualClock {
 /// Whether every webhook message written to `store` so far has been delivered (none waits in its outbox). Messages
 /// are written with the commit that decides them, so once a test's posts have returned, a count of deliveries taken
 /// after this holds is final for them: a test can check that something was not sent without sleeping.
+/// It reads without claiming (PostgreSQL's `dueMessages` leases what it returns).
 public func outboxDrained(_ store: any WebhookStore) async throws -> Bool {
-    try await store.dueMessages(now: Timestamp(microseconds: .max), limit: 1).isEmpty
+    try await store.nextDueTime() == nil
 }

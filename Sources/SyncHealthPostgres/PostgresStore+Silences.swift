@@ -34,8 +34,7 @@ extension PostgresStore {
             """
             INSERT INTO silences (id, matchers, starts_at, ends_at, comment, created_at, released)
             VALUES (\(s.id), \(s.matchersJSON), \(s.startsAt.microseconds), \(s.endsAt.microseconds), \(s.comment), \(s.createdAt.microseconds), \(s.released))
-            ON CONFLICT (id) DO UPDATE SET matchers = excluded.matchers, starts_at = excluded.starts_at, ends_at = excluded.ends_at,
-                comment = excluded.comment, released = excluded.released
+            ON CONFLICT (id) DO UPDATE SET ends_at = LEAST(silences.ends_at, excluded.ends_at), released = (silences.released OR excluded.released)
             """,
             logger: logger
         )

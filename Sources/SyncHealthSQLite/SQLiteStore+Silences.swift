@@ -24,7 +24,8 @@ extension SQLiteStore {
         try await pool.write { db in
             try db.execute(
                 sql: """
-                    INSERT OR REPLACE INTO silences (id, matchers, starts_at, ends_at, comment, created_at, released) VALUES (?, ?, ?, ?, ?, ?, ?)
+                    INSERT INTO silences (id, matchers, starts_at, ends_at, comment, created_at, released) VALUES (?, ?, ?, ?, ?, ?, ?)
+                    ON CONFLICT (id) DO UPDATE SET ends_at = MIN(ends_at, excluded.ends_at), released = (released OR excluded.released)
                     """,
                 arguments: [s.id, s.matchersJSON, s.startsAt.microseconds, s.endsAt.microseconds, s.comment, s.createdAt.microseconds, s.released]
             )

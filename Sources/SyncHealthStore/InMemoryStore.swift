@@ -148,7 +148,7 @@ public final class InMemoryStore: LocalSyncStore {
     }
 
     public func saveSilence(_ silence: Silence) async throws {
-        state.withLock { $0.silences[silence.id] = silence }
+        state.withLock { $0.silences[silence.id] = $0.silences[silence.id].map { $0.merged(with: silence) } ?? silence }
     }
 
     public func enqueue(_ messages: [OutboxMessage]) async throws {

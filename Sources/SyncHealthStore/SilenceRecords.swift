@@ -68,6 +68,16 @@ public struct Silence: Sendable, Hashable {
         self.released = released
     }
 
+    /// Two copies of one silence made one: a silence only ever ends earlier (`DELETE`) and becomes released, so the
+    /// earlier end and either release win. Writers and caches that merge cannot undo each other's changes, whatever
+    /// order replicas write and read in.
+    public func merged(with other: Silence) -> Silence {
+        var merged = self
+        merged.endsAt = min(endsAt, other.endsAt)
+        merged.released = released || other.released
+        return merged
+    }
+
     /// Whether it is in force at `now`.
     public func isActive(at now: Timestamp) -> Bool { startsAt <= now && now < endsAt }
 
