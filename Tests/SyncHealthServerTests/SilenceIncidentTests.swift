@@ -6,6 +6,7 @@ import NIOCore
 import SyncHealthCore
 import SyncHealthEngine
 import SyncHealthEngineTesting
+import SyncHealthSQLite
 import SyncHealthTestSupport
 import Testing
 
@@ -152,6 +153,47 @@ struct SilenceIncidentTests {
             let resolve = transport.requests(to: "/pd")[1].json as? [String: Any] ?? [:]
             #expect(resolve["event_action"] as? String == "resolve" && resolve["dedup_key"] as? String == trigger["dedup_key"] as? String)
             #expect(try await eventually { transport.requests(to: "/std").count == 2 }, "the device alert's resolve too")
+        }
+    }
+
+    @Test("a restart inside the group wait: the incident is told once, after the wait, with its resolve; every format hears once")
+    func restartInsideTheGroupWait() async throws {
+        let transport = RecordingTransport()
+        let clock = ManualClock(testStart)
+        let directory = temporaryDirectory()
+        var configuration = EngineConfiguration()
+        configuration.incidents.groupWait = .seconds(30)
+        func service() throws -> TestService {
+            TestService(
+                store: .local(try SQLiteStore(directory: directory, synchronous: .normal)),
+                clock: clock,
+                configuration: configuration,
+                transport: transport,
+                webhooks: .privateAllowed
+            )
+        }
+        try await service().test { client in
+            try await Self.subscribe(client)
+            try await Self.breakDevice(client, "dev-1")
+            for _ in 0..<2 { try await clock.advanceAndSettle(by: .seconds(5)) }
+            #expect(try await eventually { transport.requests(to: "/std").count == 1 }, "the device alert goes at once")
+            #expect(transport.requests(to: "/slack").isEmpty && transport.requests(to: "/pd").isEmpty, "10 s into a 30 s wait")
+        }
+        // Restarted 10 s into the wait: the incident is stored, its wait runs on, and nothing is told twice.
+        try await service().test { client in
+            for _ in 0..<5 { try await clock.advanceAndSettle(by: .seconds(5)) }
+            #expect(try await eventually { transport.requests(to: "/slack").count == 1 && transport.requests(to: "/pd").count == 1 })
+            let incidents = try json(try await client.get("/v1/incidents"))["data"] as? [[String: Any]] ?? []
+            #expect(incidents.count == 1, "one incident across the restart: \(incidents)")
+            try await Self.recover(client, "dev-1")
+            for _ in 0..<3 { try await clock.advanceAndSettle(by: .seconds(5)) }
+            #expect(try await eventually { transport.requests(to: "/pd").count == 2 && transport.requests(to: "/slack").count == 2 })
+            #expect(try await eventually { transport.requests(to: "/std").count == 2 })
+            let pd = transport.requests(to: "/pd").map { $0.json as? [String: Any] ?? [:] }
+            #expect(pd.map { $0["event_action"] as? String } == ["trigger", "resolve"])
+            #expect(pd[0]["dedup_key"] as? String == pd[1]["dedup_key"] as? String)
+            let std = transport.requests(to: "/std").map { ($0.json as? [String: Any])?["type"] as? String }
+            #expect(std == ["alert.firing", "alert.resolved"], "each once, across the restart")
         }
     }
 }
