@@ -28,7 +28,7 @@ struct DeliveryModelTests {
         return switch store {
         case .memory: 200
         case .sqlite: 60
-        case .postgres: 40
+        case .postgres: 20
         }
     }
 
