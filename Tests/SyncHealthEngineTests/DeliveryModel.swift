@@ -340,6 +340,9 @@ extension AlertHistory {
             state = next
             history.steps.append(step)
         }
+        // The model's last grouping (its final wait) may find an incident told a fourth time within the hour: the
+        // steps that lead there go.
+        while !history.steps.isEmpty, DeliveryModel.outcome(of: history) == nil { history.steps.removeLast() }
         return history
     }
 
