@@ -67,7 +67,14 @@ public struct AlertmanagerRefresh: Service {
 
     /// Every firing alert, with its device's context: a page of alerts, then their devices in one read.
     static func firingAlerts(of engine: any MonitorEngine) async throws -> [(AlertRecord, AlertContext)] {
-        try await firingAlertDevices(of: engine).map { alert, device in (alert, device.map { AlertContext(device: $0) } ?? .fleet) }
+        try await firingAlertDevices(of: engine).map { alert, device in
+            if let device { return (alert, AlertContext(device: device)) }
+            // A release's alert carries its version, which silences on `appVersion` match.
+            if alert.kind == .releaseRegression, let app = alert.appId, let version = alert.appVersion {
+                return (alert, .release(ReleaseKey(appId: app, version: version)))
+            }
+            return (alert, .fleet)
+        }
     }
 
     /// Every firing alert, with its device's record (`nil` for a container's fleet alert).

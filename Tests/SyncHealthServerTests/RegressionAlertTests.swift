@@ -93,20 +93,37 @@ struct RegressionAlertTests {
         }
     }
 
-    @Test("a silence on the app version holds the regression's messages")
+    @Test("a silence on the app version holds the regression's messages; when it ends, the regression is told, then its resolve")
     func silencedByVersion() async throws {
         let transport = RecordingTransport()
         let service = TestService(configuration: Self.configuration, transport: transport, webhooks: .privateAllowed)
         let watch = RegressionWatch(engine: service.engine, logger: testLogger())
         try await service.test { client in
             _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:9/standard"}"#)
-            _ = try await createSilence(client, #"{"matchers": {"appVersion": "2.0"}, "endsAt": "2030-01-01T00:00:00Z", "comment": "rolling back"}"#)
+            let created = try await createSilence(
+                client,
+                #"{"matchers": {"appVersion": "2.0"}, "endsAt": "2030-01-01T00:00:00Z", "comment": "rolling back"}"#
+            )
             for i in 0..<100 { try await ReleaseEndpointTests.post(client, "old-\(i)", version: "1.9", broken: i < 2) }
             for i in 0..<100 { try await ReleaseEndpointTests.post(client, "new-\(i)", version: "2.0", broken: i < 60) }
             let before = transport.requests(to: "/standard").count
+            service.clock.advance(by: .seconds(1))
             #expect(try await watch.step()?.count == 1, "it fires, and is listed")
             #expect(transport.requests(to: "/standard").count == before, "but nothing about it is sent")
             #expect(try json(try await client.get("/v1/alerts?kind=releaseRegression"))["data"] as? [Any] != nil)
+
+            // The silence ends while the release still fails: its alert is told then, once, and its resolve later.
+            func regressions() -> [String?] {
+                transport.requests(to: "/standard").compactMap { $0.json as? [String: Any] }
+                    .filter { ($0["data"] as? [String: Any])?["kind"] as? String == "releaseRegression" }.map { $0["type"] as? String }
+            }
+            let silence = try #require(created["id"] as? String)
+            service.clock.advance(by: .seconds(1))
+            #expect(try await client.execute(uri: "/v1/silences/\(silence)", method: .delete, headers: headers(adminKey)).status == .ok)
+            #expect(try await eventually { regressions() == ["alert.firing"] })
+            for i in 0..<60 { try await Self.recover(client, "new-\(i)", version: "2.0") }
+            #expect(try await watch.step()?.count == 1, "it resolves")
+            #expect(try await eventually { regressions() == ["alert.firing", "alert.resolved"] }, "told once each way")
         }
     }
 }
