@@ -109,6 +109,28 @@ struct EngineSilenceTests {
         }
     }
 
+    @Test("a silenced fleetDegraded is told once when its silence ends, on its container's line, then its resolve")
+    func fleetReleased() async throws {
+        try await EngineHarness(webhooks: .privateAllowed).run { h in
+            try await h.subscribe()
+            let silence = try await h.silence(Silence.Matchers(kind: .fleetDegraded))
+            h.clock.advance(by: .seconds(1))
+            for i in 0..<18 { try await h.post(batch(device: "ok-\(i)", healthyEvents)) }
+            for i in 0..<3 { try await h.post(batch(device: "bad-\(i)", notSyncingEvents)) }
+            #expect(try await eventually { try await h.firing(.fleetDegraded).count == 1 })
+            func fleet() -> [String?] {
+                h.payloads.filter { ($0["data"] as? [String: Any])?["kind"] as? String == "fleetDegraded" }.map { $0["type"] as? String }
+            }
+            _ = try await h.deliveredWhenDrained()
+            #expect(fleet().isEmpty, "held")
+            h.clock.advance(by: .seconds(1))
+            _ = try await h.engine.webhooks.silences.expire(silence.id)
+            #expect(try await eventually { fleet() == ["alert.firing"] }, "told when the silence ends")
+            for i in 0..<3 { try await h.post(batch(device: "bad-\(i)", [event("i\(i)", "2026-11-22T10:01:00Z", #""kind": "activity", "phase": "import", "state": "started""#)])) }
+            #expect(try await eventually { fleet() == ["alert.firing", "alert.resolved"] }, "then its resolve, once")
+        }
+    }
+
     @Test("a silence survives a restart")
     func survivesRestart() async throws {
         let directory = temporaryDirectory()
