@@ -126,7 +126,11 @@ struct EngineSilenceTests {
             h.clock.advance(by: .seconds(1))
             _ = try await h.engine.webhooks.silences.expire(silence.id)
             #expect(try await eventually { fleet() == ["alert.firing"] }, "told when the silence ends")
-            for i in 0..<3 { try await h.post(batch(device: "bad-\(i)", [event("i\(i)", "2026-11-22T10:01:00Z", #""kind": "activity", "phase": "import", "state": "started""#)])) }
+            for i in 0..<3 {
+                try await h.post(
+                    batch(device: "bad-\(i)", [event("i\(i)", "2026-11-22T10:01:00Z", #""kind": "activity", "phase": "import", "state": "started""#)])
+                )
+            }
             #expect(try await eventually { fleet() == ["alert.firing", "alert.resolved"] }, "then its resolve, once")
         }
     }
