@@ -218,7 +218,8 @@ enum DeliveryModel {
             switch step {
             case .fail(let device, let code):
                 guard failing[device] == nil, fires[device]?.last != now else { return false }
-                let recent = (fires[device] ?? []).filter { $0 > now - 3600 }
+                // A fire exactly an hour before counts: the engine's times run microseconds apart within a second.
+                let recent = (fires[device] ?? []).filter { $0 >= now - 3600 }
                 guard recent.count < 3 else { return false }
                 fires[device, default: []].append(now)
                 failing[device] = (code, now)
