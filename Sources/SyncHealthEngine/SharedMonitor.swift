@@ -190,12 +190,6 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
         // The group's time is read once its requests are taken, so that none is older than a request it answers (a
         // silence made before a request arrived holds its alerts, and its alerts do not start before it).
         let now = max(woke, clock.now)
-        // Another replica may have made, ended or released a silence: the group decides on what the store holds now.
-        if !jobs.isEmpty {
-            do { try await webhooks.silences.refreshIfShared() } catch {
-                logger.warning("Reading the silences failed", metadata: ["error": "\(error)"])
-            }
-        }
         // Which lines settle now, without settling them yet: the group settles them once their devices are read.
         let settling = policy.withLock { p in
             p.beginChanges()

@@ -193,6 +193,10 @@ enum DeliveryPlayer {
                     try await subscribe(history, a)
                     try await play(first, on: a, progress)
                 }
+                // The other replica reads the silences the first changed, as its next poll would (every
+                // `sharedPollInterval`): the model judges what replicas tell once they have read each other's
+                // changes, not what one decides within that interval.
+                try await b.engine.webhooks.silences.refreshIfShared()
                 try await play(rest, on: b, progress)
                 try await finish(b)
             }
