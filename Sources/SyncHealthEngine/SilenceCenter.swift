@@ -19,7 +19,8 @@ public final class SilenceCenter: Sendable {
     public let clock: any ServiceClock
     let reloadsBeforeUse: Bool
     let cache = Mutex<[String: Silence]>([:])
-    /// Signalled when a silence ends early (`DELETE`), so that its release does not wait for the next check.
+    /// Signalled when a silence is made or ends early (`DELETE`), so that the release looks at its end in time: the
+    /// release sleeps until the next end it knows, and one made since may end sooner.
     let ended = WakeSignal()
 
     init(store: any SyncStore, clock: any ServiceClock, reloadsBeforeUse: Bool) {
@@ -96,6 +97,7 @@ public final class SilenceCenter: Sendable {
         )
         try await store.saveSilence(silence)
         cache.withLock { $0[silence.id] = silence }
+        ended.signal()
         return silence
     }
 
