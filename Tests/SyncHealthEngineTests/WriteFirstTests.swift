@@ -36,6 +36,9 @@ struct WriteFirstTests {
         let started = #""kind": "activity", "phase": "export", "state": "started""#
         try await EngineHarness(store: .shared(storeA), configuration: Self.configuration).run { a in
             try await EngineHarness(store: .shared(storeB), configuration: Self.configuration).run { b in
+                // A's first group (its first fleet pass) runs as soon as it is ready: once it has ended, no post
+                // below can be taken into it (a fleet pass reads, so a post in it costs two trips).
+                #expect(try await eventually { storeA.groupRoundTrips > 0 })
                 #expect(try await post(a, [event("e1", network)]) == (1, 0))
                 // A read and wrote the device: the next batch is the write alone.
                 var trips = storeA.groupRoundTrips
