@@ -39,17 +39,18 @@ final class InboxLog {
         }
     }
 
-    /// Replaces the file's lines with `entries`: the events still in the inbox once the rest are in the queue.
+    /// Replaces the file's lines with `entries`: the events still in the inbox once the rest are in the queue. The
+    /// new lines go to a file of their own that takes the log's name in one step: a kill while the file was
+    /// truncated and rewritten in place lost the lines of events whose `record` had returned.
     func replace(with entries: [EventQueue.Entry]) throws {
-        let handle = try open()
-        try handle.truncate(atOffset: 0)
-        guard !entries.isEmpty else { return }
         var text = ""
         for entry in entries { text += entry.id + " " + entry.json + "\n" }
-        try handle.write(contentsOf: Data(text.utf8))
+        try beforeWrite?()
+        // The next append opens the new file.
+        close()
+        try Data(text.utf8).write(to: url, options: .atomic)
     }
 
-    /// Closes the file (before it is deleted).
     func close() {
         try? handle?.close()
         handle = nil
