@@ -66,7 +66,7 @@ public final class SilenceCenter: Sendable {
     /// Whether a silence in force now matches `alert`: what holds an incident's messages, which the incident book
     /// tries again at its next step.
     func inForce(_ alert: AlertRecord, info: DeviceInfo?, now: Timestamp) -> Bool {
-        cache.withLock { $0.values.contains { $0.isActive(at: now) && $0.matchers.matches(alert, info: info) } }
+        !silencedBy(alert, info: info, now: now).isEmpty
     }
 
     /// Whether the fire of `alert`, held at its start, is told by the release of `silence`.
