@@ -84,7 +84,8 @@ struct ReporterTests {
     @Test("429 with Retry-After keeps the batch and flush refuses to send before the time; afterwards it goes through")
     func rateLimited() async throws {
         let server = FakeServer()
-        server.then(status: 429, headers: ["Retry-After": "0.3"])
+        // Two seconds: a loaded CI machine once took longer than 0.3 s between the two flushes.
+        server.then(status: 429, headers: ["Retry-After": "2"])
         let reporter = try SyncHealthReporter(configuration: testConfiguration(server))
         reporter.record(.network(available: true))
         await #expect(throws: SyncHealthReporterError.self) { try await reporter.flush() }
@@ -96,7 +97,7 @@ struct ReporterTests {
         // Within the window a flush sends nothing.
         await #expect(throws: SyncHealthReporterError.self) { try await reporter.flush() }
         #expect(server.requests.count == 1)
-        try await Task.sleep(for: .milliseconds(400))
+        try await Task.sleep(for: .milliseconds(2_100))
         try await reporter.flush()
         #expect(server.requests.count == 2)
         #expect(server.requests[0].eventIds == server.requests[1].eventIds, "the same batch, so the server dedupes it")
