@@ -13,8 +13,16 @@ RUN swift package resolve
 COPY Sources ./Sources
 # The manifest declares the test targets too; SwiftPM refuses a manifest whose target folders are missing.
 COPY Tests ./Tests
+# The build-info plugin and the releases it reads. The context has no .git (.dockerignore), so the version and the
+# commit come from the build arguments: docker build --build-arg VERSION=0.1.0 --build-arg COMMIT=$(git rev-parse HEAD)
+# (docs/releasing.md). Without them the image is a development build of an unknown commit (0.1.1-dev+unknown).
+COPY Plugins ./Plugins
+COPY RELEASES ./
+ARG VERSION=
+ARG COMMIT=unknown
 # The same build command as scripts/run (README).
-RUN swift build -c release --product synchealth --static-swift-stdlib \
+RUN SYNCHEALTH_BUILD_VERSION="$VERSION" SYNCHEALTH_BUILD_COMMIT="$COMMIT" \
+    swift build -c release --product synchealth --static-swift-stdlib \
     && install -D .build/release/synchealth /out/synchealth
 
 # Runtime stage: only the runtime libraries.

@@ -99,11 +99,15 @@ let package = Package(
         .target(name: "CHeap"),
         // Linux's sync_file_range, for starting the writeback of the SQLite files while a fold writes them.
         .target(name: "CWriteback"),
+        // The version and commit of a build, written in before every build by the plugin (see RELEASES).
+        .plugin(name: "BuildInfoPlugin", capability: .buildTool()),
+        .target(name: "SyncHealthBuildInfo", swiftSettings: swiftSettings, plugins: ["BuildInfoPlugin"]),
         // Outbound webhooks: signing, the transport protocol, the libcurl transport.
         .target(
             name: "SyncHealthWebhooks",
             dependencies: [
                 "SyncHealthCore",
+                "SyncHealthBuildInfo",
                 "CCurl",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -136,6 +140,7 @@ let package = Package(
                 "SyncHealthSQLite",
                 "SyncHealthPostgres",
                 "SyncHealthWebhooks",
+                "SyncHealthBuildInfo",
                 "CHeap",
                 "CZlib",
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -167,6 +172,7 @@ let package = Package(
             name: "synchealth",
             dependencies: [
                 "SyncHealthServer",
+                "SyncHealthBuildInfo",
                 // `synchealth simulate` sends through the client package's delivery.
                 .product(name: "SyncHealthClient", package: "Client"),
                 "SyncHealthCore",
@@ -266,6 +272,7 @@ let package = Package(
                 "SyncHealthSQLite",
                 "SyncHealthPostgres",
                 "SyncHealthWebhooks",
+                "SyncHealthBuildInfo",
                 "SyncHealthTestSupport",
                 .product(name: "SyncHealthClient", package: "Client"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
@@ -321,6 +328,7 @@ if Context.environment["SYNCHEALTH_BENCHMARKS"] != nil {
 // The same upcoming features on every Swift target that does not set its own: tests, their support target and the
 // benchmarks.
 let cTargets: Set = ["CCurl", "CHeap", "CWriteback", "CZlib"]
-for index in package.targets.indices where package.targets[index].swiftSettings == nil && !cTargets.contains(package.targets[index].name) {
+for index in package.targets.indices
+where package.targets[index].swiftSettings == nil && !cTargets.contains(package.targets[index].name) && package.targets[index].type != .plugin {
     package.targets[index].swiftSettings = swiftSettings
 }

@@ -1,5 +1,6 @@
 import Hummingbird
 import NIOCore
+import SyncHealthBuildInfo
 
 /// The dashboard: a page, a script, a style sheet and an icon, embedded in the binary. They carry no data (the
 /// page asks for a key and reads the API), so they need none, and are served with a Content-Security-Policy that
@@ -12,11 +13,17 @@ enum DashboardRoutes {
 
     /// Every asset, by path.
     static let assets: [(path: String, contentType: String, bytes: [UInt8])] = [
-        ("/", "text/html; charset=utf-8", PackageResources.index_html),
+        ("/", "text/html; charset=utf-8", page(PackageResources.index_html, version: BuildInfo.version)),
         ("/ui/dashboard.js", "text/javascript; charset=utf-8", PackageResources.dashboard_js),
         ("/ui/dashboard.css", "text/css; charset=utf-8", PackageResources.dashboard_css),
         ("/ui/icon.svg", "image/svg+xml", PackageResources.icon_svg),
     ]
+
+    /// The page with the build's version in its footer. The version holds semantic versioning's characters only
+    /// (the build refuses others), so it needs no escaping.
+    static func page(_ bytes: [UInt8], version: String) -> [UInt8] {
+        Array(String(decoding: bytes, as: UTF8.self).replacing("{{version}}", with: version).utf8)
+    }
 
     /// The routes, one per asset.
     static var routes: [APIRoute] {

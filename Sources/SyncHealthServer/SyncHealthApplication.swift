@@ -6,6 +6,7 @@ public import Logging
 import NIOCore
 public import Prometheus
 public import ServiceLifecycle
+import SyncHealthBuildInfo
 import SyncHealthCore
 public import SyncHealthEngine
 import SyncHealthPostgres
@@ -164,6 +165,12 @@ public enum SyncHealthApplication {
         let backup = store.store as? any StoreBackup
         if let backup { BackupRoutes.removeLeftovers(in: backup.backupDirectory) }
         let router = makeRouter(engine: engine, keys: keys, registry: registry, limits: configuration.rateLimits, backup: backup)
+        // Which release each replica runs, for a rolling upgrade's dashboards: `count by (version)`.
+        registry.makeGauge(
+            name: "synchealth_build_info",
+            labels: [("version", BuildInfo.version), ("commit", BuildInfo.commit)],
+            help: "The running build: its version and commit, as labels; always 1."
+        ).set(1.0)
         let idle = TimeAmount.microseconds(configuration.idleTimeout.microseconds)
         let requestTimeout = TimeAmount.microseconds(configuration.requestTimeout.microseconds)
         let http1 = HTTP1Channel.Configuration(additionalChannelHandlers: [RequestGuardHandler(requestTimeout: requestTimeout)], idleTimeout: idle)
@@ -231,9 +238,13 @@ struct ServiceRoutes<Engine: MonitorEngine> {
     /// Most (app, container) label sets of the per-app fleet series.
     var maxFleetLabelSets = 100
 
+    /// The body of `application/health+json` (draft-inadarei-api-health-check): `version` and `releaseId` are its
+    /// fields for the release and the build.
     struct Health: Encodable {
         var status: String
         var description: String
+        var version: String?
+        var releaseId: String?
     }
 
     func livez(_ request: Request, context: AppRequestContext) async throws -> Response {
@@ -245,10 +256,18 @@ struct ServiceRoutes<Engine: MonitorEngine> {
     /// just put behind a load balancer misses none and gets no `reset` for a rebuild still to come.
     func readyz(_ request: Request, context: AppRequestContext) async throws -> Response {
         if engine.isReady && engine.feed.rebuilds > 0 {
-            return try JSONResponse.make(Health(status: "pass", description: "ready"), contentType: "application/health+json")
+            return try JSONResponse.make(
+                Health(status: "pass", description: "ready", version: BuildInfo.version, releaseId: BuildInfo.commit),
+                contentType: "application/health+json"
+            )
         }
         return try JSONResponse.make(
-            Health(status: "fail", description: "loading state, not yet following other replicas, or shutting down"),
+            Health(
+                status: "fail",
+                description: "loading state, not yet following other replicas, or shutting down",
+                version: BuildInfo.version,
+                releaseId: BuildInfo.commit
+            ),
             status: .serviceUnavailable,
             contentType: "application/health+json"
         )

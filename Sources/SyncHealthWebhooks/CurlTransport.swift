@@ -1,11 +1,12 @@
 import CCurl
+import SyncHealthBuildInfo
 public import NIOPosix
 
 /// Sends webhooks with libcurl. Each blocking `curl_easy_perform` runs on a thread pool of its own (`sendingPool`),
 /// never on the Swift concurrency pool or an event loop, nor on NIO's shared blocking pool (as many threads as
 /// cores), where two receivers that do not answer would hold every thread for the whole timeout.
 ///
-/// Redirects are not followed (a 3xx is an answer like any other), only http and https are allowed, the
+/// Deliveries carry `User-Agent: SyncHealth/<version>`. Redirects are not followed (a 3xx is an answer like any other), only http and https are allowed, the
 /// connect timeout is 5 s and the total timeout 15 s.
 ///
 /// A request with a `pinnedAddress` connects to that address only: the host is pinned to it (`CURLOPT_RESOLVE`),
@@ -71,6 +72,8 @@ public struct CurlTransport: WebhookTransport {
         var rc = ccurl_setopt_string(handle, CURLOPT_URL, target.text)
         func set(_ option: CURLoption, _ value: Int) { if rc == CURLE_OK { rc = ccurl_setopt_long(handle, option, value) } }
         rc = rc == CURLE_OK ? ccurl_setopt_string(handle, CURLOPT_PROTOCOLS_STR, "http,https") : rc
+        // Receivers see which release sends (a receiver's logs name the sender when an upgrade changes a body).
+        rc = rc == CURLE_OK ? ccurl_setopt_string(handle, CURLOPT_USERAGENT, BuildInfo.userAgent) : rc
         set(CURLOPT_FOLLOWLOCATION, 0)
         set(CURLOPT_NOSIGNAL, 1)
         set(CURLOPT_CONNECTTIMEOUT_MS, Int(connectTimeout.components.seconds * 1000))

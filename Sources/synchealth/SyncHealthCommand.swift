@@ -1,4 +1,5 @@
 import ArgumentParser
+import SyncHealthBuildInfo
 
 #if canImport(Glibc)
 import Glibc
@@ -12,7 +13,8 @@ struct SyncHealthCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "synchealth",
         abstract: "Sync health for apps that sync through iCloud: the server side of CloudKitSyncMonitor.",
-        subcommands: [Serve.self, Simulate.self, Backup.self, Restore.self, Compact.self],
+        version: BuildInfo.version,
+        subcommands: [Serve.self, Simulate.self, Backup.self, Restore.self, Compact.self, Version.self],
         defaultSubcommand: Serve.self
     )
 
@@ -30,5 +32,14 @@ struct SyncHealthCommand: AsyncParsableCommand {
         } catch {
             exit(withError: error)
         }
+    }
+}
+
+/// `synchealth version`: the version and the commit of this build.
+struct Version: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Print the version and the commit this binary was built from.")
+
+    func run() {
+        print("synchealth \(BuildInfo.version) (commit \(BuildInfo.commit))")
     }
 }

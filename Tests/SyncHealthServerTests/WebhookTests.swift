@@ -12,6 +12,7 @@ import SyncHealthSQLite
 import SyncHealthStore
 import SyncHealthTestSupport
 import SyncHealthWebhooks
+import SyncHealthBuildInfo
 import Synchronization
 import Testing
 
@@ -25,6 +26,7 @@ final class TestReceiver: Sendable {
         let signature: String
         let body: [UInt8]
         var contentType = ""
+        var userAgent = ""
         /// When it arrived.
         var at = ContinuousClock.now
         var json: [String: Any] { (try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any]) ?? [:] }
@@ -67,7 +69,8 @@ final class TestReceiver: Sendable {
                         timestamp: request.headers[HTTPField.Name("webhook-timestamp")!] ?? "",
                         signature: request.headers[HTTPField.Name("webhook-signature")!] ?? "",
                         body: Array(buffer: body),
-                        contentType: request.headers[.contentType] ?? ""
+                        contentType: request.headers[.contentType] ?? "",
+                        userAgent: request.headers[.userAgent] ?? ""
                     )
                 )
             }
@@ -233,6 +236,7 @@ struct WebhookTests {
                 #expect(firing.type == "alert.firing")
                 #expect(firing.alert["kind"] as? String == "syncError")
                 #expect(firing.alert["deviceId"] as? String == "dev-1")
+                #expect(firing.userAgent == "SyncHealth/\(BuildInfo.version)", "the sender and its release")
                 let signer = try #require(WebhookSigner(secret: secret))
                 #expect(signer.verify(id: firing.id, timestamp: Int64(firing.timestamp) ?? 0, body: firing.body, signatureHeader: firing.signature))
                 #expect(
