@@ -1,6 +1,6 @@
 import CCurl
-import SyncHealthBuildInfo
 public import NIOPosix
+import SyncHealthBuildInfo
 
 /// Sends webhooks with libcurl. Each blocking `curl_easy_perform` runs on a thread pool of its own (`sendingPool`),
 /// never on the Swift concurrency pool or an event loop, nor on NIO's shared blocking pool (as many threads as

@@ -56,7 +56,10 @@ struct BuildInfoTests {
         #expect(ready?["version"] as? String == BuildInfo.version)
         #expect(ready?["releaseId"] as? String == BuildInfo.commit)
         let metrics = String(decoding: try await server.request("GET", "/metrics").body, as: UTF8.self)
-        #expect(metrics.contains(#"synchealth_build_info{version="\#(BuildInfo.version)",commit="\#(BuildInfo.commit)"} 1"#), "\(metrics.prefix(400))")
+        #expect(
+            metrics.contains(#"synchealth_build_info{version="\#(BuildInfo.version)",commit="\#(BuildInfo.commit)"} 1"#),
+            "\(metrics.prefix(400))"
+        )
         let page = String(decoding: try await server.request("GET", "/").body, as: UTF8.self)
         #expect(page.contains(#"<span id="version">\#(BuildInfo.version)</span>"#))
         #expect(!page.contains("{{"))

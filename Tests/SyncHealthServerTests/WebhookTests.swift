@@ -5,6 +5,7 @@ import HummingbirdTesting
 import Logging
 import NIOCore
 import NIOPosix
+import SyncHealthBuildInfo
 import SyncHealthCore
 import SyncHealthEngine
 import SyncHealthEngineTesting
@@ -12,7 +13,6 @@ import SyncHealthSQLite
 import SyncHealthStore
 import SyncHealthTestSupport
 import SyncHealthWebhooks
-import SyncHealthBuildInfo
 import Synchronization
 import Testing
 
