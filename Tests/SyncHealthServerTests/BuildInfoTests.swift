@@ -101,3 +101,44 @@ struct BuildInfoTests {
         #expect(refused.status != 0, "a version with other characters would break the Swift literal and the page")
     }
 }
+
+@Suite("scripts/release-server's checks")
+struct ReleaseCheckTests {
+    @Test("a release needs a later version, its changelog section and a clean tree; a released version is refused")
+    func checks() throws {
+        let clone = temporaryDirectory() + "/repo"
+        let cloned = try run("/usr/bin/git", ["clone", "-q", "--no-hardlinks", repositoryRoot.path, clone])
+        #expect(cloned.status == 0, "\(cloned.error)")
+        func release(_ version: String) throws -> (status: Int32, output: String, error: String) {
+            try run("/bin/bash", [clone + "/scripts/release-server", version, "--check"], in: clone)
+        }
+        func git(_ arguments: String...) throws {
+            let result = try run("/usr/bin/git", ["-c", "user.name=t", "-c", "user.email=t@example.com"] + arguments, in: clone)
+            #expect(result.status == 0, "git \(arguments): \(result.error)")
+        }
+        // The working tree's script and records, committed in the clone: what is tested is what is being changed.
+        for file in ["scripts/release-server", "RELEASES", "CHANGELOG.md"] {
+            let target = URL(fileURLWithPath: clone + "/" + file)
+            try? FileManager.default.removeItem(at: target)
+            try FileManager.default.copyItem(at: repositoryRoot.appendingPathComponent(file), to: target)
+        }
+        try git("commit", "-q", "--allow-empty", "-am", "the working tree's release files")
+        let releases = try String(contentsOfFile: clone + "/RELEASES", encoding: .utf8)
+        let last = try #require(releases.split(separator: "\n").last { !$0.hasPrefix("#") }?.split(separator: " ").first)
+        #expect(try release(String(last)).error.contains("already lists"))
+        #expect(try release("0.0.1").error.contains("not later than"))
+        #expect(try release("1.0").error.contains("not MAJOR.MINOR.PATCH"))
+        #expect(try release("99.0.0").error.contains("no section"))
+
+        let changelog = clone + "/CHANGELOG.md"
+        let text = try String(contentsOfFile: changelog, encoding: .utf8)
+        try text.replacingOccurrences(of: "## [Unreleased]\n", with: "## [Unreleased]\n\n## [99.0.0] - 2099-01-01\n")
+            .write(toFile: changelog, atomically: true, encoding: .utf8)
+        #expect(try release("99.0.0").error.contains("the tree has changes"))
+        try git("commit", "-q", "-am", "99.0.0")
+        let ready = try release("99.0.0")
+        #expect(ready.status == 0 && ready.output.contains("99.0.0 can be released"), "\(ready)")
+        let tags = try run("/usr/bin/git", ["tag", "--list", "v99*"], in: clone)
+        #expect(tags.output.isEmpty, "--check tags nothing")
+    }
+}
