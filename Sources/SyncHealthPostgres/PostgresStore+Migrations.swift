@@ -237,12 +237,41 @@ extension PostgresStore {
                 "ALTER TABLE incidents ADD COLUMN history TEXT",
             ]
         ),
+        (
+            "v13: API keys and the audit log",
+            [
+                """
+                CREATE TABLE api_keys (
+                    id TEXT PRIMARY KEY,
+                    role TEXT NOT NULL,
+                    app_ids TEXT,
+                    description TEXT NOT NULL,
+                    secret_digest BYTEA NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    expires_at BIGINT,
+                    revoked_at BIGINT,
+                    last_used_at BIGINT,
+                    created_by TEXT NOT NULL
+                )
+                """,
+                """
+                CREATE TABLE audit_log (
+                    seq BIGSERIAL PRIMARY KEY,
+                    at BIGINT NOT NULL,
+                    key_id TEXT NOT NULL,
+                    action TEXT NOT NULL,
+                    target TEXT NOT NULL,
+                    address TEXT NOT NULL
+                )
+                """,
+            ]
+        ),
     ]
 
     /// The migrations a replica of the release before runs on unchanged (they only add): recorded with each
     /// migration, so that a replica that does not know a migration can tell whether it may start on the schema
     /// (docs/operations.md, "Upgrading"). Every migration from v8 on that only adds belongs here.
-    static let additive: Set<Int> = [8, 9, 10, 11, 12]
+    static let additive: Set<Int> = [8, 9, 10, 11, 12, 13]
 
     /// Applies the missing migrations, one replica at a time (under a transaction-scoped advisory lock). A database
     /// that a newer release has migrated is used if every migration this release does not know only adds (a

@@ -17,6 +17,8 @@ public final class InMemoryStore: LocalSyncStore {
         var deliveries: [DeliveryAttempt] = []
         /// Incidents in the order they were opened.
         var incidents: [IncidentRecord] = []
+        var keys: [StoredKey] = []
+        var audit: [AuditEntry] = []
     }
 
     private let state = Mutex(State())

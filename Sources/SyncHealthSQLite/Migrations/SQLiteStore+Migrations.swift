@@ -281,6 +281,33 @@ extension SQLiteStore {
             // second page for nearly every event at a million devices (docs/architecture.md#event-ids-by-generation).
             try MigrationV15.run(db)
         }
+        migrator.registerMigration("v16: API keys and the audit log") { db in
+            // A key's secret is never stored: its SHA-256 digest only.
+            try db.execute(
+                sql: """
+                    CREATE TABLE api_keys (
+                        id TEXT PRIMARY KEY,
+                        role TEXT NOT NULL,
+                        app_ids TEXT,
+                        description TEXT NOT NULL,
+                        secret_digest BLOB NOT NULL,
+                        created_at INTEGER NOT NULL,
+                        expires_at INTEGER,
+                        revoked_at INTEGER,
+                        last_used_at INTEGER,
+                        created_by TEXT NOT NULL
+                    );
+                    CREATE TABLE audit_log (
+                        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                        at INTEGER NOT NULL,
+                        key_id TEXT NOT NULL,
+                        action TEXT NOT NULL,
+                        target TEXT NOT NULL,
+                        address TEXT NOT NULL
+                    );
+                    """
+            )
+        }
         return migrator
     }
 }
