@@ -7,8 +7,10 @@ public struct AppRequestContext: RequestContext {
     public var coreContext: CoreRequestContextStorage
     /// The scope of the presented key, once `AuthMiddleware` has checked it.
     public var scope: KeyScope?
-    /// For an ingest key bound to apps, the apps it may post for; `nil` for any.
+    /// The apps the key is limited to (an ingest key's `KEY@appId`, a stored key's `appIds`); `nil` for every app.
     public var allowedApps: Set<String>?
+    /// The key's id (never its secret), for the audit log.
+    public var keyId: String?
     /// The connection, for a long-lived response that must be able to cut its reader off.
     public let channel: any Channel
 

@@ -11,7 +11,7 @@ struct AuthMiddleware: RouterMiddleware {
     static let keyHeader = HTTPField.Name("X-SyncHealth-Key")
 
     typealias Context = AppRequestContext
-    let keys: KeyRing
+    let keys: KeyDirectory
     /// Per-key token buckets; a key over its rate gets 429.
     let keyLimiter: RateLimiter<SHA256Digest>
     let clock: any ServiceClock
@@ -23,6 +23,7 @@ struct AuthMiddleware: RouterMiddleware {
             let grant = keys.grant(ofDigest: digest)
             context.scope = grant?.scope
             context.allowedApps = grant?.apps
+            context.keyId = grant?.id
             if context.scope != nil, keyLimiter.limit != nil {
                 // Buckets are keyed by the key's digest, never by the key itself.
                 let decision = keyLimiter.take(digest, now: clock.now)

@@ -1,5 +1,7 @@
 import Crypto
 import Foundation
+public import SyncHealthCore
+public import SyncHealthStore
 
 /// What a key may do.
 public enum KeyScope: String, Sendable, CaseIterable {
@@ -26,8 +28,14 @@ public enum KeyScope: String, Sendable, CaseIterable {
 public struct KeyGrant: Sendable, Equatable {
     /// What the key may do.
     public var scope: KeyScope
-    /// For an ingest key bound to apps (`KEY@appId`), the apps it may post for; `nil` for any app.
+    /// The apps the key is limited to (an ingest key's `KEY@appId`, or a stored key's `appIds`); `nil` for every
+    /// app.
     public var apps: Set<String>?
+    /// How the API and the audit log name the key: a stored key's id, or `env_` and a digest's first bytes for a
+    /// configured one. Never the secret.
+    public var id: String = ""
+    /// After this a stored key is refused; `nil` for never.
+    public var expiresAt: Timestamp?
 
     /// Whether the key may post events of `appId`.
     public func allows(appId: String) -> Bool { apps?.contains(appId) ?? true }
@@ -35,7 +43,7 @@ public struct KeyGrant: Sendable, Equatable {
 
 /// The configured API keys, checked in constant time.
 public struct KeyRing: Sendable {
-    private let entries: [(digest: SHA256Digest, grant: KeyGrant)]
+    private var entries: [(digest: KeyDigest, grant: KeyGrant)]
 
     /// Creates a key ring. Empty keys are ignored.
     ///
@@ -52,14 +60,39 @@ public struct KeyRing: Sendable {
             if !unbound.contains(key) && bound[key] == nil { order.append(key) }
             if let app { bound[key, default: []].insert(app) } else { unbound.insert(key) }
         }
-        var entries: [(SHA256Digest, KeyGrant)] = order.map { key in
-            (Self.digest(key), KeyGrant(scope: .ingest, apps: unbound.contains(key) ? nil : bound[key]))
+        var entries: [(KeyDigest, KeyGrant)] = order.map { key in
+            let digest = Self.digest(key)
+            return (KeyDigest(digest), KeyGrant(scope: .ingest, apps: unbound.contains(key) ? nil : bound[key], id: Self.configuredId(digest)))
         }
         for (keys, scope) in [(read, KeyScope.read), (admin, .admin), (metrics, .metrics)] {
-            for key in keys where !key.isEmpty { entries.append((Self.digest(key), KeyGrant(scope: scope, apps: nil))) }
+            for key in keys where !key.isEmpty {
+                let digest = Self.digest(key)
+                entries.append((KeyDigest(digest), KeyGrant(scope: scope, apps: nil, id: Self.configuredId(digest))))
+            }
         }
         self.entries = entries
         self.protectsMetrics = metrics.contains { !$0.isEmpty }
+    }
+
+    /// The configured keys and then `stored`: those neither revoked nor of an unknown role. Expiry is checked when a
+    /// key is presented, against the service's clock.
+    public func adding(_ stored: [StoredKey]) -> KeyRing {
+        var ring = self
+        for key in stored where key.revokedAt == nil {
+            guard let scope = KeyScope(rawValue: key.role), scope != .metrics else { continue }
+            guard let digest = KeyDigest(bytes: key.secretDigest) else { continue }
+            ring.entries.append((digest, KeyGrant(scope: scope, apps: key.appIds.map(Set.init), id: key.id, expiresAt: key.expiresAt)))
+        }
+        return ring
+    }
+
+    /// The configured keys' grants, for `GET /v1/keys` (which lists them, without secrets).
+    public var configuredGrants: [KeyGrant] { entries.map(\.grant).filter { $0.id.hasPrefix("env_") } }
+
+    /// A configured key's id: `env_` and the first 6 bytes of its digest's digest, in hex. It names the key in the
+    /// audit log without saying anything about the secret.
+    static func configuredId(_ digest: SHA256Digest) -> String {
+        "env_" + SHA256.hash(data: Array(digest)).prefix(6).map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
     }
 
     /// Whether `GET /metrics` needs a key: a metrics key is configured.
@@ -111,15 +144,9 @@ public struct KeyRing: Sendable {
 
     /// What the key whose SHA-256 digest is `candidate` grants, in constant time (see `scope(of:)`).
     func grant(ofDigest candidate: SHA256Digest) -> KeyGrant? {
+        let candidate = KeyDigest(candidate)
         var found: KeyGrant?
-        candidate.withUnsafeBytes { candidate in
-            for entry in entries {
-                let diff = entry.digest.withUnsafeBytes { configured in
-                    zip(candidate, configured).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) }
-                }
-                if diff == 0 { found = entry.grant }
-            }
-        }
+        for entry in entries where entry.digest.difference(candidate) == 0 { found = entry.grant }
         return found
     }
 
@@ -129,5 +156,35 @@ public struct KeyRing: Sendable {
         let hashed = key.utf8.withContiguousStorageIfAvailable { hasher.update(bufferPointer: UnsafeRawBufferPointer($0)) }
         if hashed == nil { hasher.update(data: Array(key.utf8)) }
         return hasher.finalize()
+    }
+}
+
+/// A SHA-256 digest as four words, compared without early exit and without allocating.
+struct KeyDigest: Sendable {
+    var words: (UInt64, UInt64, UInt64, UInt64)
+
+    init(_ digest: SHA256Digest) {
+        words = digest.withUnsafeBytes { bytes in
+            (
+                bytes.loadUnaligned(fromByteOffset: 0, as: UInt64.self), bytes.loadUnaligned(fromByteOffset: 8, as: UInt64.self),
+                bytes.loadUnaligned(fromByteOffset: 16, as: UInt64.self), bytes.loadUnaligned(fromByteOffset: 24, as: UInt64.self)
+            )
+        }
+    }
+
+    /// A stored digest's 32 bytes; `nil` for any other length.
+    init?(bytes: [UInt8]) {
+        guard bytes.count == SHA256.byteCount else { return nil }
+        words = bytes.withUnsafeBytes { bytes in
+            (
+                bytes.loadUnaligned(fromByteOffset: 0, as: UInt64.self), bytes.loadUnaligned(fromByteOffset: 8, as: UInt64.self),
+                bytes.loadUnaligned(fromByteOffset: 16, as: UInt64.self), bytes.loadUnaligned(fromByteOffset: 24, as: UInt64.self)
+            )
+        }
+    }
+
+    /// Zero when equal; every word is looked at whatever the first ones hold.
+    func difference(_ other: KeyDigest) -> UInt64 {
+        (words.0 ^ other.words.0) | (words.1 ^ other.words.1) | (words.2 ^ other.words.2) | (words.3 ^ other.words.3)
     }
 }

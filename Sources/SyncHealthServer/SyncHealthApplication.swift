@@ -17,14 +17,14 @@ public import SyncHealthWebhooks
 /// The composition root: builds the store, the engine and the HTTP application from a configuration.
 public enum SyncHealthApplication {
     /// Builds the router over an engine.
-    public static func makeRouter<Engine: MonitorEngine>(
+    static func makeRouter<Engine: MonitorEngine>(
         engine: Engine,
-        keys: KeyRing,
+        keys: KeyDirectory,
         registry: PrometheusCollectorRegistry,
         limits: RateLimits = RateLimits(),
         backup: (any StoreBackup)? = nil
     ) -> Router<AppRequestContext> {
-        let routes = apiRoutes(engine: engine, registry: registry, limits: limits, backup: backup, metricsNeedKey: keys.protectsMetrics)
+        let routes = apiRoutes(engine: engine, keys: keys, registry: registry, limits: limits, backup: backup)
         let router = Router(context: AppRequestContext.self)
         router.middlewares.add(RequestMetricsMiddleware())
         router.middlewares.add(ProblemMiddleware(paths: KnownPaths(routes)))
@@ -38,12 +38,12 @@ public enum SyncHealthApplication {
     /// Every endpoint of the API, once: the router and the `405 Allow` answers both come from this table.
     static func apiRoutes<Engine: MonitorEngine>(
         engine: Engine,
+        keys: KeyDirectory,
         registry: PrometheusCollectorRegistry,
         limits: RateLimits,
-        backup: (any StoreBackup)? = nil,
-        metricsNeedKey: Bool = false
+        backup: (any StoreBackup)? = nil
     ) -> [APIRoute] {
-        let health = ServiceRoutes(engine: engine, registry: registry, metricsNeedKey: metricsNeedKey)
+        let health = ServiceRoutes(engine: engine, keys: keys, registry: registry, metricsNeedKey: keys.configured.protectsMetrics)
         let events = EventsRoutes(engine: engine, deviceLimiter: RateLimiter(limit: limits.perDevice))
         let devices = DeviceRoutes(engine: engine)
         let fleet = FleetRoutes(engine: engine)
@@ -164,7 +164,14 @@ public enum SyncHealthApplication {
         // The embedded store backs itself up (`GET /v1/backup`); PostgreSQL is backed up with its own tools.
         let backup = store.store as? any StoreBackup
         if let backup { BackupRoutes.removeLeftovers(in: backup.backupDirectory) }
-        let router = makeRouter(engine: engine, keys: keys, registry: registry, limits: configuration.rateLimits, backup: backup)
+        let directory = KeyDirectory(
+            configured: keys,
+            store: store.store,
+            clock: clock,
+            auditRetention: configuration.engine.alertRetention,
+            logger: logger
+        )
+        let router = makeRouter(engine: engine, keys: directory, registry: registry, limits: configuration.rateLimits, backup: backup)
         // Which release each replica runs, for a rolling upgrade's dashboards: `count by (version)`.
         registry.makeGauge(
             name: "synchealth_build_info",
@@ -198,7 +205,8 @@ public enum SyncHealthApplication {
                 availableConnectionsDelegate: MaximumAvailableConnections(configuration.maxConnections, logger: logger)
             ),
             // Shutdown runs in reverse: the engine commits what it accepted before the pool stops.
-            services: (storeService.map { [$0] } ?? []) + store.services(of: engine, logger: logger) + [HeapTrimmer(logger: logger)] + tlsReload,
+            services: (storeService.map { [$0] } ?? []) + store.services(of: engine, logger: logger) + [directory, HeapTrimmer(logger: logger)]
+                + tlsReload,
             logger: logger
         )
         return (application, engine)
@@ -232,6 +240,7 @@ public struct RateLimits: Sendable {
 /// `/livez`, `/readyz`, `/metrics`, `/openapi.yaml`: no key needed, but for `/metrics` once a metrics key is set.
 struct ServiceRoutes<Engine: MonitorEngine> {
     let engine: Engine
+    let keys: KeyDirectory
     let registry: PrometheusCollectorRegistry
     /// `SYNCHEALTH_METRICS_KEY` is set: `/metrics` needs it, or a read or admin key.
     var metricsNeedKey = false
@@ -255,7 +264,7 @@ struct ServiceRoutes<Engine: MonitorEngine> {
     /// replica listens to every replica's transitions (`TransitionFollower`), so that a stream opened on a replica
     /// just put behind a load balancer misses none and gets no `reset` for a rebuild still to come.
     func readyz(_ request: Request, context: AppRequestContext) async throws -> Response {
-        if engine.isReady && engine.feed.rebuilds > 0 {
+        if engine.isReady && engine.feed.rebuilds > 0 && keys.isLoaded {
             return try JSONResponse.make(
                 Health(status: "pass", description: "ready", version: BuildInfo.version, releaseId: BuildInfo.commit),
                 contentType: "application/health+json"
@@ -264,7 +273,7 @@ struct ServiceRoutes<Engine: MonitorEngine> {
         return try JSONResponse.make(
             Health(
                 status: "fail",
-                description: "loading state, not yet following other replicas, or shutting down",
+                description: "loading state or keys, not yet following other replicas, or shutting down",
                 version: BuildInfo.version,
                 releaseId: BuildInfo.commit
             ),

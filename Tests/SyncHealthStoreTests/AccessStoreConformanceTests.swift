@@ -19,14 +19,20 @@ struct AccessStoreConformanceTests {
         )
     }
 
-    @Test("keys are written with their scope, listed oldest first, revoked once, and their last use only moves forward", arguments: StoreKind.allCases)
+    @Test(
+        "keys are written with their scope, listed oldest first, revoked once, and their last use only moves forward",
+        arguments: StoreKind.allCases
+    )
     func keys(kind: StoreKind) async throws {
         try await kind.withStore { store in
             try await store.insertKey(key("key_a", apps: nil))
             try await store.insertKey(key("key_bb", role: "admin", apps: ["com.a", "com.b"], at: 1))
             try await store.insertKey(key("key_a", role: "admin", at: 2))
             var all = try await store.keys()
-            #expect(all == [key("key_a", apps: nil), key("key_bb", role: "admin", apps: ["com.a", "com.b"], at: 1)], "a second insert of an id changes nothing")
+            #expect(
+                all == [key("key_a", apps: nil), key("key_bb", role: "admin", apps: ["com.a", "com.b"], at: 1)],
+                "a second insert of an id changes nothing"
+            )
 
             #expect(try await store.revokeKey(id: "key_bb", at: t0 + .seconds(10)))
             #expect(try await store.revokeKey(id: "key_bb", at: t0 + .seconds(20)))
