@@ -13,6 +13,10 @@ public enum APIError: Error, Sendable {
     case unauthorized
     case forbidden(required: KeyScope)
     case appNotAllowed(appId: String)
+    /// A key limited to apps asked for something beyond them: another app, or every app.
+    case outOfScope(String)
+    /// A configured key cannot be deleted through the API.
+    case configuredKey
     case notFound(String)
     case ambiguousDevice(String)
     case rateLimited(retryAfterSeconds: Int, limit: Int)
@@ -30,7 +34,8 @@ public enum APIError: Error, Sendable {
         case .bodyTooLarge: .contentTooLarge
         case .unsupportedEncoding, .unsupportedMediaType: .unsupportedMediaType
         case .unauthorized: .unauthorized
-        case .forbidden, .appNotAllowed: .forbidden
+        case .forbidden, .appNotAllowed, .outOfScope: .forbidden
+        case .configuredKey: .conflict
         case .notFound, .routeNotFound: .notFound
         case .ambiguousDevice: .conflict
         case .rateLimited: .tooManyRequests
@@ -101,6 +106,17 @@ public enum APIError: Error, Sendable {
                 title: "The key may not post for this app",
                 status: status,
                 detail: "This ingest key is bound to other apps than \(appId); nothing was applied."
+            )
+        case .outOfScope(let detail):
+            Problem(slug: "out-of-scope", title: "The key is limited to other apps", status: status, detail: detail)
+        case .configuredKey:
+            Problem(
+                slug: "configured-key",
+                title: "A configured key cannot be deleted here",
+                status: status,
+                detail:
+                    "This key comes from the service's configuration (SYNCHEALTH_INGEST_KEYS, _READ_KEYS, _ADMIN_KEYS or _METRICS_KEY): "
+                    + "remove it there and restart every replica. Keys made with POST /v1/keys are revoked with DELETE."
             )
         case .notFound(let what):
             Problem(slug: "not-found", title: "Not found", status: status, detail: what)

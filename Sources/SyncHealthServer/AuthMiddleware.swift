@@ -69,3 +69,39 @@ extension AppRequestContext {
         guard scope.grants(required) else { throw .forbidden(required: required) }
     }
 }
+
+extension AppRequestContext {
+    /// Whether the key may see data of `appId`: a global key sees every app, a limited one its own; `nil` (data of
+    /// no app, such as a fleet-wide alert) only a global key.
+    func sees(appId: String?) -> Bool {
+        guard let apps = allowedApps else { return true }
+        return appId.map(apps.contains) ?? false
+    }
+
+    /// Whether every app of `appIds` is the key's: a limited key may not name none (that is every app).
+    func covers(appIds: [String]?) -> Bool {
+        guard let apps = allowedApps else { return true }
+        guard let appIds, !appIds.isEmpty else { return false }
+        return appIds.allSatisfy(apps.contains)
+    }
+
+    /// The app a listing or summary is narrowed to: the one asked for, which must be the key's, else the key's only
+    /// app. A key limited to several apps names one; a global key may ask for none (every app).
+    func app(narrowing requested: String?) throws(APIError) -> String? {
+        guard let apps = allowedApps else { return requested }
+        if let requested {
+            guard apps.contains(requested) else { throw .outOfScope("This key is limited to other apps than \(requested).") }
+            return requested
+        }
+        if apps.count == 1, let only = apps.first { return only }
+        throw .invalidQuery(name: "appId", detail: "is required: this key is limited to \(apps.count) apps; name one of them")
+    }
+
+    /// Throws 403 unless the key is for every app (backups, the audit log, other scopes' keys).
+    func requireGlobal() throws(APIError) {
+        guard allowedApps == nil else { throw .outOfScope("This needs a key for every app.") }
+    }
+
+    /// The caller's address as the service saw it, for the audit log.
+    var address: String { channel.remoteAddress?.ipAddress ?? "unknown" }
+}

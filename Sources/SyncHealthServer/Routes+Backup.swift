@@ -11,12 +11,15 @@ import SyncHealthStore
 struct BackupRoutes {
     /// The store, when it backs itself up (SQLite); `nil` for PostgreSQL.
     let store: (any StoreBackup)?
+    let audit: AuditLog
     let files = FileIO()
     /// One backup at a time, and a stalled download cut off.
     var limits = BackupGuard()
 
     @Sendable func backup(_ request: Request, context: AppRequestContext) async throws -> Response {
         try context.require(.admin)
+        // A backup holds every app's devices and every subscription's secret.
+        try context.requireGlobal()
         guard let store else { throw APIError.backupUnsupported }
         guard limits.begin() else { throw APIError.backupRunning }
         // Freed when the copy is sent or deleted: on every path below, through the body's `defer` or this one.
@@ -38,6 +41,7 @@ struct BackupRoutes {
             return Response(status: .init(code: 499, reasonPhrase: "Client Closed Request"))
         }
         context.logger.notice("Backup taken", metadata: ["backup.bytes": "\(size)"])
+        await audit.record(context, "backup", "\(size) bytes")
         var headers = HTTPFields()
         headers[.contentType] = "application/vnd.sqlite3"
         headers[.contentDisposition] = "attachment; filename=\"synchealth-backup.sqlite\""

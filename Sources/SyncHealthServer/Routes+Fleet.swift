@@ -28,12 +28,13 @@ extension FleetRoutes {
     func scopes(_ request: Request, context: AppRequestContext) async throws -> Response {
         try context.require(.read)
         let limit = try Query(request).limit(default: Self.maxScopes, max: Self.maxScopes)
-        let all = try await engine.summaries()
-        let scopes = FleetScopeSelection.largest(all.filter { $0.key != .all }, limit: limit)
+        // A key limited to apps sees their scopes only.
+        let all = try await engine.summaries().filter { $0.key != .all && context.sees(appId: $0.key.appId) }
+        let scopes = FleetScopeSelection.largest(all, limit: limit)
         return try JSONResponse.make(
             ScopesDTO(
                 data: scopes.map { FleetSummaryDTO(counts: $0.counts, scope: $0.scope) },
-                total: all.count - (all[.all] == nil ? 0 : 1),
+                total: all.count,
                 generatedAt: engine.now.rfc3339
             )
         )
@@ -43,7 +44,8 @@ extension FleetRoutes {
         try context.require(.read)
         let query = Query(request)
         let now = engine.now
-        let scope = try query.scope()
+        var scope = try query.scope()
+        scope.appId = try context.app(narrowing: scope.appId)
         let to = try query.timestamp("to") ?? now
         let from = try query.timestamp("from") ?? to - .seconds(24 * 3600)
         guard from <= to else { throw APIError.invalidQuery(name: "from", detail: "must not be after to") }

@@ -10,7 +10,7 @@ extension FleetRoutes {
         let query = Query(request)
         let incidentQuery = IncidentQuery(
             state: try query.enumValue("state", IncidentState.self),
-            appId: try query.identifier("appId"),
+            appId: try context.app(narrowing: query.identifier("appId")),
             kind: try query.enumValue("kind", AlertKind.self),
             limit: try query.limit(),
             cursor: try query.cursor()
@@ -25,7 +25,7 @@ extension FleetRoutes {
         let query = Query(request)
         let limit = try query.limit()
         let offset = Int(try query.cursor() ?? 0)
-        guard let incident = try await engine.incident(id: id) else {
+        guard let incident = try await engine.incident(id: id), context.sees(appId: incident.key.appId) else {
             throw APIError.notFound("no incident \(id)")
         }
         let devices = try await engine.devices(of: incident)

@@ -10,7 +10,9 @@ extension FleetRoutes {
     func releases(_ request: Request, context: AppRequestContext) async throws -> Response {
         try context.require(.read)
         let query = Query(request)
-        guard let appId = try query.identifier("appId") else { throw APIError.invalidQuery(name: "appId", detail: "is required") }
+        guard let appId = try context.app(narrowing: query.identifier("appId")) else {
+            throw APIError.invalidQuery(name: "appId", detail: "is required")
+        }
         let dimension = try query.enumValue("by", ReleaseDimension.self) ?? .appVersion
         let releases = try await engine.releases(appId: appId, by: dimension)
         let minimum = engine.configuration.alerts.releaseMinimumDevices

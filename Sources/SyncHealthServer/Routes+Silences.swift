@@ -7,6 +7,7 @@ import SyncHealthStore
 /// `/v1/silences…` (admin key).
 struct SilenceRoutes {
     let silences: SilenceCenter
+    let audit: AuditLog
 
     struct CreateBody: Decodable {
         struct Matchers: Decodable {
@@ -46,6 +47,10 @@ struct SilenceRoutes {
             guard let value = Timestamp(rfc3339: text) else { throw .invalidBody([.init(pointer: pointer, detail: "not an RFC 3339 date-time")]) }
             return value
         }
+        // A key limited to apps silences its own apps' alerts only: the silence names one of them.
+        guard context.allowedApps == nil || m.appId.map({ context.sees(appId: $0) }) == true else {
+            throw APIError.outOfScope("A key limited to apps makes silences for one of its own apps: set matchers.appId.")
+        }
         let startsAt = try time(body.startsAt, "/startsAt")
         guard let endsAt = try time(body.endsAt, "/endsAt") else {
             throw APIError.invalidBody([.init(pointer: "/endsAt", detail: "endsAt is required")])
@@ -61,6 +66,7 @@ struct SilenceRoutes {
         )
         do {
             let silence = try await silences.create(matchers: matchers, startsAt: startsAt, endsAt: endsAt, comment: body.comment ?? "")
+            await audit.record(context, "silence.create", silence.id)
             return try JSONResponse.make(SilenceDTO(silence, now: silences.clock.now), status: .created)
         } catch SilenceError.invalid(let pointer, let detail) {
             throw APIError.invalidBody([.init(pointer: pointer, detail: detail)])
@@ -74,19 +80,30 @@ struct SilenceRoutes {
     func list(_ request: Request, context: AppRequestContext) async throws -> Response {
         try context.require(.admin)
         let now = silences.clock.now
-        return try JSONResponse.make(PageDTO(data: try await store { try await silences.list() }.map { SilenceDTO($0, now: now) }, nextCursor: nil))
+        let shown = try await store { try await silences.list() }.filter { visible($0, context) }
+        return try JSONResponse.make(PageDTO(data: shown.map { SilenceDTO($0, now: now) }, nextCursor: nil))
     }
 
     func get(_ request: Request, context: AppRequestContext) async throws -> Response {
         try context.require(.admin)
-        guard let silence = try await store({ try await silences.get(id(context)) }) else { throw APIError.notFound("No such silence.") }
+        guard let silence = try await store({ try await silences.get(id(context)) }), visible(silence, context) else {
+            throw APIError.notFound("No such silence.")
+        }
         return try JSONResponse.make(SilenceDTO(silence, now: silences.clock.now))
+    }
+
+    /// A key limited to apps sees the silences of its apps only.
+    func visible(_ silence: Silence, _ context: AppRequestContext) -> Bool {
+        context.allowedApps == nil || silence.matchers.appId.map { context.sees(appId: $0) } == true
     }
 
     /// Ends the silence now; it is kept, as expired.
     func delete(_ request: Request, context: AppRequestContext) async throws -> Response {
         try context.require(.admin)
-        guard let silence = try await store({ try await silences.expire(id(context)) }) else { throw APIError.notFound("No such silence.") }
+        guard let found = try await store({ try await silences.get(id(context)) }), visible(found, context),
+            let silence = try await store({ try await silences.expire(found.id) })
+        else { throw APIError.notFound("No such silence.") }
+        await audit.record(context, "silence.delete", silence.id)
         return try JSONResponse.make(SilenceDTO(silence, now: silences.clock.now))
     }
 

@@ -5,6 +5,7 @@ import NIOCore
 import ServiceLifecycle
 import SyncHealthCore
 import SyncHealthEngine
+import SyncHealthStore
 
 /// `GET /v1/stream`: Server-Sent Events from the engine's live feed.
 ///
@@ -21,6 +22,7 @@ struct StreamRoutes<Engine: MonitorEngine> {
 
     func stream(_ request: Request, context: AppRequestContext) async throws -> Response {
         try context.require(.read)
+        let apps = context.allowedApps
         let channel = context.channel
         let lastEventId = HTTPField.Name.lastEventID.flatMap { request.headers[$0] }
         let subscription = engine.feed.subscribe(lastEventId: lastEventId) {
@@ -33,10 +35,17 @@ struct StreamRoutes<Engine: MonitorEngine> {
                     // The current summaries, read after subscribing: a change made meanwhile follows as a message.
                     if let current = try? await engine.summaries() {
                         let scopes = FleetScopeSelection.largest(current, limit: FleetRoutes<Engine>.maxScopes)
-                        try await writer.write(ByteBuffer(bytes: try ServerSentEvents.encode(.summaries(scopes))))
+                        if let content = LiveFeed.Content.summaries(scopes).limited(to: apps) {
+                            try await writer.write(ByteBuffer(bytes: try ServerSentEvents.encode(content)))
+                        }
                     }
                     for await message in subscription.messages {
-                        try await writer.write(ByteBuffer(bytes: try message.encoded(ServerSentEvents.encode)))
+                        if apps == nil {
+                            // Encoded once for every reader of the whole fleet.
+                            try await writer.write(ByteBuffer(bytes: try message.encoded(ServerSentEvents.encode)))
+                        } else if let content = message.content.limited(to: apps) {
+                            try await writer.write(ByteBuffer(bytes: try ServerSentEvents.encode(content)))
+                        }
                     }
                 } catch {
                     subscription.cancel()
@@ -51,6 +60,24 @@ struct StreamRoutes<Engine: MonitorEngine> {
         // nginx buffers a proxied response unless told not to.
         headers.set("X-Accel-Buffering", "no")
         return Response(status: .ok, headers: headers, body: body)
+    }
+}
+
+extension LiveFeed.Content {
+    /// What a key limited to `apps` may see of this message: its apps' alerts and scopes, or `nil` when nothing is
+    /// left to send. Everything for a global key (`nil`).
+    func limited(to apps: Set<String>?) -> Self? {
+        guard let apps else { return self }
+        switch self {
+        case .alerts(let alerts):
+            let mine = alerts.filter { $0.alert.appId.map(apps.contains) ?? false }
+            return mine.isEmpty ? nil : .alerts(mine)
+        case .summaries(let scopes):
+            let mine = scopes.filter { $0.scope.appId.map(apps.contains) ?? false }
+            return mine.isEmpty ? nil : .summaries(mine)
+        case .keepalive, .reset:
+            return self
+        }
     }
 }
 

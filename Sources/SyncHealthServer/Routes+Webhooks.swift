@@ -7,6 +7,7 @@ import SyncHealthStore
 /// `/v1/webhooks…` (admin key).
 struct WebhookRoutes {
     let webhooks: WebhookCenter
+    let audit: AuditLog
 
     struct CreateBody: Decodable {
         var url: String?
@@ -31,6 +32,10 @@ struct WebhookRoutes {
         if let description = body.description, description.count > 1024 {
             throw APIError.invalidBody([.init(pointer: "/description", detail: "description is longer than 1024 characters")])
         }
+        // A key limited to apps subscribes to its own apps' alerts only, named.
+        guard context.covers(appIds: body.appIds) else {
+            throw APIError.outOfScope("A key limited to apps makes subscriptions for some of its own apps only: name them in appIds.")
+        }
         do {
             let subscription = try await webhooks.create(
                 WebhookRequestFields(
@@ -45,6 +50,7 @@ struct WebhookRoutes {
                     grouping: body.grouping
                 )
             )
+            await audit.record(context, "webhook.create", subscription.id)
             return try JSONResponse.make(WebhookDTO(subscription, includeSecret: true), status: .created)
         } catch WebhookError.invalidURL(let why) {
             throw APIError.invalidBody([.init(pointer: "/url", detail: why)])
@@ -59,7 +65,8 @@ struct WebhookRoutes {
 
     func list(_ request: Request, context: AppRequestContext) async throws -> Response {
         try context.require(.admin)
-        return try JSONResponse.make(PageDTO(data: try await webhooks.list().map { WebhookDTO($0, includeSecret: false) }, nextCursor: nil))
+        let visible = try await webhooks.list().filter { context.covers(appIds: $0.appIds) }
+        return try JSONResponse.make(PageDTO(data: visible.map { WebhookDTO($0, includeSecret: false) }, nextCursor: nil))
     }
 
     func get(_ request: Request, context: AppRequestContext) async throws -> Response {
@@ -69,7 +76,9 @@ struct WebhookRoutes {
 
     func delete(_ request: Request, context: AppRequestContext) async throws -> Response {
         try context.require(.admin)
-        guard try await webhooks.delete(try await subscription(context).id) else { throw APIError.notFound("No such webhook.") }
+        let id = try await subscription(context).id
+        guard try await webhooks.delete(id) else { throw APIError.notFound("No such webhook.") }
+        await audit.record(context, "webhook.delete", id)
         return Response(status: .noContent)
     }
 
@@ -87,12 +96,16 @@ struct WebhookRoutes {
         guard try await webhooks.resend(id, messageId: messageId) else {
             throw APIError.notFound("No failed delivery \(messageId) for this webhook; only failed messages can be sent again.")
         }
+        await audit.record(context, "webhook.resend", "\(id)/\(messageId)")
         return try JSONResponse.make(["status": "pending", "messageId": messageId], status: .accepted)
     }
 
     func subscription(_ context: AppRequestContext) async throws -> WebhookSubscription {
         let raw = context.parameters.get("id") ?? ""
-        guard let found = try await webhooks.get(raw.removingPercentEncoding ?? raw) else { throw APIError.notFound("No such webhook.") }
+        // Another team's subscription does not exist for a key limited to other apps.
+        guard let found = try await webhooks.get(raw.removingPercentEncoding ?? raw), context.covers(appIds: found.appIds) else {
+            throw APIError.notFound("No such webhook.")
+        }
         return found
     }
 }

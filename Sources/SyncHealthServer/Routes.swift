@@ -226,6 +226,7 @@ enum IngestBody {
 /// `GET /v1/devices`, `GET /v1/devices/{deviceId}`, `DELETE /v1/devices/{deviceId}`.
 struct DeviceRoutes<Engine: MonitorEngine> {
     let engine: Engine
+    let audit: AuditLog
 
     /// The path's device id, decoded and checked.
     private func deviceId(_ context: AppRequestContext) throws(APIError) -> String {
@@ -246,8 +247,11 @@ struct DeviceRoutes<Engine: MonitorEngine> {
         guard let appId = try Query(request).identifier("appId") else {
             throw APIError.invalidQuery(name: "appId", detail: "is required: an erasure names the app of the device")
         }
+        // Another app's device does not exist for a key limited to other apps.
+        guard context.sees(appId: appId) else { throw APIError.notFound("No device \(deviceId) in app \(appId).") }
         let key = DeviceKey(appId: appId, deviceId: deviceId)
         _ = try await engine.erase(key)
+        await audit.record(context, "device.erase", "\(appId)/\(deviceId)")
         return Response(status: .noContent)
     }
 
@@ -257,9 +261,10 @@ struct DeviceRoutes<Engine: MonitorEngine> {
         let query = Query(request)
         let key: DeviceKey
         if let appId = try query.identifier("appId") {
+            guard context.sees(appId: appId) else { throw APIError.notFound("No device \(deviceId) in app \(appId).") }
             key = DeviceKey(appId: appId, deviceId: deviceId)
         } else {
-            let matches = try await engine.devices(withId: deviceId)
+            let matches = try await engine.devices(withId: deviceId).filter { context.sees(appId: $0.appId) }
             guard let only = matches.first else { throw APIError.notFound("No device \(deviceId).") }
             guard matches.count == 1 else { throw APIError.ambiguousDevice(deviceId) }
             key = only
@@ -276,7 +281,7 @@ struct DeviceRoutes<Engine: MonitorEngine> {
         let filter = DeviceFilter(
             summary: try query.enumValue("summary", SyncStateSummary.self),
             broken: try query.bool("broken"),
-            appId: try query.identifier("appId"),
+            appId: try context.app(narrowing: query.identifier("appId")),
             containerId: try query.string("containerId"),
             platform: try query.string("platform"),
             osVersion: try query.string("osVersion"),
@@ -296,7 +301,7 @@ struct FleetRoutes<Engine: MonitorEngine> {
     func summary(_ request: Request, context: AppRequestContext) async throws -> Response {
         try context.require(.read)
         let query = Query(request)
-        let scope = FleetScope(appId: try query.identifier("appId"), containerId: try query.string("containerId"))
+        let scope = FleetScope(appId: try context.app(narrowing: query.identifier("appId")), containerId: try query.string("containerId"))
         let counts = try await engine.summary(scope)
         return try JSONResponse.make(FleetSummaryDTO(counts: counts, generatedAt: engine.now))
     }
@@ -307,7 +312,7 @@ struct FleetRoutes<Engine: MonitorEngine> {
         let alertQuery = AlertQuery(
             state: try query.enumValue("state", AlertState.self),
             kind: try query.enumValue("kind", AlertKind.self),
-            appId: try query.identifier("appId"),
+            appId: try context.app(narrowing: query.identifier("appId")),
             deviceId: try query.identifier("deviceId"),
             limit: try query.limit(),
             cursor: try query.cursor()

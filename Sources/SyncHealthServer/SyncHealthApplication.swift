@@ -45,12 +45,15 @@ public enum SyncHealthApplication {
     ) -> [APIRoute] {
         let health = ServiceRoutes(engine: engine, keys: keys, registry: registry, metricsNeedKey: keys.configured.protectsMetrics)
         let events = EventsRoutes(engine: engine, deviceLimiter: RateLimiter(limit: limits.perDevice))
-        let devices = DeviceRoutes(engine: engine)
+        // Who changed what: keys, subscriptions, silences, erasures, backups (`GET /v1/audit`).
+        let audit = AuditLog(store: keys.store, clock: engine.clock)
+        let devices = DeviceRoutes(engine: engine, audit: audit)
         let fleet = FleetRoutes(engine: engine)
-        let hooks = WebhookRoutes(webhooks: engine.webhooks)
-        let silences = SilenceRoutes(silences: engine.webhooks.silences)
+        let hooks = WebhookRoutes(webhooks: engine.webhooks, audit: audit)
+        let silences = SilenceRoutes(silences: engine.webhooks.silences, audit: audit)
         let stream = StreamRoutes(engine: engine)
-        let backups = BackupRoutes(store: backup)
+        let backups = BackupRoutes(store: backup, audit: audit)
+        let access = KeyRoutes(keys: keys, audit: audit)
         return DashboardRoutes.routes + [
             APIRoute(.get, "/livez", health.livez),
             APIRoute(.get, "/readyz", health.readyz),
@@ -79,6 +82,11 @@ public enum SyncHealthApplication {
             APIRoute(.get, "/v1/silences/:id", silences.get),
             APIRoute(.delete, "/v1/silences/:id", silences.delete),
             APIRoute(.get, "/v1/backup", backups.backup),
+            APIRoute(.post, "/v1/keys", access.create),
+            APIRoute(.get, "/v1/keys", access.list),
+            APIRoute(.get, "/v1/keys/current", access.current),
+            APIRoute(.delete, "/v1/keys/:id", access.delete),
+            APIRoute(.get, "/v1/audit", access.auditLog),
         ]
     }
 
@@ -283,7 +291,11 @@ struct ServiceRoutes<Engine: MonitorEngine> {
     }
 
     func metrics(_ request: Request, context: AppRequestContext) async throws -> Response {
-        if metricsNeedKey { try context.require(.metrics) }
+        if metricsNeedKey {
+            try context.require(.metrics)
+            // The series name every app: a key limited to some may not read them.
+            try context.requireGlobal()
+        }
         var buffer: [UInt8] = []
         buffer.reserveCapacity(16 * 1024)
         registry.emit(into: &buffer)
