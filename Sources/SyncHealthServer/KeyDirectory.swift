@@ -12,8 +12,8 @@ import Synchronization
 /// a key revoked on any replica is refused on every replica within a second, and writes when keys were last used
 /// at the same pace, never on a request's path.
 final class KeyDirectory: Service, Sendable {
-    /// How often stored keys are read again and last uses written.
-    static let refreshInterval = Duration.seconds(1)
+    /// How often stored keys are read again and last uses written: a revocation holds everywhere within a second.
+    static let refreshInterval = Duration.milliseconds(500)
     /// A key's last use is remembered at most this often: a busy key costs one map write a minute, not one a request.
     static let useResolution = Duration.seconds(60)
 

@@ -1,0 +1,225 @@
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import NIOCore
+import SyncHealthCore
+import SyncHealthEngine
+import SyncHealthEngineTesting
+import SyncHealthTestSupport
+import Testing
+
+@testable import SyncHealthServer
+
+/// Makes a key through the API; returns its id and secret.
+private func makeKey(
+    _ client: any TestClientProtocol,
+    role: String,
+    apps: [String]? = nil,
+    expiresAt: String? = nil,
+    by key: String = adminKey
+) async throws -> (id: String, secret: String) {
+    var body: [String: Any] = ["role": role, "description": "\(role) for \(apps ?? ["every app"])"]
+    if let apps { body["appIds"] = apps }
+    if let expiresAt { body["expiresAt"] = expiresAt }
+    let response = try await client.execute(
+        uri: "/v1/keys",
+        method: .post,
+        headers: headers(key, [.contentType: "application/json"]),
+        body: ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: body))
+    )
+    #expect(response.status == .created, "\(String(buffer: response.body))")
+    let made = try json(response)
+    return (made["id"] as? String ?? "", made["key"] as? String ?? "")
+}
+
+extension TestClientProtocol {
+    fileprivate func send(_ method: HTTPRequest.Method, _ uri: String, key: String?, body: String? = nil) async throws -> TestResponse {
+        try await execute(
+            uri: uri,
+            method: method,
+            headers: headers(key, body == nil ? [:] : [.contentType: "application/json"]),
+            body: body.map { ByteBuffer(string: $0) }
+        )
+    }
+}
+
+@Suite("Keys made through the API, limited to apps, revoked at once, audited")
+struct KeyScopeTests {
+    @Test("a key made through the API works at once, is listed without its secret, and once revoked is refused")
+    func lifecycle() async throws {
+        try await TestService().test { client in
+            let made = try await makeKey(client, role: "read")
+            #expect(made.id.hasPrefix("key_") && made.secret.hasPrefix("shk_") && made.secret.count == 47)
+            #expect(try await client.get("/v1/summary", key: made.secret).status == .ok)
+            let listing = String(buffer: try await client.get("/v1/keys", key: adminKey).body)
+            #expect(listing.contains(made.id) && !listing.contains(made.secret), "listed, without the secret")
+            #expect(listing.contains(#""source":"environment""#), "the configured keys are listed too")
+            #expect(try await client.send(.delete, "/v1/keys/\(made.id)", key: adminKey).status == .noContent)
+            let refused = try await client.get("/v1/summary", key: made.secret)
+            #expect(refused.status == .unauthorized && refused.headers[.contentType] == "application/problem+json")
+            let shown = try json(try await client.get("/v1/keys", key: adminKey))["data"] as? [[String: Any]] ?? []
+            #expect(shown.first { $0["id"] as? String == made.id }?["state"] as? String == "revoked")
+        }
+    }
+
+    @Test("hostile keys: a key id for a secret, a revoked or expired key, a configured key deleted, a bad role or expiry")
+    func hostile() async throws {
+        let service = TestService()
+        try await service.test { client in
+            let made = try await makeKey(client, role: "admin", expiresAt: "2026-11-22T11:00:00Z")
+            #expect(try await client.get("/v1/summary", key: made.id).status == .unauthorized, "the id is not the secret")
+            #expect(try await client.get("/v1/summary", key: String(made.secret.dropLast())).status == .unauthorized)
+            #expect(try await client.get("/v1/summary", key: made.secret).status == .ok)
+            service.clock.advance(by: .seconds(3600))
+            #expect(try await client.get("/v1/summary", key: made.secret).status == .unauthorized, "expired")
+
+            let configured = try json(try await client.get("/v1/keys", key: adminKey))["data"] as? [[String: Any]] ?? []
+            let envId = try #require(configured.first { $0["source"] as? String == "environment" }?["id"] as? String)
+            let conflict = try await client.send(.delete, "/v1/keys/\(envId)", key: adminKey)
+            #expect(conflict.status == .conflict && String(buffer: conflict.body).contains("configured-key"))
+
+            for body in [
+                #"{"role": "metrics"}"#, #"{"role": "root"}"#, #"{}"#, #"{"role": "read", "appIds": []}"#,
+                #"{"role": "read", "appIds": ["bad app"]}"#, #"{"role": "read", "expiresAt": "2020-01-01T00:00:00Z"}"#,
+                #"{"role": "read", "expiresAt": "tomorrow"}"#, #"[1, 2]"#,
+            ] {
+                let refused = try await client.send(.post, "/v1/keys", key: adminKey, body: body)
+                #expect(refused.status == .badRequest && refused.headers[.contentType] == "application/problem+json", "\(body)")
+            }
+            #expect(try await client.send(.post, "/v1/keys", key: readKey, body: #"{"role": "read"}"#).status == .forbidden)
+            #expect(try await client.send(.post, "/v1/keys", key: ingestKey, body: #"{"role": "read"}"#).status == .forbidden)
+        }
+    }
+
+    @Test("the scope matrix: every endpoint, a key for one app against another app's data, and global keys")
+    func matrix() async throws {
+        var configuration = EngineConfiguration()
+        configuration.incidents.groupWait = .seconds(1)
+        let service = TestService(configuration: configuration)
+        try await service.test { client in
+            for (app, device) in [("com.a", "a1"), ("com.a", "a2"), ("com.b", "b1")] {
+                try await client.post(
+                    batch(
+                        device: device,
+                        app: app,
+                        container: "iCloud.\(app)",
+                        [event("n", #""kind": "network", "available": true"#), event("f", "2026-11-22T10:00:01Z", urgentError)]
+                    )
+                )
+            }
+            try await service.clock.advanceAndSettle(by: .seconds(2))
+            #expect(try await eventually { (try json(try await client.get("/v1/incidents", key: adminKey))["data"] as? [Any])?.count == 2 })
+            let incidents = try json(try await client.get("/v1/incidents", key: adminKey))["data"] as? [[String: Any]] ?? []
+            let incidentB = try #require(incidents.first { $0["appId"] as? String == "com.b" }?["id"] as? String)
+            let incidentA = try #require(incidents.first { $0["appId"] as? String == "com.a" }?["id"] as? String)
+            let readA = try await makeKey(client, role: "read", apps: ["com.a"]).secret
+            let adminA = try await makeKey(client, role: "admin", apps: ["com.a"]).secret
+            let ingestA = try await makeKey(client, role: "ingest", apps: ["com.a"]).secret
+            let readAB = try await makeKey(client, role: "read", apps: ["com.a", "com.b"]).secret
+            let globalHook =
+                try json(
+                    try await client.send(.post, "/v1/webhooks", key: adminKey, body: #"{"url": "https://hooks.example.com/all"}"#)
+                )["id"] as? String ?? ""
+            let globalSilence =
+                try json(
+                    try await client.send(
+                        .post,
+                        "/v1/silences",
+                        key: adminKey,
+                        body: #"{"matchers": {"appId": "com.b"}, "endsAt": "2026-11-23T00:00:00Z"}"#
+                    )
+                )["id"] as? String ?? ""
+
+            let rows: [(HTTPRequest.Method, String, String?, String, HTTPResponse.Status)] = [
+                (.get, "/v1/devices/a1?appId=com.a", nil, readA, .ok),
+                (.get, "/v1/devices/a1", nil, readA, .ok),
+                (.get, "/v1/devices/b1?appId=com.b", nil, readA, .notFound),
+                (.get, "/v1/devices/b1", nil, readA, .notFound),
+                (.get, "/v1/devices/b1", nil, readKey, .ok),
+                (.get, "/v1/devices", nil, readA, .ok),
+                (.get, "/v1/devices?appId=com.b", nil, readA, .forbidden),
+                (.get, "/v1/devices", nil, readAB, .badRequest),
+                (.get, "/v1/devices?appId=com.b", nil, readAB, .ok),
+                (.get, "/v1/summary", nil, readA, .ok),
+                (.get, "/v1/summary?appId=com.b", nil, readA, .forbidden),
+                (.get, "/v1/summary/scopes", nil, readA, .ok),
+                (.get, "/v1/summary/history?appId=com.b", nil, readA, .forbidden),
+                (.get, "/v1/summary/history", nil, readA, .ok),
+                (.get, "/v1/releases?appId=com.a", nil, readA, .ok),
+                (.get, "/v1/releases?appId=com.b", nil, readA, .forbidden),
+                (.get, "/v1/alerts", nil, readA, .ok),
+                (.get, "/v1/alerts?appId=com.b", nil, readA, .forbidden),
+                (.get, "/v1/incidents", nil, readA, .ok),
+                (.get, "/v1/incidents/\(incidentA)", nil, readA, .ok),
+                (.get, "/v1/incidents/\(incidentB)", nil, readA, .notFound),
+                (.get, "/v1/incidents/\(incidentB)", nil, readKey, .ok),
+                (.get, "/v1/keys/current", nil, readA, .ok),
+                (
+                    .post, "/v1/events", String(buffer: batch(device: "a3", app: "com.a", [event("x", #""kind": "network", "available": true"#)])),
+                    ingestA, .accepted
+                ),
+                (
+                    .post, "/v1/events", String(buffer: batch(device: "b3", app: "com.b", [event("x", #""kind": "network", "available": true"#)])),
+                    ingestA, .forbidden
+                ),
+                (.post, "/v1/webhooks", #"{"url": "https://hooks.example.com/a", "appIds": ["com.a"]}"#, adminA, .created),
+                (.post, "/v1/webhooks", #"{"url": "https://hooks.example.com/b", "appIds": ["com.b"]}"#, adminA, .forbidden),
+                (.post, "/v1/webhooks", #"{"url": "https://hooks.example.com/all"}"#, adminA, .forbidden),
+                (.post, "/v1/webhooks", #"{"url": "https://hooks.example.com/a", "appIds": ["com.a"]}"#, readA, .forbidden),
+                (.get, "/v1/webhooks/\(globalHook)", nil, adminA, .notFound),
+                (.delete, "/v1/webhooks/\(globalHook)", nil, adminA, .notFound),
+                (.get, "/v1/webhooks/\(globalHook)", nil, adminKey, .ok),
+                (.post, "/v1/silences", #"{"matchers": {"appId": "com.a"}, "endsAt": "2026-11-23T00:00:00Z"}"#, adminA, .created),
+                (.post, "/v1/silences", #"{"matchers": {"appId": "com.b"}, "endsAt": "2026-11-23T00:00:00Z"}"#, adminA, .forbidden),
+                (.post, "/v1/silences", #"{"matchers": {"kind": "syncError"}, "endsAt": "2026-11-23T00:00:00Z"}"#, adminA, .forbidden),
+                (.get, "/v1/silences/\(globalSilence)", nil, adminA, .notFound),
+                (.delete, "/v1/silences/\(globalSilence)", nil, adminA, .notFound),
+                (.delete, "/v1/devices/b1?appId=com.b", nil, adminA, .notFound),
+                (.delete, "/v1/devices/a2?appId=com.a", nil, adminA, .noContent),
+                (.get, "/v1/backup", nil, adminA, .forbidden),
+                (.get, "/v1/audit", nil, adminA, .forbidden),
+                (.get, "/v1/audit", nil, readKey, .forbidden),
+                (.get, "/v1/audit", nil, adminKey, .ok),
+                (.post, "/v1/keys", #"{"role": "read", "appIds": ["com.a"]}"#, adminA, .created),
+                (.post, "/v1/keys", #"{"role": "read", "appIds": ["com.a", "com.b"]}"#, adminA, .forbidden),
+                (.post, "/v1/keys", #"{"role": "admin"}"#, adminA, .forbidden),
+                (.post, "/v1/keys", #"{"role": "read"}"#, readA, .forbidden),
+            ]
+            for (method, uri, body, key, expected) in rows {
+                let response = try await client.send(method, uri, key: key, body: body)
+                #expect(response.status == expected, "\(method) \(uri): \(String(buffer: response.body).prefix(300))")
+                if response.status.code >= 400 {
+                    #expect(response.headers[.contentType] == "application/problem+json", "\(method) \(uri)")
+                }
+            }
+
+            // What a key for com.a reads holds com.a's data only.
+            let devices = try json(try await client.get("/v1/devices", key: readA))["data"] as? [[String: Any]] ?? []
+            #expect(Set(devices.compactMap { $0["appId"] as? String }) == ["com.a"])
+            #expect(try json(try await client.get("/v1/summary", key: readA))["devices"] as? Int == 2, "a1 and a3 (a2 was erased)")
+            let scopes = try json(try await client.get("/v1/summary/scopes", key: readA))["data"] as? [[String: Any]] ?? []
+            #expect(!scopes.isEmpty && scopes.allSatisfy { $0["appId"] as? String == "com.a" })
+            let alerts = try json(try await client.get("/v1/alerts", key: readA))["data"] as? [[String: Any]] ?? []
+            #expect(!alerts.isEmpty && alerts.allSatisfy { $0["appId"] as? String == "com.a" })
+            let listed = try json(try await client.get("/v1/incidents", key: readA))["data"] as? [[String: Any]] ?? []
+            #expect(listed.map { $0["id"] as? String } == [incidentA])
+            let hooks = try json(try await client.get("/v1/webhooks", key: adminA))["data"] as? [[String: Any]] ?? []
+            #expect(hooks.count == 1 && (hooks[0]["appIds"] as? [String]) == ["com.a"])
+            let silences = try json(try await client.get("/v1/silences", key: adminA))["data"] as? [[String: Any]] ?? []
+            #expect(silences.count == 1)
+            let current = try json(try await client.get("/v1/keys/current", key: readA))
+            #expect(current["role"] as? String == "read" && current["appIds"] as? [String] == ["com.a"])
+            let keys = try json(try await client.get("/v1/keys", key: adminA))["data"] as? [[String: Any]] ?? []
+            #expect(keys.allSatisfy { ($0["appIds"] as? [String]) == ["com.a"] }, "a scoped admin sees its apps' keys only")
+
+            // The audit log: who did what, from where.
+            let audit = try json(try await client.get("/v1/audit?limit=100", key: adminKey))["data"] as? [[String: Any]] ?? []
+            let actions = Set(audit.compactMap { $0["action"] as? String })
+            #expect(actions.isSuperset(of: ["key.create", "webhook.create", "silence.create", "device.erase"]), "\(actions)")
+            let erasure = try #require(audit.first { $0["action"] as? String == "device.erase" })
+            #expect(erasure["target"] as? String == "com.a/a2" && (erasure["keyId"] as? String)?.hasPrefix("key_") == true)
+            let global = try #require(audit.first { $0["action"] as? String == "webhook.create" && $0["target"] as? String == globalHook })
+            #expect((global["keyId"] as? String)?.hasPrefix("env_") == true && global["address"] as? String != nil)
+        }
+    }
+}
