@@ -6,6 +6,7 @@ import SyncHealthCore
 import SyncHealthEngine
 import SyncHealthEngineTesting
 import SyncHealthTestSupport
+import Synchronization
 import Testing
 
 @testable import SyncHealthServer
@@ -221,5 +222,94 @@ struct KeyScopeTests {
             let global = try #require(audit.first { $0["action"] as? String == "webhook.create" && $0["target"] as? String == globalHook })
             #expect((global["keyId"] as? String)?.hasPrefix("env_") == true && global["address"] as? String != nil)
         }
+    }
+}
+
+/// Makes a key through a live server's API.
+private func makeLiveKey(_ server: LiveServer, admin: String, _ body: String) async throws -> (id: String, secret: String) {
+    let response = try await server.request("POST", "/v1/keys", key: admin, body: Data(body.utf8))
+    let made = try JSONSerialization.jsonObject(with: response.body) as? [String: Any] ?? [:]
+    #expect(response.status == 201, "\(made)")
+    return (made["id"] as? String ?? "", made["key"] as? String ?? "")
+}
+
+@Suite("Keys against the live binary", .serialized)
+struct LiveKeyTests {
+    static let admin = "keys-admin-0123456789abcdef"
+
+    @Test("a made key's secret is in no file of the data directory, no backup, no log line and not in /metrics")
+    func secretNowhere() async throws {
+        let server = try LiveServer(environment: ["SYNCHEALTH_ADMIN_KEYS": Self.admin, "SYNCHEALTH_LOG_LEVEL": "trace"])
+        try await server.waitUntilReady()
+        let made = try await makeLiveKey(server, admin: Self.admin, #"{"role": "ingest", "appIds": ["com.a"], "description": "app a"}"#)
+        let body = Data(
+            #"{"device": {"deviceId": "k", "appId": "com.a"}, "events": [{"eventId": "a", "occurredAt": "2026-11-22T10:00:00Z", "kind": "heartbeat"}]}"#
+                .utf8
+        )
+        #expect(try await server.request("POST", "/v1/events", key: made.secret, body: body).status == 202)
+        #expect(try await server.request("GET", "/v1/summary", key: made.secret + "x").status == 401)
+        let backup = try await server.request("GET", "/v1/backup", key: Self.admin)
+        #expect(backup.status == 200 && backup.body.count > 4096)
+        let metrics = try await server.request("GET", "/metrics")
+        // Written within a second: the key's last use.
+        #expect(
+            try await eventually {
+                let keys = try JSONSerialization.jsonObject(with: try await server.request("GET", "/v1/keys", key: Self.admin).body) as? [String: Any]
+                return (keys?["data"] as? [[String: Any]])?.contains { $0["id"] as? String == made.id && $0["lastUsedAt"] as? String != nil } == true
+            },
+            "the key's last use is recorded"
+        )
+        #expect(server.stop() == 0)
+
+        let secret = Data(made.secret.utf8)
+        // The part after the prefix alone, in case something stored it without: 43 random characters.
+        let random = Data(made.secret.dropFirst(4).utf8)
+        var files: [String] = []
+        let enumerator = FileManager.default.enumerator(atPath: server.dataDirectory)
+        while let name = enumerator?.nextObject() as? String { files.append(name) }
+        #expect(!files.isEmpty)
+        for name in files {
+            let bytes = FileManager.default.contents(atPath: server.dataDirectory + "/" + name) ?? Data()
+            #expect(bytes.range(of: secret) == nil && bytes.range(of: random) == nil, "\(name) holds the secret")
+        }
+        #expect(backup.body.range(of: random) == nil, "the backup holds the secret")
+        #expect(metrics.body.range(of: random) == nil)
+        let log = server.captured.text.withLock { $0 }
+        #expect(log.contains("Monitor engine ready") && !log.contains(String(made.secret.dropFirst(4))))
+    }
+
+    @Test(
+        "two PostgreSQL replicas: a key made on A works on B within a second; revoked on A, B refuses it within a second",
+        .enabled(if: PostgresTesting.baseURL != nil)
+    )
+    func revocationAcrossReplicas() async throws {
+        let url = try await PostgresTesting.freshDatabase()
+        let environment = ["SYNCHEALTH_DATABASE_URL": url, "SYNCHEALTH_ADMIN_KEYS": Self.admin]
+        let a = try LiveServer(environment: environment)
+        let b = try LiveServer(environment: environment)
+        defer {
+            a.stop()
+            b.stop()
+        }
+        try await a.waitUntilReady()
+        try await b.waitUntilReady()
+        let made = try await makeLiveKey(a, admin: Self.admin, #"{"role": "read"}"#)
+        let madeAt = ContinuousClock.now
+        while try await b.request("GET", "/v1/summary", key: made.secret).status != 200 {
+            #expect(ContinuousClock.now - madeAt < .seconds(1), "B did not accept the key within a second")
+            if ContinuousClock.now - madeAt > .seconds(5) { return }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(try await a.request("DELETE", "/v1/keys/\(made.id)", key: Self.admin).status == 204)
+        let revokedAt = ContinuousClock.now
+        #expect(try await a.request("GET", "/v1/summary", key: made.secret).status == 401, "refused at once where it was revoked")
+        while try await b.request("GET", "/v1/summary", key: made.secret).status != 401 {
+            #expect(ContinuousClock.now - revokedAt < .seconds(1), "B still accepted the revoked key after a second")
+            if ContinuousClock.now - revokedAt > .seconds(5) { return }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let audit = try JSONSerialization.jsonObject(with: try await b.request("GET", "/v1/audit", key: Self.admin).body) as? [String: Any]
+        let actions = (audit?["data"] as? [[String: Any]] ?? []).compactMap { $0["action"] as? String }
+        #expect(actions == ["key.revoke", "key.create"], "one audit log for every replica")
     }
 }
