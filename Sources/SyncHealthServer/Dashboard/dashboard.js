@@ -90,8 +90,42 @@ class APIError extends Error {
     this.status = status;
   }
 }
+// ---- The signed-in key: its role and apps (GET /v1/keys/current) -----------------------------------------
+
+const APP_NAME = "synchealth.app";
+let currentKey = null;
+// A key limited to several apps reads lists and summaries one app at a time: the one picked in the header. A key
+// for one app, or for every app, reads as it is (the server narrows a one-app key itself).
+function chosenApp() {
+  const apps = currentKey?.appIds;
+  if (!apps || apps.length < 2) return null;
+  const picked = sessionStorage.getItem(APP_NAME);
+  return apps.includes(picked) ? picked : apps[0];
+}
+const NARROWED = new Set(["/v1/summary", "/v1/summary/history", "/v1/devices", "/v1/alerts", "/v1/incidents"]);
+function narrowed(path) {
+  const app = chosenApp();
+  const [base, search] = path.split("?");
+  if (!app || !NARROWED.has(base)) return path;
+  const q = new URLSearchParams(search || "");
+  if (!q.has("appId")) q.set("appId", app);
+  return `${base}?${q}`;
+}
+function renderScope() {
+  const box = document.getElementById("scope");
+  const apps = currentKey?.appIds;
+  const label = `${currentKey?.role || ""} key · ${apps ? apps.join(", ") : "all apps"}`;
+  const picker = apps && apps.length > 1
+    ? h("select", { id: "app-picker", "aria-label": "App", onchange: (event) => { sessionStorage.setItem(APP_NAME, event.target.value); route(); } },
+      apps.map((a) => h("option", { value: a, selected: a === chosenApp() }, a)))
+    : null;
+  box.replaceChildren(h("span", { id: "scope-label", title: currentKey?.id || "" }, label), picker || "");
+  box.hidden = false;
+  document.querySelector('#nav a[data-view="keys"]').hidden = currentKey?.role !== "admin";
+}
+
 async function api(path, options = {}) {
-  const response = await fetch(path, {
+  const response = await fetch(narrowed(path), {
     ...options,
     headers: { Accept: "application/json", Authorization: `Bearer ${apiKey()}`, ...(options.headers || {}) },
   });
@@ -114,6 +148,9 @@ const query = (params) => {
 
 function signOut(message) {
   sessionStorage.removeItem(KEY_NAME);
+  sessionStorage.removeItem(APP_NAME);
+  currentKey = null;
+  document.getElementById("scope").hidden = true;
   stream.stop();
   renderLogin(message);
 }
@@ -130,7 +167,8 @@ function renderLogin(message) {
     if (!key) return;
     sessionStorage.setItem(KEY_NAME, key);
     try {
-      await api("/v1/summary");
+      const key = await api("/v1/keys/current");
+      if (key.role !== "read" && key.role !== "admin") throw new APIError(403);
       start();
     } catch (error) {
       if (error.status !== 401) {
@@ -626,6 +664,50 @@ async function releasesView(params) {
   listen(null);
 }
 
+// ---- Keys (admin key) ------------------------------------------------------------------------------------
+
+async function keysView() {
+  if (currentKey?.role !== "admin") return show(h("h1", {}, "Keys"), h("p", { class: "panel" }, "Keys are managed with an admin key."));
+  const keys = await api("/v1/keys");
+  const form = h("form", { class: "filters", id: "key-form" },
+    h("label", {}, "Role", h("select", { name: "role" }, ["read", "admin", "ingest"].map((r) => h("option", { value: r }, r)))),
+    h("label", {}, "Apps", h("input", { name: "appIds", placeholder: currentKey.appIds ? currentKey.appIds.join(", ") : "all apps (or com.a, com.b)" })),
+    h("label", {}, "Description", h("input", { name: "description" })),
+    h("label", {}, "Expires", h("input", { name: "expiresAt", type: "date" })),
+    h("button", { type: "submit" }, "Create key"));
+  const made = h("div", { id: "new-key", role: "status" });
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const data = new FormData(form);
+    const body = { role: data.get("role"), description: String(data.get("description") || "") };
+    const apps = String(data.get("appIds") || "").split(",").map((a) => a.trim()).filter(Boolean);
+    if (apps.length) body.appIds = apps;
+    if (data.get("expiresAt")) body.expiresAt = new Date(String(data.get("expiresAt"))).toISOString();
+    try {
+      const key = await api("/v1/keys", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+      await keysView();
+      document.getElementById("new-key").replaceChildren(h("p", { class: "panel" },
+        `Key ${key.id} made. Copy its secret now: it is shown this once. `, h("code", { id: "new-key-secret" }, key.key)));
+    } catch (error) {
+      made.replaceChildren(h("p", { class: "error" }, `Could not make the key: ${error.message}`));
+    }
+  });
+  const rows = keys.data.map((k) => h("tr", { "data-key": k.id, "data-state": k.state },
+    h("td", {}, h("code", {}, k.id)), h("td", {}, k.role), h("td", {}, (k.appIds || []).join(", ") || "all"),
+    h("td", {}, k.description), h("td", {}, k.state), h("td", {}, time(k.lastUsedAt)),
+    h("td", {}, k.source === "environment" ? h("span", { class: "muted" }, "configured")
+      : k.state === "active" ? h("button", { type: "button", onclick: async (event) => {
+        event.target.disabled = true;
+        try { await api(`/v1/keys/${encodeURIComponent(k.id)}`, { method: "DELETE" }); await keysView(); }
+        catch (error) { event.target.textContent = `Failed: ${error.message}`; }
+      } }, "Revoke") : null)));
+  show(h("h1", {}, "Keys"), form, made,
+    h("section", { class: "panel scroll" }, h("table", { id: "keys" },
+      h("thead", {}, h("tr", {}, ["Id", "Role", "Apps", "Description", "State", "Last used", ""].map((t) => h("th", {}, t)))),
+      h("tbody", {}, rows))));
+  listen(null);
+}
+
 // ---- Routing ---------------------------------------------------------------------------------------------
 
 async function route() {
@@ -641,6 +723,7 @@ async function route() {
     else if (parts[0] === "alerts") await alertsView();
     else if (parts[0] === "releases") await releasesView(params);
     else if (parts[0] === "webhooks") await webhooksView();
+    else if (parts[0] === "keys") await keysView();
     else await fleetView();
     document.body.dataset.view = parts[0] || "fleet";
   } catch (error) {
@@ -649,9 +732,16 @@ async function route() {
   }
 }
 
-function start() {
+async function start() {
+  try {
+    currentKey = await api("/v1/keys/current");
+  } catch (error) {
+    if (error.status !== 401) show(h("p", { class: "panel error", role: "alert" }, `Could not sign in: ${error.message}`));
+    return;
+  }
   document.getElementById("nav").hidden = false;
   document.getElementById("signout").hidden = false;
+  renderScope();
   stream.start();
   route();
 }
