@@ -5,6 +5,7 @@ import NIOCore
 import SyncHealthCore
 import SyncHealthEngine
 import SyncHealthEngineTesting
+import SyncHealthStore
 import SyncHealthTestSupport
 import Synchronization
 import Testing
@@ -311,5 +312,50 @@ struct LiveKeyTests {
         let audit = try JSONSerialization.jsonObject(with: try await b.request("GET", "/v1/audit", key: Self.admin).body) as? [String: Any]
         let actions = (audit?["data"] as? [[String: Any]] ?? []).compactMap { $0["action"] as? String }
         #expect(actions == ["key.revoke", "key.create"], "one audit log for every replica")
+    }
+}
+
+@Suite("What a key limited to apps is sent")
+struct LimitedStreamTests {
+    @Test("the stream sends a key limited to apps their alerts and scopes only, and nothing when nothing is left")
+    func limited() {
+        var other = alert("al_2", .syncError, .firing)
+        other.appId = "com.other"
+        var fleet = alert("al_3", .fleetDegraded, .firing)
+        fleet.appId = nil
+        let alerts = LiveFeed.Content.alerts([("1", alert("al_1", .syncError, .firing)), ("2", other), ("3", fleet)])
+        guard case .alerts(let mine)? = alerts.limited(to: ["com.example"]) else {
+            Issue.record("no alerts left")
+            return
+        }
+        #expect(mine.map(\.alert.id) == ["al_1"])
+        #expect(alerts.limited(to: ["com.none"]) == nil)
+        guard case .alerts(let all)? = alerts.limited(to: nil) else { return }
+        #expect(all.count == 3, "a global key gets everything")
+
+        let scopes = LiveFeed.Content.summaries([
+            (FleetScope(appId: nil, containerId: nil), FleetCounts()), (FleetScope(appId: "com.example", containerId: nil), FleetCounts()),
+            (FleetScope(appId: "com.other", containerId: "iCloud.o"), FleetCounts()),
+        ])
+        guard case .summaries(let shown)? = scopes.limited(to: ["com.example"]) else {
+            Issue.record("no scopes left")
+            return
+        }
+        #expect(shown.map(\.scope.appId) == ["com.example"], "not the whole fleet's, not another app's")
+        guard case .keepalive? = LiveFeed.Content.keepalive.limited(to: ["com.example"]) else {
+            Issue.record("keepalives go to everyone")
+            return
+        }
+    }
+
+    @Test("with a metrics key set, /metrics refuses a read key limited to apps: its series name every app")
+    func metrics() async throws {
+        let keys = KeyRing(ingest: [ingestKey], read: [readKey], admin: [adminKey], metrics: ["test-metrics-0123456789"])
+        try await TestService(keys: keys).test { client in
+            let made = try await makeKey(client, role: "read", apps: ["com.a"])
+            #expect(try await client.get("/metrics", key: made.secret).status == .forbidden)
+            #expect(try await client.get("/metrics", key: readKey).status == .ok)
+            #expect(try await client.get("/metrics", key: "test-metrics-0123456789").status == .ok)
+        }
     }
 }
