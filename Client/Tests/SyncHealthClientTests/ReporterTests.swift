@@ -84,9 +84,12 @@ struct ReporterTests {
     @Test("429 with Retry-After keeps the batch and flush refuses to send before the time; afterwards it goes through")
     func rateLimited() async throws {
         let server = FakeServer()
-        // Two seconds: a loaded CI machine once took longer than 0.3 s between the two flushes.
         server.then(status: 429, headers: ["Retry-After": "2"])
-        let reporter = try SyncHealthReporter(configuration: testConfiguration(server))
+        // The tests' configuration caps every wait at 50 ms (maximumRetryDelay), which would make the window a race
+        // with the second flush: this test's cap is above the server's two seconds.
+        var configuration = testConfiguration(server)
+        configuration.maximumRetryDelay = .seconds(10)
+        let reporter = try SyncHealthReporter(configuration: configuration)
         reporter.record(.network(available: true))
         await #expect(throws: SyncHealthReporterError.self) { try await reporter.flush() }
         #expect(reporter.delivery.queuedEvents == 1)
