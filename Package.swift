@@ -26,6 +26,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.2"),
+        // Already in the graph through Hummingbird; named because the server imports HTTPTypes itself.
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/adam-fowler/compress-nio", from: "1.5.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
@@ -82,6 +84,7 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -106,7 +109,6 @@ let package = Package(
         .target(
             name: "SyncHealthWebhooks",
             dependencies: [
-                "SyncHealthCore",
                 "SyncHealthBuildInfo",
                 "CCurl",
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -125,6 +127,7 @@ let package = Package(
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "HeapModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
@@ -155,6 +158,8 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOFoundationEssentialsCompat", package: "swift-nio"),
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
@@ -178,6 +183,7 @@ let package = Package(
                 "SyncHealthCore",
                 "SyncHealthStore",
                 "SyncHealthSQLite",
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -208,6 +214,7 @@ let package = Package(
         .target(
             name: "SyncHealthTestSupport",
             dependencies: [
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 "SyncHealthCore",
                 "SyncHealthStore",
                 "SyncHealthSQLite",
@@ -227,6 +234,7 @@ let package = Package(
         .testTarget(
             name: "SyncHealthStoreTests",
             dependencies: [
+                .product(name: "GRDB", package: "GRDB.swift"),
                 "SyncHealthStore", "SyncHealthSQLite", "SyncHealthPostgres", "SyncHealthCore", "SyncHealthTestSupport",
                 "SyncHealthMonitorFixtures",
                 .product(name: "Logging", package: "swift-log"),
@@ -236,6 +244,7 @@ let package = Package(
         .testTarget(
             name: "SyncHealthSQLiteTests",
             dependencies: [
+                "SyncHealthPostgres",
                 "SyncHealthSQLite", "SyncHealthStore", "SyncHealthCore", "SyncHealthTestSupport", "SyncHealthEngineTesting",
                 .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Logging", package: "swift-log"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
@@ -245,15 +254,17 @@ let package = Package(
         .testTarget(
             name: "SyncHealthPostgresTests",
             dependencies: [
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 "SyncHealthPostgres", "SyncHealthStore", "SyncHealthCore", "SyncHealthTestSupport",
                 .product(name: "Logging", package: "swift-log"), .product(name: "PostgresNIO", package: "postgres-nio"),
             ]
         ),
-        .testTarget(name: "SyncHealthWebhooksTests", dependencies: ["SyncHealthWebhooks", "SyncHealthCore"]),
+        .testTarget(name: "SyncHealthWebhooksTests", dependencies: ["SyncHealthWebhooks"]),
         .testTarget(
             name: "SyncHealthEngineTests",
             // CHeap: a test counts what the allocator holds.
             dependencies: [
+                .product(name: "HeapModule", package: "swift-collections"), .product(name: "NIOFoundationEssentialsCompat", package: "swift-nio"),
                 "SyncHealthEngine", "SyncHealthEngineTesting", "SyncHealthCore", "SyncHealthStore", "SyncHealthSQLite",
                 "SyncHealthPostgres", "SyncHealthWebhooks", "SyncHealthTestSupport", "CHeap",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -264,6 +275,12 @@ let package = Package(
         .testTarget(
             name: "SyncHealthServerTests",
             dependencies: [
+                "CZlib", .product(name: "GRDB", package: "GRDB.swift"), .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Hummingbird", package: "hummingbird"), .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOFoundationEssentialsCompat", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"), .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 "SyncHealthServer",
                 "SyncHealthEngine",
                 "SyncHealthEngineTesting",
