@@ -31,8 +31,9 @@ public final class InMemoryStore: LocalSyncStore {
     /// An empty store.
     public init() {}
 
-    /// Makes the next `commit` throw `error` without writing anything.
-    public func failNextCommit(with error: any Error & Sendable) {
+    /// Makes the next `commit` throw `error` without writing anything. A test hook: `@_spi(Testing) import
+    /// SyncHealthStore` to reach it, so that it is no part of the store's API.
+    @_spi(Testing) public func failNextCommit(with error: any Error & Sendable) {
         injectedCommitFailure.withLock { $0 = error }
     }
 

@@ -4,7 +4,7 @@ import SyncHealthCore
 import SyncHealthEngine
 import SyncHealthEngineTesting
 import SyncHealthPostgres
-import SyncHealthStore
+@_spi(Testing) import SyncHealthStore
 import SyncHealthTestSupport
 import SyncHealthWebhooks
 import Synchronization

@@ -7,7 +7,7 @@ import NIOCore
 import SyncHealthCore
 import SyncHealthEngine
 import SyncHealthEngineTesting
-import SyncHealthStore
+@_spi(Testing) import SyncHealthStore
 import SyncHealthTestSupport
 import Testing
 
