@@ -32,7 +32,7 @@ enum IncidentMessage {
             return OutboxMessage(
                 id: "msg_" + AlertIdentity.digest([incident.id, String(incident.messages), subscription.id]),
                 webhookId: subscription.id,
-                orderingKey: "i\u{1}" + incident.key.identity,
+                orderingKey: .incident(incident.key),
                 payload: body,
                 createdAt: now,
                 nextAttemptAt: now

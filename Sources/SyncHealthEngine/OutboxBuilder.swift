@@ -22,7 +22,7 @@ enum OutboxBuilder {
         now: Timestamp,
         publicURL: String? = nil
     ) -> [OutboxMessage] {
-        let orderingKey = line.storageKey
+        let orderingKey = OutboxLine.alert(line)
         return subscribers.compactMap { subscription in
             guard
                 let body = AlertMessage.body(

@@ -197,7 +197,7 @@ struct WriteGroupStatement: PostgresPreparedStatement {
         // Webhook messages.
         b.append(outbox.map(\.id))
         b.append(outbox.map(\.webhookId))
-        b.append(outbox.map(\.orderingKey))
+        b.append(outbox.map(\.orderingKey.storageKey))
         b.append(outbox.map(\.payload))
         b.append(outbox.map(\.createdAt.microseconds))
         b.append(outbox.map { Int32($0.attempts) })
@@ -215,7 +215,7 @@ struct WriteGroupStatement: PostgresPreparedStatement {
         b.append(removals.map(\.key.deviceId))
         b.append(removals.map { write.versions[$0.key] ?? 0 })
         b.append(removals.map { $0.reason == .erased })
-        b.append(removals.filter { $0.reason == .erased }.flatMap(\.orderingKeys))
+        b.append(removals.filter { $0.reason == .erased }.flatMap(\.orderingKeys).map(\.storageKey))
         return b
     }
 

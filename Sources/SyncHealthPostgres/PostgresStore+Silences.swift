@@ -50,7 +50,7 @@ extension PostgresStore {
             try await connection.query(
                 """
                 INSERT INTO outbox (id, webhook_id, ordering_key, payload, created_at, attempts, next_attempt_at, state)
-                VALUES (\(m.id), \(m.webhookId), \(m.orderingKey), \(m.payload), \(m.createdAt.microseconds), \(m.attempts),
+                VALUES (\(m.id), \(m.webhookId), \(m.orderingKey.storageKey), \(m.payload), \(m.createdAt.microseconds), \(m.attempts),
                         \(m.nextAttemptAt.microseconds), \(m.state.rawValue))
                 ON CONFLICT (id) DO NOTHING
                 """,

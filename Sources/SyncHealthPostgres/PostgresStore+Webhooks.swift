@@ -80,7 +80,7 @@ extension PostgresStore {
                     OutboxMessage(
                         id: row.1,
                         webhookId: row.2,
-                        orderingKey: row.3,
+                        orderingKey: OutboxLine(storageKey: row.3),
                         payload: row.4,
                         createdAt: Timestamp(microseconds: row.5),
                         attempts: row.6,

@@ -14,7 +14,7 @@ extension SQLiteStore {
         )
         for m in messages {
             try insert.execute(arguments: [
-                m.id, m.webhookId, m.orderingKey, m.payload, m.createdAt.microseconds, m.attempts,
+                m.id, m.webhookId, m.orderingKey.storageKey, m.payload, m.createdAt.microseconds, m.attempts,
                 m.nextAttemptAt.microseconds, m.state.rawValue,
             ])
         }
@@ -167,7 +167,7 @@ extension SQLiteStore {
         OutboxMessage(
             id: row[0],
             webhookId: row[1],
-            orderingKey: row[2],
+            orderingKey: OutboxLine(storageKey: row[2]),
             payload: row[3],
             createdAt: Timestamp(microseconds: row[4]),
             attempts: row[5],

@@ -179,7 +179,7 @@ public final class InMemoryStore: LocalSyncStore {
     public func dueMessages(now: Timestamp, limit: Int) async throws -> [OutboxMessage] {
         state.withLock { s in
             // A line is one webhook's messages of one ordering key.
-            struct Line: Hashable { var webhookId: String, orderingKey: String }
+            struct Line: Hashable { var webhookId: String, orderingKey: OutboxLine }
             var firstInLine = Set<Line>()
             var due: [OutboxMessage] = []
             for m in s.outbox {

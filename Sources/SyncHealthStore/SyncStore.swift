@@ -137,8 +137,8 @@ public struct DeviceRemoval: Sendable, Hashable {
     }
 
     /// The webhook ordering keys of the device's alert lines: its queued messages are these.
-    public var orderingKeys: [String] {
-        AlertKind.deviceKinds.map { AlertLine.device(key, $0).storageKey }
+    public var orderingKeys: [OutboxLine] {
+        AlertKind.deviceKinds.map { .alert(AlertLine.device(key, $0)) }
     }
 }
 

@@ -153,8 +153,8 @@ public struct OutboxMessage: Sendable, Hashable {
     public var id: String
     /// The subscription.
     public var webhookId: String
-    /// Messages with the same key are delivered in order (one device's or container's alerts of one kind).
-    public var orderingKey: String
+    /// Messages on one line are delivered one at a time, in order.
+    public var orderingKey: OutboxLine
     /// The JSON body.
     public var payload: String
     /// When it was written.
@@ -170,7 +170,7 @@ public struct OutboxMessage: Sendable, Hashable {
     public init(
         id: String,
         webhookId: String,
-        orderingKey: String,
+        orderingKey: OutboxLine,
         payload: String,
         createdAt: Timestamp,
         attempts: Int = 0,
@@ -264,4 +264,22 @@ public protocol WebhookStore: Sendable {
     func deliveries(webhookId: String, limit: Int, before cursor: Int64?) async throws -> (attempts: [DeliveryAttempt], nextCursor: Int64?)
     /// Makes a failed message pending again, due now, with a fresh schedule. Returns whether it was found.
     func resend(webhookId: String, messageId: String, now: Timestamp) async throws -> Bool
+}
+
+/// A line of a subscription's messages: messages on one line are delivered one at a time, in order, and a device
+/// that leaves takes its lines' queued messages with it. Stored as `storageKey`, which never changes: replicas of
+/// two releases share one outbox.
+public struct OutboxLine: Hashable, Sendable {
+    /// The stored form.
+    public let storageKey: String
+
+    /// A line read back from the store.
+    public init(storageKey: String) { self.storageKey = storageKey }
+
+    /// One device's, container's or release's alerts of one kind: the alert line's own key.
+    public static func alert(_ line: AlertLine) -> OutboxLine { OutboxLine(storageKey: line.storageKey) }
+
+    /// One incident's messages. The prefix keeps them apart from every alert line (whose keys start with the
+    /// subject's letter and U+0001 too, but never `i`).
+    public static func incident(_ key: IncidentKey) -> OutboxLine { OutboxLine(storageKey: "i\u{1}" + key.identity) }
 }

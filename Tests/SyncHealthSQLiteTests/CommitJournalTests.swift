@@ -24,7 +24,7 @@ struct CommitJournalTests {
     }
 
     static func message(_ id: String) -> OutboxMessage {
-        OutboxMessage(id: id, webhookId: "wh-1", orderingKey: "line-\(id)", payload: "{}", createdAt: t0, nextAttemptAt: t0)
+        OutboxMessage(id: id, webhookId: "wh-1", orderingKey: OutboxLine(storageKey: "line-\(id)"), payload: "{}", createdAt: t0, nextAttemptAt: t0)
     }
 
     /// A group with one device, one id, an alert and a webhook message, all named by `name`.

@@ -83,7 +83,7 @@ struct StoredFormatTests {
             OutboxMessage(
                 id: "msg_golden",
                 webhookId: "wh_golden",
-                orderingKey: "d\u{1}com.example.notes\u{1}golden-1\u{1}syncError",
+                orderingKey: .alert(.device(DeviceKey(appId: "com.example.notes", deviceId: "golden-1"), .syncError)),
                 payload: #"{"type":"alert.fired"}"#,
                 createdAt: Timestamp(microseconds: 1_700_000_060_000_000),
                 nextAttemptAt: Timestamp(microseconds: 1_700_000_060_000_000)

@@ -70,7 +70,7 @@ public func message(_ id: String, line: String = "L", webhook: String = "wh_1", 
     OutboxMessage(
         id: id,
         webhookId: webhook,
-        orderingKey: line,
+        orderingKey: OutboxLine(storageKey: line),
         payload: #"{"id":"\#(id)"}"#,
         createdAt: t0 + .seconds(at),
         nextAttemptAt: t0 + .seconds(at)

@@ -118,7 +118,7 @@ extension JournalEntry {
                     arguments: [removal.key.appId, removal.key.deviceId]
                 )
                 for key in removal.orderingKeys {
-                    try db.execute(sql: "DELETE FROM outbox WHERE ordering_key = ?", arguments: [key])
+                    try db.execute(sql: "DELETE FROM outbox WHERE ordering_key = ?", arguments: [key.storageKey])
                 }
             }
         }

@@ -67,7 +67,7 @@ struct JournalEntry: Sendable {
         for m in outbox {
             w.string(m.id)
             w.string(m.webhookId)
-            w.string(m.orderingKey)
+            w.string(m.orderingKey.storageKey)
             w.string(m.payload)
             w.time(m.createdAt)
             w.i64(Int64(m.attempts))
@@ -120,7 +120,7 @@ struct JournalEntry: Sendable {
             OutboxMessage(
                 id: try r.string(),
                 webhookId: try r.string(),
-                orderingKey: try r.string(),
+                orderingKey: OutboxLine(storageKey: try r.string()),
                 payload: try r.string(),
                 createdAt: try r.time(),
                 attempts: Int(try r.i64()),
