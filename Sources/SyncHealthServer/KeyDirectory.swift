@@ -8,7 +8,7 @@ import SyncHealthStore
 import Synchronization
 
 /// Every key the service accepts: the configured ones (the bootstrap, which the API cannot delete) and the ones
-/// made through `POST /v1/keys`, kept in the store as digests. It reads the stored keys again every second, so that
+/// made through `POST /v1/keys`, kept in the store as digests. It reads the stored keys again every 500 ms, so that
 /// a key revoked on any replica is refused on every replica within a second, and writes when keys were last used
 /// at the same pace, never on a request's path.
 final class KeyDirectory: Service, Sendable {
@@ -28,6 +28,10 @@ final class KeyDirectory: Service, Sendable {
     private struct State {
         var ring: KeyRing
         var loaded = false
+        /// The number of the last read begun, and of the read the ring holds: a read begun before a revocation's
+        /// own read but finished after it must not bring the revoked key back.
+        var begun = 0
+        var installed = 0
         /// Uses not yet written, by key id.
         var unwritten: [String: Timestamp] = [:]
         /// The last use noted per key, to note each at most once per `useResolution`.
@@ -62,11 +66,17 @@ final class KeyDirectory: Service, Sendable {
 
     /// Reads the stored keys again.
     func reload() async throws {
+        let number = state.withLock { s in
+            s.begun += 1
+            return s.begun
+        }
         let stored = try await store.keys()
         let ring = configured.adding(stored)
-        state.withLock {
-            $0.ring = ring
-            $0.loaded = true
+        state.withLock { s in
+            guard number > s.installed else { return }
+            s.ring = ring
+            s.installed = number
+            s.loaded = true
         }
     }
 
