@@ -5,6 +5,7 @@ import Logging
 import SyncHealthCore
 import SyncHealthEngine
 import SyncHealthStore
+import SyncHealthWebhooks
 
 /// `/v1/keys…` (admin key) and `/v1/audit` (admin key for every app).
 struct KeyRoutes {
@@ -49,9 +50,10 @@ struct KeyRoutes {
             }
             expiresAt = time
         }
-        let secret = Self.newSecret()
+        // 256 random bits, base64url: `shk_` and 43 characters; the id, like a subscription's, a part of another.
+        let secret = "shk_" + RandomToken.make()
         let key = StoredKey(
-            id: "key_" + Self.randomHex(bytes: 8),
+            id: "key_" + RandomToken.make().prefix(22),
             role: role.rawValue,
             appIds: appIds,
             description: description,
@@ -111,23 +113,6 @@ struct KeyRoutes {
         return try JSONResponse.make(
             PageDTO(data: entries.map(AuditDTO.init), nextCursor: entries.count == limit ? entries.last.map { String($0.seq) } : nil)
         )
-    }
-
-    /// 256 random bits, base64url: `shk_` and 43 characters.
-    static func newSecret() -> String {
-        var generator = SystemRandomNumberGenerator()
-        let bytes = (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
-        let text = Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-        return "shk_" + text.replacingOccurrences(of: "=", with: "")
-    }
-
-    static func randomHex(bytes count: Int) -> String {
-        var generator = SystemRandomNumberGenerator()
-        return (0..<count).map { _ in
-            let byte = UInt8.random(in: .min ... .max, using: &generator)
-            return (byte < 16 ? "0" : "") + String(byte, radix: 16)
-        }
-        .joined()
     }
 
     /// A store failure is a 503, as for every other store access.
