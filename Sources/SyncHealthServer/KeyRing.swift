@@ -86,8 +86,8 @@ public struct KeyRing: Sendable {
         return ring
     }
 
-    /// The configured keys' grants, for `GET /v1/keys` (which lists them, without secrets).
-    public var configuredGrants: [KeyGrant] { entries.map(\.grant).filter { $0.id.hasPrefix("env_") } }
+    /// Every key's grant, for `GET /v1/keys` (which lists the configured ring's, without secrets).
+    public var grants: [KeyGrant] { entries.map(\.grant) }
 
     /// A configured key's id: `env_` and the first 6 bytes of its digest's digest, in hex. It names the key in the
     /// audit log without saying anything about the secret.
@@ -163,24 +163,19 @@ public struct KeyRing: Sendable {
 struct KeyDigest: Sendable {
     var words: (UInt64, UInt64, UInt64, UInt64)
 
-    init(_ digest: SHA256Digest) {
-        words = digest.withUnsafeBytes { bytes in
-            (
-                bytes.loadUnaligned(fromByteOffset: 0, as: UInt64.self), bytes.loadUnaligned(fromByteOffset: 8, as: UInt64.self),
-                bytes.loadUnaligned(fromByteOffset: 16, as: UInt64.self), bytes.loadUnaligned(fromByteOffset: 24, as: UInt64.self)
-            )
-        }
-    }
+    init(_ digest: SHA256Digest) { words = digest.withUnsafeBytes(Self.words) }
 
     /// A stored digest's 32 bytes; `nil` for any other length.
     init?(bytes: [UInt8]) {
         guard bytes.count == SHA256.byteCount else { return nil }
-        words = bytes.withUnsafeBytes { bytes in
-            (
-                bytes.loadUnaligned(fromByteOffset: 0, as: UInt64.self), bytes.loadUnaligned(fromByteOffset: 8, as: UInt64.self),
-                bytes.loadUnaligned(fromByteOffset: 16, as: UInt64.self), bytes.loadUnaligned(fromByteOffset: 24, as: UInt64.self)
-            )
-        }
+        words = bytes.withUnsafeBytes(Self.words)
+    }
+
+    private static func words(_ bytes: UnsafeRawBufferPointer) -> (UInt64, UInt64, UInt64, UInt64) {
+        (
+            bytes.loadUnaligned(fromByteOffset: 0, as: UInt64.self), bytes.loadUnaligned(fromByteOffset: 8, as: UInt64.self),
+            bytes.loadUnaligned(fromByteOffset: 16, as: UInt64.self), bytes.loadUnaligned(fromByteOffset: 24, as: UInt64.self)
+        )
     }
 
     /// Zero when equal; every word is looked at whatever the first ones hold.

@@ -62,20 +62,20 @@ struct KeyRoutes {
             expiresAt: expiresAt,
             createdBy: context.keyId ?? ""
         )
-        try await store { try await keys.store.insertKey(key) }
-        try await store { try await keys.reload() }
+        try await storeCall { try await keys.store.insertKey(key) }
+        try await storeCall { try await keys.reload() }
         await audit.record(context, "key.create", key.id)
         return try JSONResponse.make(KeyDTO(key, now: now, secret: secret), status: .created)
     }
 
     func list(_ request: Request, context: AppRequestContext) async throws -> Response {
         try context.require(.admin)
-        let stored = try await store { try await keys.store.keys() }
+        let stored = try await storeCall { try await keys.store.keys() }
         let now = keys.clock.now
         var data = stored.filter { context.covers(appIds: $0.appIds) }.map { KeyDTO($0, now: now) }
         // The configured keys are listed to a key for every app, so that ops see every way in.
         if context.allowedApps == nil {
-            data = keys.configured.configuredGrants.map(KeyDTO.init(configured:)) + data
+            data = keys.configured.grants.map(KeyDTO.init(configured:)) + data
         }
         return try JSONResponse.make(PageDTO(data: data, nextCursor: nil))
     }
@@ -84,13 +84,13 @@ struct KeyRoutes {
     func delete(_ request: Request, context: AppRequestContext) async throws -> Response {
         try context.require(.admin)
         let id = context.parameters.get("id") ?? ""
-        if context.allowedApps == nil, keys.configured.configuredGrants.contains(where: { $0.id == id }) { throw APIError.configuredKey }
-        let stored = try await store { try await keys.store.keys() }
+        if context.allowedApps == nil, keys.configured.grants.contains(where: { $0.id == id }) { throw APIError.configuredKey }
+        let stored = try await storeCall { try await keys.store.keys() }
         guard let key = stored.first(where: { $0.id == id }), context.covers(appIds: key.appIds) else {
             throw APIError.notFound("No key \(id).")
         }
-        _ = try await store { try await keys.store.revokeKey(id: id, at: keys.clock.now) }
-        try await store { try await keys.reload() }
+        _ = try await storeCall { try await keys.store.revokeKey(id: id, at: keys.clock.now) }
+        try await storeCall { try await keys.reload() }
         await audit.record(context, "key.revoke", id)
         return Response(status: .noContent)
     }
@@ -109,16 +109,12 @@ struct KeyRoutes {
         let query = Query(request)
         let limit = try query.limit()
         let before = try query.cursor()
-        let entries = try await store { try await keys.store.auditEntries(before: before, limit: limit) }
+        let entries = try await storeCall { try await keys.store.auditEntries(before: before, limit: limit) }
         return try JSONResponse.make(
             PageDTO(data: entries.map(AuditDTO.init), nextCursor: entries.count == limit ? entries.last.map { String($0.seq) } : nil)
         )
     }
 
-    /// A store failure is a 503, as for every other store access.
-    func store<T>(_ body: () async throws -> T) async throws -> T {
-        do { return try await body() } catch let error as APIError { throw error } catch { throw EngineError.storeUnavailable }
-    }
 }
 
 /// Writes who changed what; a failed write is logged, never the change's failure (it is made by then).

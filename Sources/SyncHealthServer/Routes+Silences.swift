@@ -80,13 +80,13 @@ struct SilenceRoutes {
     func list(_ request: Request, context: AppRequestContext) async throws -> Response {
         try context.require(.admin)
         let now = silences.clock.now
-        let shown = try await store { try await silences.list() }.filter { visible($0, context) }
+        let shown = try await storeCall { try await silences.list() }.filter { visible($0, context) }
         return try JSONResponse.make(PageDTO(data: shown.map { SilenceDTO($0, now: now) }, nextCursor: nil))
     }
 
     func get(_ request: Request, context: AppRequestContext) async throws -> Response {
         try context.require(.admin)
-        guard let silence = try await store({ try await silences.get(id(context)) }), visible(silence, context) else {
+        guard let silence = try await storeCall({ try await silences.get(id(context)) }), visible(silence, context) else {
             throw APIError.notFound("No such silence.")
         }
         return try JSONResponse.make(SilenceDTO(silence, now: silences.clock.now))
@@ -100,8 +100,8 @@ struct SilenceRoutes {
     /// Ends the silence now; it is kept, as expired.
     func delete(_ request: Request, context: AppRequestContext) async throws -> Response {
         try context.require(.admin)
-        guard let found = try await store({ try await silences.get(id(context)) }), visible(found, context),
-            let silence = try await store({ try await silences.expire(found.id) })
+        guard let found = try await storeCall({ try await silences.get(id(context)) }), visible(found, context),
+            let silence = try await storeCall({ try await silences.expire(found.id) })
         else { throw APIError.notFound("No such silence.") }
         await audit.record(context, "silence.delete", silence.id)
         return try JSONResponse.make(SilenceDTO(silence, now: silences.clock.now))
@@ -112,10 +112,6 @@ struct SilenceRoutes {
         return raw.removingPercentEncoding ?? raw
     }
 
-    /// A store failure is a 503, as for every other store access.
-    func store<T>(_ body: () async throws -> T) async throws -> T {
-        do { return try await body() } catch { throw EngineError.storeUnavailable }
-    }
 }
 
 /// A silence as the API shows it.

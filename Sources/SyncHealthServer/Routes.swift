@@ -88,6 +88,11 @@ extension EngineError {
 }
 
 /// The small JSON bodies of the management endpoints.
+/// A store call made by a route itself: a store failure is a 503, as for every other store access.
+func storeCall<T>(_ body: () async throws -> T) async throws -> T {
+    do { return try await body() } catch let error as APIError { throw error } catch { throw EngineError.storeUnavailable }
+}
+
 enum JSONRequest {
     /// Reads at most 64 KiB and decodes it; anything that does not decode is a 400 naming the expected `shape`.
     static func decode<T: Decodable>(_ type: T.Type, from request: Request, shape: String) async throws -> T {
