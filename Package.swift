@@ -33,6 +33,9 @@ let package = Package(
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
         // Already in the graph through postgres-nio; named for the TLS the service serves itself.
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
+        // App Attest: the credential certificate's chain to Apple's root, and its nonce extension.
+        .package(url: "https://github.com/apple/swift-certificates", from: "1.21.1"),
+        .package(url: "https://github.com/apple/swift-asn1", from: "1.7.4"),
         // The device side: the monitor both build, and the client that `synchealth simulate` sends through.
         .package(path: "Client"),
     ],
@@ -113,6 +116,29 @@ let package = Package(
                 "CCurl",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // App Attest's verification (Apple's steps for attestations and assertions) and its small CBOR reader. Pure:
+        // the time and the roots come from the caller, and nothing is stored.
+        .target(
+            name: "SyncHealthAttest",
+            dependencies: [
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // A stand-in for Apple's App Attest: a root and intermediate of its own, and devices that attest and assert
+        // as the Secure Enclave does, for the tests and the load generator.
+        .target(
+            name: "SyncHealthAttestTesting",
+            dependencies: [
+                "SyncHealthAttest",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -260,6 +286,17 @@ let package = Package(
             ]
         ),
         .testTarget(name: "SyncHealthWebhooksTests", dependencies: ["SyncHealthWebhooks"]),
+        .testTarget(
+            name: "SyncHealthAttestTests",
+            dependencies: [
+                "SyncHealthAttest", "SyncHealthAttestTesting",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ],
+            // Read by path: the real attestation of the shared reference data.
+            exclude: ["Fixtures"]
+        ),
         .testTarget(
             name: "SyncHealthEngineTests",
             // CHeap: a test counts what the allocator holds.
