@@ -266,12 +266,37 @@ extension PostgresStore {
                 """,
             ]
         ),
+        (
+            "v14: App Attest's challenges and the devices' attested keys",
+            [
+                """
+                CREATE TABLE attest_challenges (
+                    challenge BYTEA PRIMARY KEY,
+                    app_id TEXT NOT NULL,
+                    expires_at BIGINT NOT NULL
+                )
+                """,
+                """
+                CREATE TABLE device_attestations (
+                    key_id BYTEA PRIMARY KEY,
+                    app_id TEXT NOT NULL,
+                    device_id TEXT NOT NULL,
+                    public_key BYTEA NOT NULL,
+                    environment TEXT NOT NULL,
+                    receipt BYTEA NOT NULL,
+                    counter BIGINT NOT NULL,
+                    attested_at BIGINT NOT NULL
+                )
+                """,
+                "CREATE UNIQUE INDEX device_attestations_device ON device_attestations (app_id, device_id)",
+            ]
+        ),
     ]
 
     /// The migrations a replica of the release before runs on unchanged (they only add): recorded with each
     /// migration, so that a replica that does not know a migration can tell whether it may start on the schema
     /// (docs/operations.md, "Upgrading"). Every migration from v8 on that only adds belongs here.
-    static let additive: Set<Int> = [8, 9, 10, 11, 12, 13]
+    static let additive: Set<Int> = [8, 9, 10, 11, 12, 13, 14]
 
     /// Applies the missing migrations, one replica at a time (under a transaction-scoped advisory lock). A database
     /// that a newer release has migrated is used if every migration this release does not know only adds (a

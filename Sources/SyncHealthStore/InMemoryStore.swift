@@ -19,6 +19,8 @@ public final class InMemoryStore: LocalSyncStore {
         var incidents: [IncidentRecord] = []
         var keys: [StoredKey] = []
         var audit: [AuditEntry] = []
+        var challenges: [[UInt8]: (appId: String, expiresAt: Timestamp)] = [:]
+        var attestations: [DeviceAttestation] = []
     }
 
     private let state = Mutex(State())

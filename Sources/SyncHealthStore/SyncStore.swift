@@ -10,7 +10,7 @@ public typealias EventIdClaim = (key: DeviceKey, eventIds: [String])
 /// states, alert transitions and outbox rows", all durable or none of it. How a group commits depends on who else
 /// writes: a store one process owns commits series of groups (`LocalSyncStore.commitSeries`), a store replicas
 /// share takes a read and a guarded write (`SharedSyncStore.group`). This protocol holds what both kinds serve.
-public protocol SyncStore: WebhookStore, SilenceStore, HistoryStore, IncidentStore, AccessStore {
+public protocol SyncStore: WebhookStore, SilenceStore, HistoryStore, IncidentStore, AccessStore, AttestationStore {
     /// Everything the service needs to rebuild its cache: devices in insertion order, firing fleet alerts.
     func loadState() async throws -> PersistedState
 

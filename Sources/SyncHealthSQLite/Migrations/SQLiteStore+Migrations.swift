@@ -308,6 +308,28 @@ extension SQLiteStore {
                     """
             )
         }
+        migrator.registerMigration("v17: App Attest's challenges and the devices' attested keys") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE attest_challenges (
+                        challenge BLOB PRIMARY KEY,
+                        app_id TEXT NOT NULL,
+                        expires_at INTEGER NOT NULL
+                    );
+                    CREATE TABLE device_attestations (
+                        key_id BLOB PRIMARY KEY,
+                        app_id TEXT NOT NULL,
+                        device_id TEXT NOT NULL,
+                        public_key BLOB NOT NULL,
+                        environment TEXT NOT NULL,
+                        receipt BLOB NOT NULL,
+                        counter INTEGER NOT NULL,
+                        attested_at INTEGER NOT NULL
+                    );
+                    CREATE UNIQUE INDEX device_attestations_device ON device_attestations (app_id, device_id);
+                    """
+            )
+        }
         return migrator
     }
 }

@@ -1,0 +1,136 @@
+import PostgresNIO
+public import SyncHealthCore
+public import SyncHealthStore
+
+extension PostgresStore {
+    public func insertChallenge(_ challenge: [UInt8], appId: String, expiresAt: Timestamp) async throws {
+        try await run(
+            "INSERT INTO attest_challenges (challenge, app_id, expires_at) VALUES (\(ByteBuffer(bytes: challenge)), \(appId), \(expiresAt.microseconds))",
+            logger: logger
+        )
+    }
+
+    public func consumeChallenge(_ challenge: [UInt8], appId: String, now: Timestamp) async throws -> Bool {
+        let rows = try await run(
+            "DELETE FROM attest_challenges WHERE challenge = \(ByteBuffer(bytes: challenge)) RETURNING app_id, expires_at",
+            logger: logger
+        )
+        var valid = false
+        for try await (issuedFor, expiresAt) in rows.decode((String, Int64).self) {
+            valid = issuedFor == appId && now.microseconds < expiresAt
+        }
+        return valid
+    }
+
+    public func pruneChallenges(before cutoff: Timestamp, limit: Int) async throws -> Int {
+        let rows = try await run(
+            """
+            DELETE FROM attest_challenges WHERE challenge IN
+                (SELECT challenge FROM attest_challenges WHERE expires_at < \(cutoff.microseconds) LIMIT \(limit))
+            RETURNING expires_at
+            """,
+            logger: logger
+        )
+        var count = 0
+        for try await _ in rows.decode(Int64.self) { count += 1 }
+        return count
+    }
+
+    public func saveAttestation(_ a: DeviceAttestation) async throws {
+        _ = try await withTransaction { connection in
+            try await connection.query(
+                """
+                DELETE FROM device_attestations
+                WHERE (app_id = \(a.device.appId) AND device_id = \(a.device.deviceId)) OR key_id = \(ByteBuffer(bytes: a.keyId))
+                """,
+                logger: logger
+            )
+            try await connection.query(
+                """
+                INSERT INTO device_attestations (key_id, app_id, device_id, public_key, environment, receipt, counter, attested_at)
+                VALUES (\(ByteBuffer(bytes: a.keyId)), \(a.device.appId), \(a.device.deviceId), \(ByteBuffer(bytes: a.publicKey)),
+                        \(a.environment), \(ByteBuffer(bytes: a.receipt)), \(Int64(a.counter)), \(a.attestedAt.microseconds))
+                """,
+                logger: logger
+            )
+            return true
+        }
+    }
+
+    public func attestation(appId: String, keyId: [UInt8]) async throws -> DeviceAttestation? {
+        try await attestations(
+            run(
+                """
+                SELECT app_id, device_id, key_id, public_key, environment, receipt, counter, attested_at FROM device_attestations
+                WHERE app_id = \(appId) AND key_id = \(ByteBuffer(bytes: keyId))
+                """,
+                logger: logger
+            )
+        ).first
+    }
+
+    public func attestation(of device: DeviceKey) async throws -> DeviceAttestation? {
+        try await attestations(
+            run(
+                """
+                SELECT app_id, device_id, key_id, public_key, environment, receipt, counter, attested_at FROM device_attestations
+                WHERE app_id = \(device.appId) AND device_id = \(device.deviceId)
+                """,
+                logger: logger
+            )
+        ).first
+    }
+
+    private func attestations(_ rows: PostgresRowSequence) async throws -> [DeviceAttestation] {
+        var found: [DeviceAttestation] = []
+        for try await (appId, deviceId, keyId, publicKey, environment, receipt, counter, attestedAt) in rows.decode(
+            (String, String, ByteBuffer, ByteBuffer, String, ByteBuffer, Int64, Int64).self
+        ) {
+            found.append(
+                DeviceAttestation(
+                    device: DeviceKey(appId: appId, deviceId: deviceId),
+                    keyId: Array(buffer: keyId),
+                    publicKey: Array(buffer: publicKey),
+                    environment: environment,
+                    receipt: Array(buffer: receipt),
+                    counter: UInt32(clamping: counter),
+                    attestedAt: Timestamp(microseconds: attestedAt)
+                )
+            )
+        }
+        return found
+    }
+
+    public func advanceCounter(appId: String, keyId: [UInt8], to counter: UInt32) async throws -> Bool {
+        let rows = try await run(
+            """
+            UPDATE device_attestations SET counter = \(Int64(counter))
+            WHERE app_id = \(appId) AND key_id = \(ByteBuffer(bytes: keyId)) AND counter < \(Int64(counter))
+            RETURNING counter
+            """,
+            logger: logger
+        )
+        for try await _ in rows.decode(Int64.self) { return true }
+        return false
+    }
+
+    public func attestedDevices(appId: String?) async throws -> [String: Int] {
+        let rows = try await run(
+            """
+            SELECT environment, COUNT(*) FROM device_attestations
+            WHERE \(appId)::TEXT IS NULL OR app_id = \(appId) GROUP BY environment
+            """,
+            logger: logger
+        )
+        var counts: [String: Int] = [:]
+        for try await (environment, count) in rows.decode((String, Int64).self) { counts[environment] = Int(count) }
+        return counts
+    }
+
+    public func deleteAttestation(of device: DeviceKey) async throws {
+        try await run(
+            "DELETE FROM device_attestations WHERE app_id = \(device.appId) AND device_id = \(device.deviceId)",
+            logger: logger
+        )
+    }
+}

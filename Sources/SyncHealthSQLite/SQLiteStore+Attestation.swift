@@ -1,0 +1,111 @@
+import Foundation
+import GRDB
+public import SyncHealthCore
+public import SyncHealthStore
+
+extension SQLiteStore {
+    public func insertChallenge(_ challenge: [UInt8], appId: String, expiresAt: Timestamp) async throws {
+        try await pool.write { db in
+            try db.execute(
+                sql: "INSERT INTO attest_challenges (challenge, app_id, expires_at) VALUES (?, ?, ?)",
+                arguments: [Data(challenge), appId, expiresAt.microseconds]
+            )
+        }
+    }
+
+    public func consumeChallenge(_ challenge: [UInt8], appId: String, now: Timestamp) async throws -> Bool {
+        try await pool.write { db in
+            let row = try Row.fetchOne(
+                db,
+                sql: "DELETE FROM attest_challenges WHERE challenge = ? RETURNING app_id, expires_at",
+                arguments: [Data(challenge)]
+            )
+            guard let row else { return false }
+            return (row[0] as String) == appId && now.microseconds < (row[1] as Int64)
+        }
+    }
+
+    public func pruneChallenges(before cutoff: Timestamp, limit: Int) async throws -> Int {
+        try await pool.write { db in
+            try db.execute(
+                sql: "DELETE FROM attest_challenges WHERE challenge IN (SELECT challenge FROM attest_challenges WHERE expires_at < ? LIMIT ?)",
+                arguments: [cutoff.microseconds, limit]
+            )
+            return db.changesCount
+        }
+    }
+
+    public func saveAttestation(_ a: DeviceAttestation) async throws {
+        try await pool.write { db in
+            try db.execute(
+                sql: "DELETE FROM device_attestations WHERE (app_id = ? AND device_id = ?) OR key_id = ?",
+                arguments: [a.device.appId, a.device.deviceId, Data(a.keyId)]
+            )
+            try db.execute(
+                sql: """
+                    INSERT INTO device_attestations (key_id, app_id, device_id, public_key, environment, receipt, counter, attested_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [
+                    Data(a.keyId), a.device.appId, a.device.deviceId, Data(a.publicKey), a.environment, Data(a.receipt), Int64(a.counter),
+                    a.attestedAt.microseconds,
+                ]
+            )
+        }
+    }
+
+    public func attestation(appId: String, keyId: [UInt8]) async throws -> DeviceAttestation? {
+        try await pool.read { db in
+            try Row.fetchOne(db, sql: Self.attestationColumns + " WHERE app_id = ? AND key_id = ?", arguments: [appId, Data(keyId)])
+                .map(Self.attestation(row:))
+        }
+    }
+
+    public func attestation(of device: DeviceKey) async throws -> DeviceAttestation? {
+        try await pool.read { db in
+            try Row.fetchOne(db, sql: Self.attestationColumns + " WHERE app_id = ? AND device_id = ?", arguments: [device.appId, device.deviceId])
+                .map(Self.attestation(row:))
+        }
+    }
+
+    public func advanceCounter(appId: String, keyId: [UInt8], to counter: UInt32) async throws -> Bool {
+        try await pool.write { db in
+            try db.execute(
+                sql: "UPDATE device_attestations SET counter = ? WHERE app_id = ? AND key_id = ? AND counter < ?",
+                arguments: [Int64(counter), appId, Data(keyId), Int64(counter)]
+            )
+            return db.changesCount > 0
+        }
+    }
+
+    public func attestedDevices(appId: String?) async throws -> [String: Int] {
+        try await pool.read { db in
+            let rows = try Row.fetchAll(
+                db,
+                sql: "SELECT environment, COUNT(*) FROM device_attestations WHERE ? IS NULL OR app_id = ? GROUP BY environment",
+                arguments: [appId, appId]
+            )
+            return Dictionary(uniqueKeysWithValues: rows.map { ($0[0] as String, $0[1] as Int) })
+        }
+    }
+
+    public func deleteAttestation(of device: DeviceKey) async throws {
+        try await pool.write { db in
+            try db.execute(sql: "DELETE FROM device_attestations WHERE app_id = ? AND device_id = ?", arguments: [device.appId, device.deviceId])
+        }
+    }
+
+    static let attestationColumns = "SELECT app_id, device_id, key_id, public_key, environment, receipt, counter, attested_at FROM device_attestations"
+
+    static func attestation(row: Row) -> DeviceAttestation {
+        DeviceAttestation(
+            device: DeviceKey(appId: row[0], deviceId: row[1]),
+            keyId: [UInt8](row[2] as Data),
+            publicKey: [UInt8](row[3] as Data),
+            environment: row[4],
+            receipt: [UInt8](row[5] as Data),
+            counter: UInt32(clamping: row[6] as Int64),
+            attestedAt: Timestamp(microseconds: row[7])
+        )
+    }
+}
