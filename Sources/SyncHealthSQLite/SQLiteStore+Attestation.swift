@@ -95,7 +95,8 @@ extension SQLiteStore {
         }
     }
 
-    static let attestationColumns = "SELECT app_id, device_id, key_id, public_key, environment, receipt, counter, attested_at FROM device_attestations"
+    static let attestationColumns =
+        "SELECT app_id, device_id, key_id, public_key, environment, receipt, counter, attested_at FROM device_attestations"
 
     static func attestation(row: Row) -> DeviceAttestation {
         DeviceAttestation(

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+public import SyncHealthAttest
 public import SyncHealthCore
 
 /// Every error the API answers with, mapped to its status and problem details in one place.
@@ -27,6 +28,10 @@ public enum APIError: Error, Sendable {
     /// `GET /v1/backup` on a store that is backed up with its database's own tools (PostgreSQL).
     case backupUnsupported
     case backupRunning
+    /// An App Attest step refused an attestation or an upload's assertion.
+    case attestation(AppAttestFailure)
+    /// `POST /v1/attest…` for an app that `SYNCHEALTH_APP_ATTEST` does not list.
+    case attestationNotConfigured(appId: String)
 
     var status: HTTPResponse.Status {
         switch self {
@@ -43,6 +48,9 @@ public enum APIError: Error, Sendable {
         case .methodNotAllowed: .methodNotAllowed
         case .backupUnsupported: .notImplemented
         case .backupRunning: .conflict
+        case .attestation(.malformed), .attestation(.assertionMalformed): .badRequest
+        case .attestation: .unauthorized
+        case .attestationNotConfigured: .conflict
         }
     }
 
@@ -151,6 +159,15 @@ public enum APIError: Error, Sendable {
                 status: status,
                 detail: "One backup is taken at a time: retry once the running one is sent."
             )
+        case .attestation(let failure):
+            failure.problem(status: status)
+        case .attestationNotConfigured(let appId):
+            Problem(
+                slug: "attestation-not-configured",
+                title: "App Attest is not configured for this app",
+                status: status,
+                detail: "SYNCHEALTH_APP_ATTEST does not list \(appId): its devices post without attesting."
+            )
         }
     }
 
@@ -209,5 +226,73 @@ extension HTTPFields {
     /// Sets a header by name; a name that is not a valid token is skipped (never a trap).
     mutating func set(_ name: String, _ value: String) {
         if let field = HTTPField.Name(name) { self[field] = value }
+    }
+}
+
+extension AppAttestFailure {
+    /// Each step its own problem type, so that a device (and ops reading the logs) can tell what failed.
+    func problem(status: HTTPResponse.Status) -> Problem {
+        switch self {
+        case .malformed(let why): Problem(slug: "attestation-malformed", title: "The attestation cannot be read", status: status, detail: why)
+        case .certificateChain(let why):
+            Problem(slug: "attestation-chain", title: "The attestation's certificates do not chain to Apple's root", status: status, detail: why)
+        case .nonce:
+            Problem(
+                slug: "attestation-nonce",
+                title: "The attestation was not made for this challenge",
+                status: status,
+                detail: "The credential certificate's nonce is not SHA-256(authData ‖ SHA-256(challenge))."
+            )
+        case .keyId:
+            Problem(
+                slug: "attestation-key-id",
+                title: "The key id does not match the attested key",
+                status: status,
+                detail: "keyId, the SHA-256 of the certificate's public key and the credential id must be equal."
+            )
+        case .appId:
+            Problem(
+                slug: "attestation-app-id",
+                title: "The key was made for another app",
+                status: status,
+                detail: "The App ID hash is another app's."
+            )
+        case .counter:
+            Problem(slug: "attestation-counter", title: "The attestation's counter is not 0", status: status, detail: "A new key's counter is 0.")
+        case .environment(let why):
+            Problem(slug: "attestation-environment", title: "The key's App Attest environment is not accepted", status: status, detail: why)
+        case .challenge(let why):
+            Problem(slug: "attestation-challenge", title: "The challenge cannot be redeemed", status: status, detail: why)
+        case .assertionMalformed(let why):
+            Problem(slug: "assertion-malformed", title: "The assertion cannot be read", status: status, detail: why)
+        case .signature:
+            Problem(
+                slug: "assertion-signature",
+                title: "The assertion's signature does not verify",
+                status: status,
+                detail: "The signature is not the device key's over this body; nothing was applied."
+            )
+        case .replayed:
+            Problem(
+                slug: "assertion-replayed",
+                title: "The assertion was used before",
+                status: status,
+                detail: "Its counter is not above the last accepted one: sign each upload, retries included, anew. Nothing was applied."
+            )
+        case .unknownKey:
+            Problem(
+                slug: "assertion-unknown-key",
+                title: "No attested key of this device has this id",
+                status: status,
+                detail: "Attest the key (POST /v1/attest) before signing uploads with it; nothing was applied."
+            )
+        case .required:
+            Problem(
+                slug: "attestation-required",
+                title: "This app's uploads must be attested",
+                status: status,
+                detail: "Send SyncHealth-Key-Id and SyncHealth-Assertion (App Attest); nothing was applied."
+            )
+        }
     }
 }

@@ -1,3 +1,4 @@
+import SyncHealthAttest
 import SyncHealthCore
 import SyncHealthEngine
 import SyncHealthStore
@@ -5,6 +6,8 @@ import SyncHealthStore
 /// `GET /v1/devices/{deviceId}`: a device's status, with explicit `null` for unknown values.
 struct DeviceStatusDTO: Encodable {
     let snapshot: DeviceSnapshot
+    /// The device's App Attest key: `.some(nil)` for a device without one, `nil` where it was not looked up (lists).
+    var attestation: DeviceAttestation?? = nil
 
     enum Key: String, CodingKey {
         case deviceId, appId, containerId, platform, osVersion, appVersion, firstSeenAt, lastSeenAt
@@ -12,6 +15,12 @@ struct DeviceStatusDTO: Encodable {
         case setupError, importError, exportError, lastSyncError, hasSyncError, shouldBeSyncing, isNotSyncing
         case syncStateSummary, isBroken, isInProgress, symbolName, symbolColor, description
         case pendingChanges, oldestPendingAt, silent, alerts, clientSummary, clockSkewDetected, errorClass
+        case attested, attestation
+    }
+
+    struct AttestationDTO: Encodable {
+        var environment: String
+        var attestedAt: String
     }
 
     func encode(to encoder: any Encoder) throws {
@@ -19,6 +28,10 @@ struct DeviceStatusDTO: Encodable {
         let m = r.monitor
         let summary = m.summary
         var c = encoder.container(keyedBy: Key.self)
+        if let attestation {
+            try c.encode(attestation != nil, forKey: .attested)
+            try c.encode(attestation.map { AttestationDTO(environment: $0.environment, attestedAt: $0.attestedAt.rfc3339) }, forKey: .attestation)
+        }
         try c.encode(r.key.deviceId, forKey: .deviceId)
         try c.encode(r.key.appId, forKey: .appId)
         try c.encode(r.info.containerId, forKey: .containerId)
@@ -118,15 +131,20 @@ struct FleetSummaryDTO: Encodable {
     var generatedAt: Timestamp?
     var scope: FleetScope?
     var at: Timestamp?
+    /// Devices with an App Attest key, by environment (`nil`: not counted, as in history).
+    var attested: [String: Int]?
 
-    init(counts: FleetCounts, generatedAt: Timestamp? = nil, scope: FleetScope? = nil, at: Timestamp? = nil) {
+    init(counts: FleetCounts, generatedAt: Timestamp? = nil, scope: FleetScope? = nil, at: Timestamp? = nil, attested: [String: Int]? = nil) {
         self.counts = counts
         self.generatedAt = generatedAt
         self.scope = scope
         self.at = at
+        self.attested = attested
     }
 
-    enum Key: String, CodingKey { case at, appId, containerId, devices, active, silent, broken, notSyncing, bySummary, byErrorClass, generatedAt }
+    enum Key: String, CodingKey {
+        case at, appId, containerId, devices, active, silent, broken, notSyncing, bySummary, byErrorClass, generatedAt, attestedDevices
+    }
 
     func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: Key.self)
@@ -143,6 +161,12 @@ struct FleetSummaryDTO: Encodable {
         try c.encode(OrderedCounts(pairs: counts.bySummary.map { ($0.0.rawValue, $0.1) }), forKey: .bySummary)
         try c.encode(OrderedCounts(pairs: counts.byErrorClass.map { ($0.0.rawValue, $0.1) }), forKey: .byErrorClass)
         if let generatedAt { try c.encode(generatedAt.rfc3339, forKey: .generatedAt) }
+        if let attested {
+            try c.encode(
+                OrderedCounts(pairs: AppAttestEnvironment.allCases.map { ($0.rawValue, attested[$0.rawValue] ?? 0) }),
+                forKey: .attestedDevices
+            )
+        }
     }
 }
 

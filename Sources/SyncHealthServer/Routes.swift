@@ -109,6 +109,8 @@ enum JSONRequest {
 struct EventsRoutes<Engine: MonitorEngine> {
     let engine: Engine
     let deviceLimiter: RateLimiter<DeviceKey>
+    /// App Attest's check of each upload's assertion; `nil` where the service was built without it (router tests).
+    var attestation: AppAttestGate? = nil
 
     func ingest(_ request: Request, context: AppRequestContext) async throws -> Response {
         try context.require(.ingest)
@@ -116,6 +118,8 @@ struct EventsRoutes<Engine: MonitorEngine> {
             throw APIError.unsupportedMediaType(type)
         }
         var body = try await request.body.collect(upTo: IngestBody.maxBodySize)
+        // An assertion signs the body exactly as sent, before any gzip is undone.
+        let sent = body
         switch request.headers.value(.contentEncoding)?.lowercased().trimmingCharacters(in: .whitespaces) {
         case nil, "", "identity":
             break
@@ -135,6 +139,7 @@ struct EventsRoutes<Engine: MonitorEngine> {
         guard decision.allowed else {
             throw APIError.rateLimited(retryAfterSeconds: decision.retryAfterSeconds, limit: Int(deviceLimiter.limit?.burst ?? 0))
         }
+        if let attestation { _ = try await attestation.check(batch.key, headers: request.headers, body: sent) }
         let receipt: IngestReceipt
         do {
             receipt = try await engine.ingest(batch)
@@ -232,6 +237,8 @@ enum IngestBody {
 struct DeviceRoutes<Engine: MonitorEngine> {
     let engine: Engine
     let audit: AuditLog
+    /// Where devices' App Attest keys are kept; `nil` where the service was built without it (router tests).
+    var attestations: (any AttestationStore)? = nil
 
     /// The path's device id, decoded and checked.
     private func deviceId(_ context: AppRequestContext) throws(APIError) -> String {
@@ -256,6 +263,7 @@ struct DeviceRoutes<Engine: MonitorEngine> {
         guard context.sees(appId: appId) else { throw APIError.notFound("No device \(deviceId) in app \(appId).") }
         let key = DeviceKey(appId: appId, deviceId: deviceId)
         _ = try await engine.erase(key)
+        try await storeCall { try await attestations?.deleteAttestation(of: key) }
         await audit.record(context, "device.erase", "\(appId)/\(deviceId)")
         return Response(status: .noContent)
     }
@@ -277,7 +285,8 @@ struct DeviceRoutes<Engine: MonitorEngine> {
         guard let snapshot = try await engine.device(key) else {
             throw APIError.notFound("No device \(deviceId) in app \(key.appId).")
         }
-        return try JSONResponse.make(DeviceStatusDTO(snapshot: snapshot))
+        let attestation = try await storeCall { try await attestations?.attestation(of: key) }
+        return try JSONResponse.make(DeviceStatusDTO(snapshot: snapshot, attestation: .some(attestation)))
     }
 
     func list(_ request: Request, context: AppRequestContext) async throws -> Response {
@@ -295,20 +304,23 @@ struct DeviceRoutes<Engine: MonitorEngine> {
         let limit = try query.limit()
         let cursor = Int(clamping: try query.cursor() ?? 0)
         let page = try await engine.devices(filter, after: cursor, limit: limit)
-        return try JSONResponse.make(PageDTO(data: page.devices.map(DeviceStatusDTO.init), nextCursor: page.nextCursor.map(String.init)))
+        return try JSONResponse.make(PageDTO(data: page.devices.map { DeviceStatusDTO(snapshot: $0) }, nextCursor: page.nextCursor.map(String.init)))
     }
 }
 
 /// `GET /v1/summary`, `GET /v1/alerts`.
 struct FleetRoutes<Engine: MonitorEngine> {
     let engine: Engine
+    /// Where devices' App Attest keys are kept, for the attested counts.
+    var attestations: (any AttestationStore)? = nil
 
     func summary(_ request: Request, context: AppRequestContext) async throws -> Response {
         try context.require(.read)
         let query = Query(request)
         let scope = FleetScope(appId: try context.app(narrowing: query.identifier("appId")), containerId: try query.string("containerId"))
         let counts = try await engine.summary(scope)
-        return try JSONResponse.make(FleetSummaryDTO(counts: counts, generatedAt: engine.now))
+        let attested = try await storeCall { try await attestations?.attestedDevices(appId: scope.appId) } ?? [:]
+        return try JSONResponse.make(FleetSummaryDTO(counts: counts, generatedAt: engine.now, attested: attested))
     }
 
     func alerts(_ request: Request, context: AppRequestContext) async throws -> Response {

@@ -1,4 +1,5 @@
 public import Logging
+public import SyncHealthAttest
 import SyncHealthCore
 public import SyncHealthEngine
 public import SyncHealthSQLite
@@ -49,6 +50,10 @@ public struct ServiceConfiguration: Sendable {
     public var tlsCertificate: String?
     /// The PEM file with the certificate's private key.
     public var tlsKey: String?
+    /// The apps whose devices attest with App Attest (`SYNCHEALTH_APP_ATTEST`), and whether development keys count.
+    public var appAttest = AppAttestPolicy()
+    /// A PEM file of roots that replaces Apple's App Attestation root (for tests, and for Apple's next root).
+    public var appAttestRoot: String?
 
     /// The defaults of the contract.
     public init() {}

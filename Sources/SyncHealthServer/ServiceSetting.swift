@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import SyncHealthAttest
 import SyncHealthCore
 import SyncHealthEngine
 import SyncHealthStore
@@ -241,6 +242,41 @@ extension ServiceSetting {
             \.tlsCertificate
         ),
         path("tls-key", "The PEM file with the certificate's private key.", emptyDefault: "unset", \.tlsKey),
+        ServiceSetting(
+            flag: "app-attest",
+            help: "Apps whose devices attest with App Attest: appId=TEAMID.bundleId:report|require, comma-separated (docs/security.md).",
+            emptyDefault: "none",
+            show: { c in
+                c.appAttest.apps.values.sorted { $0.appId < $1.appId }.map { "\($0.appId)=\($0.appIdentifier):\($0.mode.rawValue)" }
+                    .joined(separator: ",")
+            },
+            apply: { c, text throws(ServiceSettingError) in
+                do {
+                    c.appAttest.apps = try AppAttestPolicy(parsing: text, allowsDevelopment: false).apps
+                } catch {
+                    throw .init(description: "has \(error)")
+                }
+            }
+        ),
+        ServiceSetting(
+            flag: "app-attest-development",
+            help: "1 also accepts App Attest keys of Apple's development environment (builds run from Xcode).",
+            emptyDefault: "",
+            show: { $0.appAttest.allowsDevelopment ? "1" : "0" },
+            apply: { c, text throws(ServiceSettingError) in
+                switch text.lowercased() {
+                case "0", "false", "off": c.appAttest.allowsDevelopment = false
+                case "1", "true", "on": c.appAttest.allowsDevelopment = true
+                default: throw .init(description: "must be 1 or 0")
+                }
+            }
+        ),
+        path(
+            "app-attest-root",
+            "A PEM file of the roots App Attest certificates must chain to, in place of Apple's App Attestation root.",
+            emptyDefault: "Apple's",
+            \.appAttestRoot
+        ),
     ]
 
     /// A setting that names a file, unset by default.

@@ -6,6 +6,7 @@ public import Logging
 import NIOCore
 public import Prometheus
 public import ServiceLifecycle
+public import SyncHealthAttest
 import SyncHealthBuildInfo
 import SyncHealthCore
 public import SyncHealthEngine
@@ -22,9 +23,10 @@ public enum SyncHealthApplication {
         keys: KeyDirectory,
         registry: PrometheusCollectorRegistry,
         limits: RateLimits = RateLimits(),
-        backup: (any StoreBackup)? = nil
+        backup: (any StoreBackup)? = nil,
+        attestation: AppAttestGate? = nil
     ) -> Router<AppRequestContext> {
-        let routes = apiRoutes(engine: engine, keys: keys, registry: registry, limits: limits, backup: backup)
+        let routes = apiRoutes(engine: engine, keys: keys, registry: registry, limits: limits, backup: backup, attestation: attestation)
         let router = Router(context: AppRequestContext.self)
         router.middlewares.add(RequestMetricsMiddleware())
         router.middlewares.add(ProblemMiddleware(paths: KnownPaths(routes)))
@@ -41,14 +43,16 @@ public enum SyncHealthApplication {
         keys: KeyDirectory,
         registry: PrometheusCollectorRegistry,
         limits: RateLimits,
-        backup: (any StoreBackup)? = nil
+        backup: (any StoreBackup)? = nil,
+        attestation: AppAttestGate? = nil
     ) -> [APIRoute] {
         let health = ServiceRoutes(engine: engine, keys: keys, registry: registry, metricsNeedKey: keys.configured.protectsMetrics)
-        let events = EventsRoutes(engine: engine, deviceLimiter: RateLimiter(limit: limits.perDevice))
+        let events = EventsRoutes(engine: engine, deviceLimiter: RateLimiter(limit: limits.perDevice), attestation: attestation)
         // Who changed what: keys, subscriptions, silences, erasures, backups (`GET /v1/audit`).
         let audit = AuditLog(store: keys.store, clock: engine.clock)
-        let devices = DeviceRoutes(engine: engine, audit: audit)
-        let fleet = FleetRoutes(engine: engine)
+        let devices = DeviceRoutes(engine: engine, audit: audit, attestations: attestation?.store)
+        let fleet = FleetRoutes(engine: engine, attestations: attestation?.store)
+        let attest = AttestRoutes(gate: attestation)
         let hooks = WebhookRoutes(webhooks: engine.webhooks, audit: audit)
         let silences = SilenceRoutes(silences: engine.webhooks.silences, audit: audit)
         let stream = StreamRoutes(engine: engine)
@@ -60,6 +64,8 @@ public enum SyncHealthApplication {
             APIRoute(.get, "/metrics", health.metrics),
             APIRoute(.get, "/openapi.yaml", health.openapi),
             APIRoute(.post, "/v1/events", events.ingest),
+            APIRoute(.post, "/v1/attest/challenge", attest.challenge),
+            APIRoute(.post, "/v1/attest", attest.attest),
             APIRoute(.get, "/v1/devices", devices.list),
             APIRoute(.get, "/v1/devices/:deviceId", devices.status),
             APIRoute(.delete, "/v1/devices/:deviceId", devices.erase),
@@ -135,6 +141,9 @@ public enum SyncHealthApplication {
         let tls = try configuration.tlsCertificate.map { certificate throws(TLSCertificateError) in
             try TLSCertificates(certificatePath: certificate, keyPath: configuration.tlsKey ?? "")
         }
+        let verifier = try configuration.appAttestRoot.map { path in
+            try AppAttestVerifier(pem: String(contentsOfFile: path, encoding: .utf8))
+        }
         let (store, storeService) = try makeStore(configuration, logger: logger)
         return assemble(
             store: store,
@@ -145,7 +154,8 @@ public enum SyncHealthApplication {
             clock: clock,
             registry: registry,
             logger: logger,
-            tls: tls
+            tls: tls,
+            appAttestVerifier: verifier
         )
     }
 
@@ -160,7 +170,8 @@ public enum SyncHealthApplication {
         clock: any ServiceClock,
         registry: PrometheusCollectorRegistry,
         logger: Logger,
-        tls: TLSCertificates? = nil
+        tls: TLSCertificates? = nil,
+        appAttestVerifier: AppAttestVerifier? = nil
     ) -> (application: Application<RouterResponder<AppRequestContext>>, engine: any MonitorEngine) {
         let engine = store.makeEngine(
             clock: clock,
@@ -179,7 +190,20 @@ public enum SyncHealthApplication {
             auditRetention: configuration.engine.alertRetention,
             logger: logger
         )
-        let router = makeRouter(engine: engine, keys: directory, registry: registry, limits: configuration.rateLimits, backup: backup)
+        let attestation = AppAttestGate(
+            policy: configuration.appAttest,
+            verifier: appAttestVerifier ?? AppAttestGate.apple,
+            store: store.store,
+            clock: clock
+        )
+        let router = makeRouter(
+            engine: engine,
+            keys: directory,
+            registry: registry,
+            limits: configuration.rateLimits,
+            backup: backup,
+            attestation: attestation
+        )
         // Which release each replica runs, for a rolling upgrade's dashboards: `count by (version)`.
         registry.makeGauge(
             name: "synchealth_build_info",

@@ -17,7 +17,15 @@ public struct DeviceAttestation: Sendable, Hashable {
     public var attestedAt: Timestamp
 
     /// Creates a record.
-    public init(device: DeviceKey, keyId: [UInt8], publicKey: [UInt8], environment: String, receipt: [UInt8], counter: UInt32 = 0, attestedAt: Timestamp) {
+    public init(
+        device: DeviceKey,
+        keyId: [UInt8],
+        publicKey: [UInt8],
+        environment: String,
+        receipt: [UInt8],
+        counter: UInt32 = 0,
+        attestedAt: Timestamp
+    ) {
         self.device = device
         self.keyId = keyId
         self.publicKey = publicKey

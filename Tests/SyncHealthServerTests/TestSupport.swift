@@ -6,6 +6,7 @@ import NIOCore
 import NIOFoundationEssentialsCompat
 import Prometheus
 import ServiceLifecycle
+import SyncHealthAttest
 import SyncHealthCore
 import SyncHealthEngineTesting
 import SyncHealthPostgres
@@ -40,7 +41,9 @@ struct TestService {
         webhooks: WebhookConfiguration = WebhookConfiguration(),
         realTime: Bool = false,
         limits: RateLimits = RateLimits(),
-        keys: KeyRing = testKeys
+        keys: KeyRing = testKeys,
+        appAttest: AppAttestPolicy = AppAttestPolicy(),
+        appAttestVerifier: AppAttestVerifier? = nil
     ) {
         self.store = store.store
         self.clock = clock
@@ -48,6 +51,7 @@ struct TestService {
         service.engine = configuration
         service.webhooks = webhooks
         service.rateLimits = limits
+        service.appAttest = appAttest
         // PostgreSQL's connection pool runs first and stops last, as in the service.
         let pool: (any Service)? = if case .shared(let shared) = store, let postgres = shared as? PostgresStore { postgres.service } else { nil }
         (app, engine) = SyncHealthApplication.assemble(
@@ -58,7 +62,8 @@ struct TestService {
             transport: transport,
             clock: realTime ? SystemClock() : clock,
             registry: PrometheusCollectorRegistry(),
-            logger: testLogger()
+            logger: testLogger(),
+            appAttestVerifier: appAttestVerifier
         )
     }
 

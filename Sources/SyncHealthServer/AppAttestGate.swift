@@ -1,0 +1,140 @@
+import Foundation
+import HTTPTypes
+import Logging
+import Metrics
+import NIOCore
+import SyncHealthAttest
+import SyncHealthCore
+import SyncHealthEngine
+import SyncHealthStore
+
+/// App Attest at the service's door: issues challenges, verifies attestations, and checks each upload's assertion
+/// against the device's stored key. The verification itself is `AppAttestVerifier`'s (pure); this type adds the
+/// store (challenges, keys, counters) and the app's policy.
+struct AppAttestGate: Sendable {
+    let policy: AppAttestPolicy
+    let verifier: AppAttestVerifier
+    let store: any AttestationStore
+    let clock: any ServiceClock
+
+    /// A verifier trusting Apple's App Attestation root, built once. The root is a constant of the source; were it
+    /// unreadable, no root is trusted and every attestation is refused at the chain step.
+    static let apple: AppAttestVerifier = (try? AppAttestVerifier.apple()) ?? AppAttestVerifier(roots: [])
+
+    /// How long a challenge may be redeemed: Apple's sample uses minutes; attestation takes a second or two.
+    static let challengeLifetime: Duration = .seconds(300)
+
+    /// The app's settings; `409 attestation-not-configured` for an app that is not listed.
+    func app(_ appId: String) throws(APIError) -> AppAttestApp {
+        guard let app = policy.apps[appId] else { throw .attestationNotConfigured(appId: appId) }
+        return app
+    }
+
+    /// A new one-time challenge for the app, kept in the store so that any replica redeems it.
+    func issueChallenge(appId: String) async throws -> (challenge: [UInt8], expiresAt: Timestamp) {
+        _ = try app(appId)
+        var generator = SystemRandomNumberGenerator()
+        let challenge = (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
+        let expiresAt = clock.now + Self.challengeLifetime
+        try await storeCall { try await store.insertChallenge(challenge, appId: appId, expiresAt: expiresAt) }
+        return (challenge, expiresAt)
+    }
+
+    /// Verifies an attestation and keeps the device's key. The challenge is used up first, so an attestation that
+    /// fails later cannot be retried with it.
+    func attest(device: DeviceKey, keyId: [UInt8], attestation: [UInt8], challenge: [UInt8]) async throws -> DeviceAttestation {
+        let app = try app(device.appId)
+        let now = clock.now
+        guard try await storeCall({ try await store.consumeChallenge(challenge, appId: device.appId, now: now) }) else {
+            throw APIError.attestation(.challenge("the challenge was not issued for this app by this service, has expired, or was used"))
+        }
+        let key: AttestedKey
+        do {
+            key = try await verifier.verifyAttestation(
+                attestation,
+                keyId: keyId,
+                challenge: challenge,
+                app: app,
+                environments: policy.environments,
+                now: Date(timeIntervalSince1970: Double(now.microseconds) / 1_000_000)
+            )
+        } catch {
+            Self.failures(error).increment()
+            throw APIError.attestation(error)
+        }
+        let record = DeviceAttestation(
+            device: device,
+            keyId: key.keyId,
+            publicKey: key.publicKey,
+            environment: key.environment.rawValue,
+            receipt: key.receipt,
+            attestedAt: now
+        )
+        try await storeCall { try await store.saveAttestation(record) }
+        return record
+    }
+
+    /// The headers an attested upload carries.
+    struct Assertion {
+        var keyId: [UInt8]
+        var assertion: [UInt8]
+    }
+
+    /// Checks an upload of `device` whose body, exactly as sent, is `body`. Returns whether it came from the
+    /// device's attested key. Throws for an app in `require` mode when the assertion is missing or fails; in
+    /// `report` mode a failed assertion only counts as unattested. Apps not listed pass unchecked.
+    func check(_ device: DeviceKey, headers: HTTPFields, body: ByteBuffer) async throws -> Bool {
+        guard let app = policy.apps[device.appId] else { return false }
+        let assertion = try Assertion(
+            keyId: headers.first { $0.name.canonicalName == "synchealth-key-id" }?.value,
+            assertion: headers.first { $0.name.canonicalName == "synchealth-assertion" }?.value
+        )
+        do {
+            guard let assertion else { throw AppAttestFailure.required }
+            try await verify(device, assertion, body: body, app: app)
+            return true
+        } catch let failure as AppAttestFailure {
+            Self.failures(failure).increment()
+            guard app.mode == .require else { return false }
+            throw APIError.attestation(failure)
+        }
+    }
+
+    private func verify(_ device: DeviceKey, _ assertion: Assertion, body: ByteBuffer, app: AppAttestApp) async throws {
+        // A key is the device's own: an attested install signs for itself, not for ids it makes up.
+        guard let stored = try await storeCall({ try await store.attestation(appId: device.appId, keyId: assertion.keyId) }),
+            stored.device == device
+        else { throw AppAttestFailure.unknownKey }
+        let counter = try body.withUnsafeReadableBytes { bytes throws(AppAttestFailure) in
+            try AppAttestVerifier.verifyAssertion(
+                assertion.assertion,
+                clientData: bytes,
+                publicKey: stored.publicKey,
+                lastCounter: stored.counter,
+                app: app
+            )
+        }
+        // The counter moves before the batch is applied: of two requests with one assertion, on any replicas, one
+        // wins. A batch that then fails to commit has cost its counter; the device signs its retry anew.
+        guard try await storeCall({ try await store.advanceCounter(appId: device.appId, keyId: assertion.keyId, to: counter) }) else {
+            throw AppAttestFailure.replayed
+        }
+    }
+
+    /// `synchealth_attestation_failures_total{type}`: one series a problem type, so bounded.
+    static func failures(_ failure: AppAttestFailure) -> Counter {
+        Counter(label: "synchealth_attestation_failures_total", dimensions: [("type", failure.problem(status: .unauthorized).type)])
+    }
+}
+
+extension AppAttestGate.Assertion {
+    /// Reads `SyncHealth-Key-Id` (the key's id) and `SyncHealth-Assertion` (the CBOR assertion over the body as
+    /// sent), both standard base64; `nil` when neither is sent.
+    init?(keyId: String?, assertion: String?) throws(APIError) {
+        guard keyId != nil || assertion != nil else { return nil }
+        guard let keyId, let assertion, let key = Data(base64Encoded: keyId), let signed = Data(base64Encoded: assertion) else {
+            throw .attestation(.assertionMalformed("SyncHealth-Key-Id and SyncHealth-Assertion must both be base64"))
+        }
+        self.init(keyId: Array(key), assertion: Array(signed))
+    }
+}
