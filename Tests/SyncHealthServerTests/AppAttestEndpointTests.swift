@@ -359,3 +359,76 @@ struct AppAttestTests {
         }
     }
 }
+
+@Suite("App Attest across PostgreSQL replicas, on the built binary", .serialized)
+struct AppAttestReplicaTests {
+    static let ingest = "attest-ingest-0123456789abcdef"
+    static let read = "attest-read-0123456789abcdef"
+
+    @Test(
+        "a challenge from A is redeemed on B; a request accepted by A is refused as a replay by B; of one request sent to both at once, one is applied",
+        .enabled(if: PostgresTesting.baseURL != nil)
+    )
+    func replicas() async throws {
+        let pki = try StandInAppAttest()
+        let rootFile = temporaryDirectory() + "/root.pem"
+        try pki.rootPEM().write(toFile: rootFile, atomically: true, encoding: .utf8)
+        let environment = [
+            "SYNCHEALTH_DATABASE_URL": try await PostgresTesting.freshDatabase(),
+            "SYNCHEALTH_INGEST_KEYS": Self.ingest,
+            "SYNCHEALTH_READ_KEYS": Self.read,
+            "SYNCHEALTH_APP_ATTEST": "com.example.notes=\(AppAttestTests.appIdentifier):require",
+            "SYNCHEALTH_APP_ATTEST_ROOT": rootFile,
+        ]
+        let a = try LiveServer(environment: environment)
+        let b = try LiveServer(environment: environment)
+        defer {
+            a.stop()
+            b.stop()
+        }
+        try await a.waitUntilReady()
+        try await b.waitUntilReady()
+
+        var key = StandInAppAttestKey(pki: pki, appIdentifier: AppAttestTests.appIdentifier)
+        let keyId = Data(key.keyId).base64EncodedString()
+        let issued = try await a.request("POST", "/v1/attest/challenge", key: Self.ingest, body: Data(#"{"appId": "com.example.notes"}"#.utf8))
+        #expect(issued.status == 201)
+        let challengeText = try #require((try JSONSerialization.jsonObject(with: issued.body) as? [String: Any])?["challenge"] as? String)
+        let challenge = Array(try #require(Data(base64Encoded: challengeText)))
+        let attestation = Data(try key.attestation(challenge: challenge)).base64EncodedString()
+        let attestBody = Data(
+            #"{"appId": "com.example.notes", "deviceId": "phone", "keyId": "\#(keyId)", "attestation": "\#(attestation)", "challenge": "\#(challengeText)"}"#
+                .utf8
+        )
+        let attested = try await b.request("POST", "/v1/attest", key: Self.ingest, body: attestBody)
+        #expect(attested.status == 201, "B redeems A's challenge: \(String(decoding: attested.body, as: UTF8.self))")
+        #expect(try await a.request("POST", "/v1/attest", key: Self.ingest, body: attestBody).status == 401, "and only once")
+
+        func upload(_ id: String) throws -> (body: Data, headers: [String: String]) {
+            let body = Data(String(buffer: batch(device: "phone", [event(id, #""kind": "account", "status": "available""#)])).utf8)
+            let assertion = try key.assertion(clientData: Array(body))
+            return (body, ["SyncHealth-Key-Id": keyId, "SyncHealth-Assertion": Data(assertion).base64EncodedString()])
+        }
+        let first = try upload("u1")
+        #expect(try await a.request("POST", "/v1/events", key: Self.ingest, body: first.body, headers: first.headers).status == 202)
+        let replay = try await b.request("POST", "/v1/events", key: Self.ingest, body: first.body, headers: first.headers)
+        #expect(replay.status == 401)
+        #expect(String(decoding: replay.body, as: UTF8.self).contains("assertion-replayed"))
+
+        // The same signed request to both replicas at once: one applies it, the other refuses it.
+        var statuses: [Int] = []
+        for round in 0..<10 {
+            let request = try upload("race-\(round)")
+            async let onA = a.request("POST", "/v1/events", key: Self.ingest, body: request.body, headers: request.headers)
+            async let onB = b.request("POST", "/v1/events", key: Self.ingest, body: request.body, headers: request.headers)
+            let pair = [try await onA.status, try await onB.status].sorted()
+            statuses += pair
+            #expect(pair == [202, 401], "round \(round): \(pair)")
+        }
+        let forged = Data(String(buffer: batch(device: "forged", [event("f", urgentError)])).utf8)
+        #expect(try await b.request("POST", "/v1/events", key: Self.ingest, body: forged).status == 401)
+        let summary = try JSONSerialization.jsonObject(with: try await a.request("GET", "/v1/summary", key: Self.read).body) as? [String: Any]
+        #expect(summary?["devices"] as? Int == 1)
+        #expect((summary?["attestedDevices"] as? [String: Any])?["production"] as? Int == 1)
+    }
+}
