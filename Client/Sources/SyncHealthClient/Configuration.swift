@@ -52,6 +52,9 @@ extension SyncHealthReporter {
         /// their setup is missed. `false` leaves it to `observePersistentCloudKitEvents(of:)` (one container only,
         /// or none for an app that syncs with CKSyncEngine).
         public var observesPersistentCloudKitEvents = true
+        /// Whether uploads are signed with App Attest: `.enabled` makes a key in the Secure Enclave on first use, has
+        /// Apple attest it for the server's challenge, and signs every upload with it (docs: "App Attest").
+        public var appAttest: AppAttest = .disabled
         /// How requests are sent; `URLSession` by default.
         public var transport: any ReportTransport = URLSessionTransport()
         /// Where the reporter's log lines go: `os.Logger` on Apple platforms, standard error elsewhere.
@@ -66,8 +69,10 @@ extension SyncHealthReporter {
             appId: String = Configuration.bundleIdentifier,
             containerId: String? = nil,
             deviceId: String? = nil,
-            storageDirectory: URL? = nil
+            storageDirectory: URL? = nil,
+            appAttest: AppAttest = .disabled
         ) {
+            self.appAttest = appAttest
             self.endpoint = endpoint
             self.ingestKey = ingestKey
             self.appId = appId
@@ -113,6 +118,8 @@ extension SyncHealthReporter {
 
         /// `POST` target.
         var eventsURL: URL { endpoint.appendingPathComponent("v1").appendingPathComponent("events") }
+        var attestURL: URL { endpoint.appendingPathComponent("v1").appendingPathComponent("attest") }
+        var challengeURL: URL { attestURL.appendingPathComponent("challenge") }
     }
 }
 

@@ -19,6 +19,8 @@ actor DeliveryAgent {
     private var sending = false
     private var sendWaiters: [CheckedContinuation<Void, Never>] = []
     private var random = SystemRandomNumberGenerator()
+    /// App Attest is off for this process: the device cannot attest, or the server does not attest this app.
+    private var attestationOff = false
     private let clock = ContinuousClock()
 
     init(configuration: SyncHealthReporter.Configuration, shared: Locked<SyncHealthReporter.Shared>) {
@@ -97,7 +99,7 @@ actor DeliveryAgent {
             s.inbox.removeAll()
             s.inboxLog?.close()
         }
-        for name in EventQueue.fileNames + [InboxLog.fileName, DeviceIdentity.fileName] {
+        for name in EventQueue.fileNames + [InboxLog.fileName, DeviceIdentity.fileName, AttestedKeyRecord.fileName] {
             let url = directory.appendingPathComponent(name)
             guard FileManager.default.fileExists(atPath: url.path) else { continue }
             do {
@@ -178,6 +180,13 @@ actor DeliveryAgent {
                         d.rejectedEvents += batch.count
                         d.lastError = .deliveryFailed("invalid batch: \(detail)")
                     }
+                case .assertionRefused(let type, let detail):
+                    // The server no longer knows the key (the device was erased there): attest a new one.
+                    if type.hasSuffix("assertion-unknown-key") { AttestedKeyRecord.remove(in: configuration.resolvedStorageDirectory) }
+                    retryAt = clock.now + backoff.fail(using: &random)
+                    let error = SyncHealthReporterError.deliveryFailed("App Attest: \(detail)")
+                    note(error)
+                    throw error
                 case .refused(let status, let detail):
                     let error = SyncHealthReporterError.refused(status: status, detail: detail)
                     refusal = error
@@ -218,12 +227,104 @@ actor DeliveryAgent {
             body = gzipped
             headers["Content-Encoding"] = "gzip"
         }
+        // Signed last: the assertion covers the body exactly as sent.
+        switch await attestationHeaders(body: body) {
+        case .headers(let signed): headers.merge(signed) { $1 }
+        case .failed(let outcome): return outcome
+        }
         do {
             let response = try await configuration.transport.post(body, to: configuration.eventsURL, headers: headers)
             return UploadOutcome(status: response.status, headers: response.headers, body: response.body, now: Date())
         } catch {
             return .retry(after: nil, reason: "\(error)")
         }
+    }
+
+    // MARK: App Attest
+
+    /// The headers that sign `body`: none when App Attest is off; attests the key first when it is not yet. A failure
+    /// keeps the batch queued and backs off, as any failed send does.
+    private func attestationHeaders(body: Data) async -> Signing {
+        guard let provider = configuration.appAttest.provider, !attestationOff else { return .headers([:]) }
+        guard provider.isSupported else {
+            configuration.log("App Attest is not supported on this device: uploads are sent unsigned")
+            attestationOff = true
+            return .headers([:])
+        }
+        let directory = configuration.resolvedStorageDirectory
+        do {
+            guard let keyId = try await attestedKey(provider, directory: directory) else {
+                configuration.log("the server does not attest this app: uploads are sent unsigned")
+                attestationOff = true
+                return .headers([:])
+            }
+            let assertion = try await provider.generateAssertion(keyId, clientData: body)
+            return .headers(["SyncHealth-Key-Id": keyId, "SyncHealth-Assertion": assertion.base64EncodedString()])
+        } catch is AppAttestInvalidKey {
+            AttestedKeyRecord.remove(in: directory)
+            return .failed(.retry(after: nil, reason: "App Attest: the key is no longer valid; a new one is made"))
+        } catch {
+            return .failed(.retry(after: nil, reason: "App Attest: \(error)"))
+        }
+    }
+
+    /// The id of the device's attested key, attesting it first if needed; `nil` when the server does not attest this
+    /// app (`409`). A key made but not yet attested is kept and attested again after a failure (Apple throttles new
+    /// keys; an attestation that failed in transit may be retried with the same key).
+    private func attestedKey(_ provider: any AppAttestProvider, directory: URL) async throws -> String? {
+        var record = AttestedKeyRecord.load(in: directory)
+        if let record, record.attested { return record.keyId }
+        let keyId: String
+        if let known = record?.keyId {
+            keyId = known
+        } else {
+            keyId = try await provider.generateKey()
+            record = AttestedKeyRecord(keyId: keyId, attested: false)
+            try record?.save(in: directory)
+        }
+        let headers = [
+            "Content-Type": "application/json", "Authorization": "Bearer \(ingestKey)", "X-SyncHealth-Key": ingestKey,
+            "User-Agent": "SyncHealthClient/1",
+        ]
+        let challengeBody = try JSONEncoder().encode(["appId": configuration.appId])
+        let issued = try await configuration.transport.post(challengeBody, to: configuration.challengeURL, headers: headers)
+        if issued.status == 409 { return nil }
+        struct Challenge: Decodable { var challenge: String }
+        guard issued.status == 201, let text = try? JSONDecoder().decode(Challenge.self, from: issued.body).challenge,
+            let challenge = Data(base64Encoded: text)
+        else { throw AttestationFailed(step: "challenge", status: issued.status) }
+        let attestation = try await provider.attestKey(keyId, clientData: challenge)
+        let attestBody = try JSONEncoder().encode([
+            "appId": configuration.appId, "deviceId": device?.deviceId ?? "", "keyId": keyId,
+            "attestation": attestation.base64EncodedString(), "challenge": text,
+        ])
+        let attested = try await configuration.transport.post(attestBody, to: configuration.attestURL, headers: headers)
+        switch attested.status {
+        case 201:
+            try AttestedKeyRecord(keyId: keyId, attested: true).save(in: directory)
+            configuration.log("App Attest: the device's key is attested")
+            return keyId
+        case 409:
+            return nil
+        case 401:
+            // The server refused this key's attestation: a new key next time, not the same refusal again.
+            AttestedKeyRecord.remove(in: directory)
+            throw AttestationFailed(step: "attestation", status: 401)
+        default:
+            throw AttestationFailed(step: "attestation", status: attested.status)
+        }
+    }
+
+    /// An upload's signature headers, or why the upload cannot be sent now.
+    private enum Signing {
+        case headers([String: String])
+        case failed(UploadOutcome)
+    }
+
+    private struct AttestationFailed: Error, CustomStringConvertible {
+        var step: String
+        var status: Int
+        var description: String { "the server answered \(status) to the \(step)" }
     }
 
     private func acquireSending() async {

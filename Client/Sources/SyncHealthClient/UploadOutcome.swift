@@ -10,6 +10,9 @@ enum UploadOutcome: Equatable {
     case delivered(accepted: Int, duplicates: Int, rejected: [Rejection])
     /// `413`: the batch is too large; send it in halves (one event alone that is too large is dropped).
     case tooLarge
+    /// `401` for the upload's App Attest assertion (`assertion-…`): the key is attested anew or the upload signed
+    /// anew, after a backoff; the batch stays queued.
+    case assertionRefused(type: String, detail: String)
     /// `401`/`403`: the key is wrong or may not post for this app; stop until reconfigured.
     case refused(status: Int, detail: String)
     /// `400`: the envelope is invalid (a bad app or device id); retrying the same batch cannot succeed.
@@ -39,6 +42,8 @@ enum UploadOutcome: Equatable {
                 self = .retry(after: nil, reason: "unexpected \(status) answer")
             }
         case 413: self = .tooLarge
+        case 401 where Self.problemType(body)?.hasPrefix("urn:synchealth:problem:assertion-") == true:
+            self = .assertionRefused(type: Self.problemType(body) ?? "", detail: detail)
         case 401, 403: self = .refused(status: status, detail: detail)
         case 400: self = .invalid(detail: detail)
         case 429, 503: self = .retry(after: Self.retryAfter(headers, now: now), reason: "\(status) \(detail)")
@@ -68,6 +73,12 @@ enum UploadOutcome: Equatable {
         let seconds = date.timeIntervalSince(now)
         guard seconds.isFinite else { return nil }
         return .seconds(min(max(0, seconds), longestRetryAfter))
+    }
+
+    /// The `type` of a problem+json body.
+    static func problemType(_ body: Data) -> String? {
+        struct Problem: Decodable { var type: String? }
+        return (try? JSONDecoder().decode(Problem.self, from: body))?.type
     }
 
     /// The `detail` of a problem+json body.
