@@ -81,6 +81,22 @@ extension PostgresStore {
         ).first
     }
 
+    public func attestations(of devices: [DeviceKey]) async throws -> [DeviceKey: DeviceAttestation] {
+        guard !devices.isEmpty else { return [:] }
+        let found = try await attestations(
+            run(
+                """
+                SELECT a.app_id, a.device_id, a.key_id, a.public_key, a.environment, a.receipt, a.counter, a.attested_at
+                FROM device_attestations a
+                JOIN UNNEST(\(devices.map(\.appId)), \(devices.map(\.deviceId))) AS wanted(app_id, device_id)
+                  ON a.app_id = wanted.app_id AND a.device_id = wanted.device_id
+                """,
+                logger: logger
+            )
+        )
+        return Dictionary(found.map { ($0.device, $0) }, uniquingKeysWith: { _, last in last })
+    }
+
     private func attestations(_ rows: PostgresRowSequence) async throws -> [DeviceAttestation] {
         var found: [DeviceAttestation] = []
         for try await (appId, deviceId, keyId, publicKey, environment, receipt, counter, attestedAt) in rows.decode(

@@ -68,6 +68,21 @@ extension SQLiteStore {
         }
     }
 
+    public func attestations(of devices: [DeviceKey]) async throws -> [DeviceKey: DeviceAttestation] {
+        guard !devices.isEmpty else { return [:] }
+        return try await pool.read { db in
+            var found: [DeviceKey: DeviceAttestation] = [:]
+            // One lookup a device on the unique (app_id, device_id) index: a page holds at most a thousand.
+            let statement = try db.cachedStatement(sql: Self.attestationColumns + " WHERE app_id = ? AND device_id = ?")
+            for device in devices {
+                if let row = try Row.fetchOne(statement, arguments: [device.appId, device.deviceId]) {
+                    found[device] = Self.attestation(row: row)
+                }
+            }
+            return found
+        }
+    }
+
     public func advanceCounter(appId: String, keyId: [UInt8], to counter: UInt32) async throws -> Bool {
         try await pool.write { db in
             try db.execute(

@@ -304,7 +304,12 @@ struct DeviceRoutes<Engine: MonitorEngine> {
         let limit = try query.limit()
         let cursor = Int(clamping: try query.cursor() ?? 0)
         let page = try await engine.devices(filter, after: cursor, limit: limit)
-        return try JSONResponse.make(PageDTO(data: page.devices.map { DeviceStatusDTO(snapshot: $0) }, nextCursor: page.nextCursor.map(String.init)))
+        let attested = try await storeCall { try await attestations?.attestations(of: page.devices.map(\.record.key)) }
+        let rows = page.devices.map { snapshot -> DeviceStatusDTO in
+            let attestation: DeviceAttestation?? = attested.map { found -> DeviceAttestation? in found[snapshot.record.key] }
+            return DeviceStatusDTO(snapshot: snapshot, attestation: attestation)
+        }
+        return try JSONResponse.make(PageDTO(data: rows, nextCursor: page.nextCursor.map(String.init)))
     }
 }
 

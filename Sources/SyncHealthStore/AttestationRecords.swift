@@ -52,6 +52,8 @@ public protocol AttestationStore: Sendable {
     func attestation(appId: String, keyId: [UInt8]) async throws -> DeviceAttestation?
     /// The device's attested key.
     func attestation(of device: DeviceKey) async throws -> DeviceAttestation?
+    /// The attested keys of these devices (those that have one), for a page of a device list.
+    func attestations(of devices: [DeviceKey]) async throws -> [DeviceKey: DeviceAttestation]
     /// Moves a key's counter to `counter` if that is above the stored one; `false` when it is not (a replay, or an
     /// assertion that lost a race with a later one) or there is no such key. Atomic: of two calls with the same
     /// counter, on any replicas, one wins.

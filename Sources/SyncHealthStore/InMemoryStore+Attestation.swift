@@ -35,6 +35,13 @@ extension InMemoryStore {
         withState { s in s.attestations.first { $0.device == device } }
     }
 
+    public func attestations(of devices: [DeviceKey]) async throws -> [DeviceKey: DeviceAttestation] {
+        let wanted = Set(devices)
+        return withState { s in
+            Dictionary(s.attestations.filter { wanted.contains($0.device) }.map { ($0.device, $0) }, uniquingKeysWith: { _, last in last })
+        }
+    }
+
     public func advanceCounter(appId: String, keyId: [UInt8], to counter: UInt32) async throws -> Bool {
         withState { s in
             guard let index = s.attestations.firstIndex(where: { $0.device.appId == appId && $0.keyId == keyId }),

@@ -204,6 +204,9 @@ struct AppAttestTests {
             #expect(try await client.post(other, headers: signedOther).status == .accepted)
             #expect(try json(try await client.get("/v1/devices/plain?appId=com.example.notes"))["attested"] as? Bool == false)
             #expect(try json(try await client.get("/v1/devices/signed?appId=com.example.notes"))["attested"] as? Bool == true)
+            let listed = try json(try await client.get("/v1/devices"))["data"] as? [[String: Any]] ?? []
+            let attested = Dictionary(uniqueKeysWithValues: listed.map { ($0["deviceId"] as? String ?? "", $0["attested"] as? Bool) })
+            #expect(attested == ["plain": false, "signed": true], "lists carry it too")
         }
     }
 

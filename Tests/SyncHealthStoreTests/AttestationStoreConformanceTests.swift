@@ -49,6 +49,11 @@ struct AttestationStoreConformanceTests {
             #expect(try await store.attestation(appId: "com.a", keyId: Array(repeating: 1, count: 32)) == attestation(device, key: 1))
             #expect(try await store.attestation(appId: "com.b", keyId: Array(repeating: 1, count: 32)) == nil, "another app's key")
             #expect(try await store.attestation(of: device)?.keyId == Array(repeating: 1, count: 32))
+            let page = try await store.attestations(of: [
+                device, DeviceKey(appId: "com.b", deviceId: "d1"), DeviceKey(appId: "com.b", deviceId: "d9"),
+            ])
+            #expect(page.keys.sorted { $0.appId < $1.appId } == [device, DeviceKey(appId: "com.b", deviceId: "d1")], "only devices with a key")
+            #expect(try await store.attestations(of: []).isEmpty)
 
             #expect(try await store.advanceCounter(appId: "com.a", keyId: Array(repeating: 1, count: 32), to: 1))
             #expect(try await store.advanceCounter(appId: "com.a", keyId: Array(repeating: 1, count: 32), to: 1) == false, "a replay")
