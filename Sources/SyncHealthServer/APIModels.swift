@@ -133,6 +133,8 @@ struct FleetSummaryDTO: Encodable {
     var at: Timestamp?
     /// Devices with an App Attest key, by environment (`nil`: not counted, as in history).
     var attested: [String: Int]?
+    /// The scope's app's App Attest mode (`report`, `require`), where `SYNCHEALTH_APP_ATTEST` lists it.
+    var appAttest: String?
 
     init(counts: FleetCounts, generatedAt: Timestamp? = nil, scope: FleetScope? = nil, at: Timestamp? = nil, attested: [String: Int]? = nil) {
         self.counts = counts
@@ -143,7 +145,7 @@ struct FleetSummaryDTO: Encodable {
     }
 
     enum Key: String, CodingKey {
-        case at, appId, containerId, devices, active, silent, broken, notSyncing, bySummary, byErrorClass, generatedAt, attestedDevices
+        case at, appId, containerId, devices, active, silent, broken, notSyncing, bySummary, byErrorClass, generatedAt, attestedDevices, appAttest
     }
 
     func encode(to encoder: any Encoder) throws {
@@ -167,6 +169,7 @@ struct FleetSummaryDTO: Encodable {
                 forKey: .attestedDevices
             )
         }
+        if let appAttest { try c.encode(appAttest, forKey: .appAttest) }
     }
 }
 

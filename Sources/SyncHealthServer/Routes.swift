@@ -6,6 +6,7 @@ import Logging
 import NIOCore
 import NIOFoundationEssentialsCompat
 import NIOPosix
+import SyncHealthAttest
 import SyncHealthCore
 import SyncHealthEngine
 import SyncHealthStore
@@ -237,8 +238,11 @@ enum IngestBody {
 struct DeviceRoutes<Engine: MonitorEngine> {
     let engine: Engine
     let audit: AuditLog
-    /// Where devices' App Attest keys are kept; `nil` where the service was built without it (router tests).
-    var attestations: (any AttestationStore)? = nil
+    /// App Attest's policy and store; `nil` where the service was built without it (router tests).
+    var attestation: AppAttestGate? = nil
+
+    /// Whether devices of this app say if they are attested: only apps that `SYNCHEALTH_APP_ATTEST` lists do.
+    private func attests(_ appId: String) -> Bool { attestation?.policy.apps[appId] != nil }
 
     /// The path's device id, decoded and checked.
     private func deviceId(_ context: AppRequestContext) throws(APIError) -> String {
@@ -263,7 +267,7 @@ struct DeviceRoutes<Engine: MonitorEngine> {
         guard context.sees(appId: appId) else { throw APIError.notFound("No device \(deviceId) in app \(appId).") }
         let key = DeviceKey(appId: appId, deviceId: deviceId)
         _ = try await engine.erase(key)
-        try await storeCall { try await attestations?.deleteAttestation(of: key) }
+        try await storeCall { try await attestation?.store.deleteAttestation(of: key) }
         await audit.record(context, "device.erase", "\(appId)/\(deviceId)")
         return Response(status: .noContent)
     }
@@ -285,8 +289,9 @@ struct DeviceRoutes<Engine: MonitorEngine> {
         guard let snapshot = try await engine.device(key) else {
             throw APIError.notFound("No device \(deviceId) in app \(key.appId).")
         }
-        let attestation = try await storeCall { try await attestations?.attestation(of: key) }
-        return try JSONResponse.make(DeviceStatusDTO(snapshot: snapshot, attestation: .some(attestation)))
+        guard let gate = attestation, attests(key.appId) else { return try JSONResponse.make(DeviceStatusDTO(snapshot: snapshot)) }
+        let attested = try await storeCall { try await gate.store.attestation(of: key) }
+        return try JSONResponse.make(DeviceStatusDTO(snapshot: snapshot, attestation: .some(attested)))
     }
 
     func list(_ request: Request, context: AppRequestContext) async throws -> Response {
@@ -304,10 +309,11 @@ struct DeviceRoutes<Engine: MonitorEngine> {
         let limit = try query.limit()
         let cursor = Int(clamping: try query.cursor() ?? 0)
         let page = try await engine.devices(filter, after: cursor, limit: limit)
-        let attested = try await storeCall { try await attestations?.attestations(of: page.devices.map(\.record.key)) }
+        let attesting = page.devices.map(\.record.key).filter { attests($0.appId) }
+        let attested = attesting.isEmpty ? [:] : try await storeCall { try await attestation?.store.attestations(of: attesting) } ?? [:]
         let rows = page.devices.map { snapshot -> DeviceStatusDTO in
-            let attestation: DeviceAttestation?? = attested.map { found -> DeviceAttestation? in found[snapshot.record.key] }
-            return DeviceStatusDTO(snapshot: snapshot, attestation: attestation)
+            let key = snapshot.record.key
+            return DeviceStatusDTO(snapshot: snapshot, attestation: attests(key.appId) ? .some(attested[key]) : nil)
         }
         return try JSONResponse.make(PageDTO(data: rows, nextCursor: page.nextCursor.map(String.init)))
     }
@@ -316,16 +322,18 @@ struct DeviceRoutes<Engine: MonitorEngine> {
 /// `GET /v1/summary`, `GET /v1/alerts`.
 struct FleetRoutes<Engine: MonitorEngine> {
     let engine: Engine
-    /// Where devices' App Attest keys are kept, for the attested counts.
-    var attestations: (any AttestationStore)? = nil
+    /// App Attest's policy and store, for the attested counts and each app's mode.
+    var attestation: AppAttestGate? = nil
 
     func summary(_ request: Request, context: AppRequestContext) async throws -> Response {
         try context.require(.read)
         let query = Query(request)
         let scope = FleetScope(appId: try context.app(narrowing: query.identifier("appId")), containerId: try query.string("containerId"))
         let counts = try await engine.summary(scope)
-        let attested = try await storeCall { try await attestations?.attestedDevices(appId: scope.appId) } ?? [:]
-        return try JSONResponse.make(FleetSummaryDTO(counts: counts, generatedAt: engine.now, attested: attested))
+        let attested = try await storeCall { try await attestation?.store.attestedDevices(appId: scope.appId) } ?? [:]
+        var dto = FleetSummaryDTO(counts: counts, generatedAt: engine.now, attested: attested)
+        dto.appAttest = scope.appId.flatMap { attestation?.policy.apps[$0]?.mode.rawValue }
+        return try JSONResponse.make(dto)
     }
 
     func alerts(_ request: Request, context: AppRequestContext) async throws -> Response {

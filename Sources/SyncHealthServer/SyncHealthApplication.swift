@@ -50,8 +50,8 @@ public enum SyncHealthApplication {
         let events = EventsRoutes(engine: engine, deviceLimiter: RateLimiter(limit: limits.perDevice), attestation: attestation)
         // Who changed what: keys, subscriptions, silences, erasures, backups (`GET /v1/audit`).
         let audit = AuditLog(store: keys.store, clock: engine.clock)
-        let devices = DeviceRoutes(engine: engine, audit: audit, attestations: attestation?.store)
-        let fleet = FleetRoutes(engine: engine, attestations: attestation?.store)
+        let devices = DeviceRoutes(engine: engine, audit: audit, attestation: attestation)
+        let fleet = FleetRoutes(engine: engine, attestation: attestation)
         let attest = AttestRoutes(gate: attestation)
         let hooks = WebhookRoutes(webhooks: engine.webhooks, audit: audit)
         let silences = SilenceRoutes(silences: engine.webhooks.silences, audit: audit)

@@ -206,7 +206,11 @@ struct AppAttestTests {
             #expect(try json(try await client.get("/v1/devices/signed?appId=com.example.notes"))["attested"] as? Bool == true)
             let listed = try json(try await client.get("/v1/devices"))["data"] as? [[String: Any]] ?? []
             let attested = Dictionary(uniqueKeysWithValues: listed.map { ($0["deviceId"] as? String ?? "", $0["attested"] as? Bool) })
+                .filter { $0.key != "other" }
             #expect(attested == ["plain": false, "signed": true], "lists carry it too")
+            // Devices of apps that do not attest say nothing of it.
+            #expect(try await client.post(batch(device: "other", app: "com.example.other", healthyEvents)).status == .accepted)
+            #expect(try json(try await client.get("/v1/devices/other?appId=com.example.other"))["attested"] == nil)
         }
     }
 

@@ -287,11 +287,37 @@ function summaryBar(bySummary, total) {
 }
 
 function cards(s) {
-  const card = (label, value, name, bad) =>
-    h("div", { class: `card${bad && value > 0 ? " bad" : ""}`, "data-count": name }, h("div", { class: "label" }, label), h("div", { class: "value" }, fmt(value)));
+  const card = (label, value, name, bad, note) =>
+    h("div", { class: `card${bad && value > 0 ? " bad" : ""}`, "data-count": name }, h("div", { class: "label" }, label), h("div", { class: "value" }, fmt(value)),
+      note ? h("div", { class: "muted" }, note) : null);
   return h("div", { class: "cards" },
     card("Devices", s.devices, "devices"), card("Active", s.active, "active"), card("Silent", s.silent, "silent"),
-    card("Broken", s.broken, "broken", true), card("Not syncing", s.notSyncing, "notSyncing", true));
+    card("Broken", s.broken, "broken", true), card("Not syncing", s.notSyncing, "notSyncing", true),
+    s.attestedDevices ? card("Attested", attestedTotal(s), "attested", false, `${share(attestedTotal(s), s.devices)} of devices`) : null);
+}
+
+// Devices with a verified App Attest key (production and development).
+function attestedTotal(s) {
+  return Object.values(s.attestedDevices || {}).reduce((a, b) => a + b, 0);
+}
+
+function share(part, whole) {
+  return whole > 0 ? `${Math.round((100 * part) / whole)}%` : "–";
+}
+
+// Each app's attested share: one summary per app (the largest 20), read once when the view opens.
+async function attestationPanel(scopes) {
+  const apps = [...new Set(scopes.data.map((s) => s.appId).filter(Boolean))].slice(0, 20);
+  const summaries = await Promise.all(apps.map((appId) => api(`/v1/summary${query({ appId })}`).catch(() => null)));
+  const rows = apps.map((appId, i) => [appId, summaries[i]]).filter(([, s]) => s && s.appAttest);
+  if (!rows.length) return null;
+  return h("section", { class: "panel" }, h("h2", {}, "App Attest"),
+    h("p", { class: "muted" }, "Devices whose uploads are signed by a key Apple attested for the app; required: unsigned uploads are refused, reported: accepted and counted here (docs/security.md)."),
+    h("div", { class: "scroll" }, h("table", { id: "attestation" }, h("thead", {}, h("tr", {}, h("th", {}, "App"), h("th", {}, "Mode"), ["Attested", "Devices", "Share"].map((t) => h("th", { class: "num" }, t)))),
+      h("tbody", {}, rows.map(([appId, s]) => h("tr", { "data-app": appId, class: attestedTotal(s) < s.devices ? "warn" : "" },
+        h("td", {}, h("a", { href: `#/devices${query({ appId })}` }, appId)),
+        h("td", {}, s.appAttest === "require" ? "required" : "reported"), h("td", { class: "num" }, fmt(attestedTotal(s))),
+        h("td", { class: "num" }, fmt(s.devices)), h("td", { class: "num", "data-share": appId }, share(attestedTotal(s), s.devices))))))));
 }
 
 function chart(points, range) {
@@ -368,10 +394,12 @@ async function fleetView() {
   for (const s of scopes.data) rows.set(scopeKey(s), s);
   renderTotals(summary);
   renderRows();
+  const attestation = await attestationPanel(scopes);
 
   show(
     h("h1", {}, "Fleet"),
     totals,
+    attestation,
     h("section", { class: "panel" }, h("h2", {}, "By sync state"), breakdown),
     h("section", { class: "panel" }, h("h2", {}, "Broken and not syncing over time"), tabs, chartBox,
       h("p", { class: "legend" }, h("span", {}, h("span", { class: "swatch c-red" }), "Broken (solid)"), h("span", {}, h("span", { class: "swatch c-warn" }), "Not syncing (dashed)"))),
@@ -386,7 +414,8 @@ async function fleetView() {
     if (type !== "summary" || !data) return;
     let changed = false;
     for (const s of data.data) {
-      if (!s.appId && !s.containerId) renderTotals(s);
+      // The stream's summaries do not count attested devices: keep the last count read.
+      if (!s.appId && !s.containerId) renderTotals({ ...s, attestedDevices: s.attestedDevices || summary.attestedDevices });
       else { rows.set(scopeKey(s), s); changed = true; }
     }
     if (changed) renderRows();
@@ -424,7 +453,8 @@ async function devicesView(params) {
         h("td", {}, h("a", { href }, d.deviceId)), h("td", {}, d.appId), h("td", {}, d.containerId || "–"),
         h("td", {}, summaryText(d.syncStateSummary)), h("td", {}, d.errorClass || "–"),
         h("td", {}, [d.platform, d.osVersion].filter(Boolean).join(" ") || "–"), h("td", {}, d.appVersion || "–"),
-        h("td", {}, d.silent ? "silent, " : "", time(d.lastSeenAt))));
+        h("td", {}, d.silent ? "silent, " : "", time(d.lastSeenAt)),
+        h("td", { "data-attested": String(d.attested) }, d.attested === undefined ? "–" : d.attested ? "✓ attested" : h("span", { class: "unattested" }, "not attested"))));
     }
     shown += page.data.length;
     cursor = page.nextCursor;
@@ -434,7 +464,7 @@ async function devicesView(params) {
   more.addEventListener("click", load);
   show(h("h1", {}, "Devices"), form,
     h("div", { class: "panel scroll" }, h("table", { id: "devices" }, h("thead", {}, h("tr", {},
-      ["Device", "App", "Container", "State", "Error class", "Platform / OS", "App version", "Last seen"].map((t) => h("th", {}, t)))), tbody), status, more));
+      ["Device", "App", "Container", "State", "Error class", "Platform / OS", "App version", "Last seen", "App Attest"].map((t) => h("th", {}, t)))), tbody), status, more));
   listen(null);
   await load();
 }
@@ -466,6 +496,8 @@ async function deviceView(appId, deviceId) {
       h("dt", {}, "State"), h("dd", {}, summaryText(d.syncStateSummary), d.isBroken ? h("strong", { class: "error" }, " · broken") : null),
       h("dt", {}, "App"), h("dd", {}, `${d.appId} ${d.appVersion ? `(${d.appVersion})` : ""}`),
       h("dt", {}, "Container"), h("dd", {}, d.containerId || "–"),
+      h("dt", {}, "App Attest"), h("dd", { id: "attestation-fact" }, d.attestation
+        ? `attested (${d.attestation.environment} key) ${ago(d.attestation.attestedAt)}` : h("span", { class: "unattested" }, "not attested")),
       h("dt", {}, "Platform"), h("dd", {}, [d.platform, d.osVersion].filter(Boolean).join(" ") || "–"),
       h("dt", {}, "Network"), h("dd", {}, d.isNetworkAvailable === null ? "unknown" : d.isNetworkAvailable ? "available" : "unavailable"),
       h("dt", {}, "iCloud account"), h("dd", {}, d.accountStatus || "unknown"),
