@@ -84,12 +84,27 @@ extension SQLiteStore {
     }
 
     public func advanceCounter(appId: String, keyId: [UInt8], to counter: UInt32) async throws -> Bool {
+        try await counterCommits.submit(CounterMove(appId: appId, keyId: keyId, counter: counter))
+    }
+
+    /// One counter move of `advanceCounter`, written in a group (`CounterGroupCommit`).
+    struct CounterMove: Sendable {
+        var appId: String
+        var keyId: [UInt8]
+        var counter: UInt32
+    }
+
+    /// Writes a group of counter moves in one transaction, in order: of two moves of one key to one counter, the
+    /// first wins.
+    static func writeCounters(_ pool: DatabasePool, _ moves: [CounterMove]) async throws -> [Bool] {
         try await pool.write { db in
-            try db.execute(
-                sql: "UPDATE device_attestations SET counter = ? WHERE app_id = ? AND key_id = ? AND counter < ?",
-                arguments: [Int64(counter), appId, Data(keyId), Int64(counter)]
+            let statement = try db.cachedStatement(
+                sql: "UPDATE device_attestations SET counter = ? WHERE app_id = ? AND key_id = ? AND counter < ?"
             )
-            return db.changesCount > 0
+            return try moves.map { move in
+                try statement.execute(arguments: [Int64(move.counter), move.appId, Data(move.keyId), Int64(move.counter)])
+                return db.changesCount > 0
+            }
         }
     }
 

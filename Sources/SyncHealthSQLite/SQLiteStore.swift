@@ -70,6 +70,8 @@ public final class SQLiteStore: LocalSyncStore {
     let erasureSweep = Mutex<EventIds.ErasureSweep?>(nil)
     /// How `backup(to:)` paces its copy (`BackupPacer`); tests slow it down to leave a copy time to be cancelled.
     let backupPace = Mutex((work: BackupPacer.defaultWork, pause: BackupPacer.defaultPause))
+    /// App Attest's counter moves, written in groups.
+    let counterCommits: CounterGroupCommit<CounterMove>
 
     /// Opens (creating if needed) the store in `directory`.
     ///
@@ -122,6 +124,7 @@ public final class SQLiteStore: LocalSyncStore {
             configuration.busyMode = .timeout(5)
             configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA cache_size = -\(Self.pageCacheKiB)") }
             pool = try DatabasePool(path: path, configuration: configuration)
+            counterCommits = CounterGroupCommit { [pool] moves in try await Self.writeCounters(pool, moves) }
             // Only the writer commits, so only its setting matters. It is set after the pool is open: opening a
             // pool switches to WAL mode and sets `synchronous = NORMAL`, over anything `prepareDatabase` set.
             try pool.writeWithoutTransaction { db in
