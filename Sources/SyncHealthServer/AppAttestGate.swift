@@ -7,6 +7,7 @@ import SyncHealthAttest
 import SyncHealthCore
 import SyncHealthEngine
 import SyncHealthStore
+import Synchronization
 
 /// App Attest at the service's door: issues challenges, verifies attestations, and checks each upload's assertion
 /// against the device's stored key. The verification itself is `AppAttestVerifier`'s (pure); this type adds the
@@ -16,6 +17,10 @@ struct AppAttestGate: Sendable {
     let verifier: AppAttestVerifier
     let store: any AttestationStore
     let clock: any ServiceClock
+    /// Attested keys read before, by key id: a key's device and public key never change, so a signed upload reads the
+    /// store only for the counter's move, which stays the arbiter of replays (a key replaced or erased on another
+    /// replica fails there, and leaves this cache).
+    let keys = AttestedKeyCache()
 
     /// A verifier trusting Apple's App Attestation root, built once. The root is a constant of the source; were it
     /// unreadable, no root is trusted and every attestation is refused at the chain step.
@@ -71,6 +76,7 @@ struct AppAttestGate: Sendable {
             attestedAt: now
         )
         try await storeCall { try await store.saveAttestation(record) }
+        keys.forget(device: device)
         return record
     }
 
@@ -102,9 +108,12 @@ struct AppAttestGate: Sendable {
 
     private func verify(_ device: DeviceKey, _ assertion: Assertion, body: ByteBuffer, app: AppAttestApp) async throws {
         // A key is the device's own: an attested install signs for itself, not for ids it makes up.
-        guard let stored = try await storeCall({ try await store.attestation(appId: device.appId, keyId: assertion.keyId) }),
-            stored.device == device
-        else { throw AppAttestFailure.unknownKey }
+        var stored = keys.key(assertion.keyId)
+        if stored == nil {
+            stored = try await storeCall { try await store.attestation(appId: device.appId, keyId: assertion.keyId) }
+            if let stored { keys.keep(stored) }
+        }
+        guard let stored, stored.device == device else { throw AppAttestFailure.unknownKey }
         let counter = try body.withUnsafeReadableBytes { bytes throws(AppAttestFailure) in
             try AppAttestVerifier.verifyAssertion(
                 assertion.assertion,
@@ -117,8 +126,10 @@ struct AppAttestGate: Sendable {
         // The counter moves before the batch is applied: of two requests with one assertion, on any replicas, one
         // wins. A batch that then fails to commit has cost its counter; the device signs its retry anew.
         guard try await storeCall({ try await store.advanceCounter(appId: device.appId, keyId: assertion.keyId, to: counter) }) else {
+            keys.forget(assertion.keyId)
             throw AppAttestFailure.replayed
         }
+        keys.moved(assertion.keyId, to: counter)
     }
 
     /// `synchealth_attestation_failures_total{type}`: one series a problem type, so bounded.
@@ -137,4 +148,31 @@ extension AppAttestGate.Assertion {
         }
         self.init(keyId: Array(key), assertion: Array(signed))
     }
+}
+
+/// The attested keys a replica has read, by key id, with the last counter it saw move (a lower bound: the store's
+/// conditional update decides). Bounded: when full it starts again empty, and keys are read again as they come.
+final class AttestedKeyCache: Sendable {
+    private let entries = Mutex<[[UInt8]: DeviceAttestation]>([:])
+    static let capacity = 100_000
+
+    func key(_ keyId: [UInt8]) -> DeviceAttestation? { entries.withLock { $0[keyId] } }
+
+    func keep(_ attestation: DeviceAttestation) {
+        entries.withLock { entries in
+            if entries.count >= Self.capacity { entries.removeAll(keepingCapacity: true) }
+            entries[attestation.keyId] = attestation
+        }
+    }
+
+    func moved(_ keyId: [UInt8], to counter: UInt32) {
+        entries.withLock { entries in
+            if let last = entries[keyId]?.counter, last < counter { entries[keyId]?.counter = counter }
+        }
+    }
+
+    func forget(_ keyId: [UInt8]) { _ = entries.withLock { $0.removeValue(forKey: keyId) } }
+
+    /// Forgets a device's keys (a new attestation replaced them, or the device was erased here).
+    func forget(device: DeviceKey) { entries.withLock { $0 = $0.filter { $0.value.device != device } } }
 }

@@ -268,6 +268,7 @@ struct DeviceRoutes<Engine: MonitorEngine> {
         let key = DeviceKey(appId: appId, deviceId: deviceId)
         _ = try await engine.erase(key)
         try await storeCall { try await attestation?.store.deleteAttestation(of: key) }
+        attestation?.keys.forget(device: key)
         await audit.record(context, "device.erase", "\(appId)/\(deviceId)")
         return Response(status: .noContent)
     }
