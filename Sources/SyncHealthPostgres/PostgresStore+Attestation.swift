@@ -117,10 +117,10 @@ extension PostgresStore {
         return found
     }
 
-    public func advanceCounter(appId: String, keyId: [UInt8], to counter: UInt32) async throws -> Bool {
+    public func advanceCounter(appId: String, keyId: [UInt8], to counter: UInt32, appVersion: String?) async throws -> Bool {
         let rows = try await run(
             """
-            UPDATE device_attestations SET counter = \(Int64(counter))
+            UPDATE device_attestations SET counter = \(Int64(counter)), app_version = \(appVersion)
             WHERE app_id = \(appId) AND key_id = \(ByteBuffer(bytes: keyId)) AND counter < \(Int64(counter))
             RETURNING counter
             """,
@@ -128,6 +128,16 @@ extension PostgresStore {
         )
         for try await _ in rows.decode(Int64.self) { return true }
         return false
+    }
+
+    public func attestedDevicesByAppVersion(appId: String) async throws -> [String: Int] {
+        let rows = try await run(
+            "SELECT COALESCE(app_version, ''), COUNT(*) FROM device_attestations WHERE app_id = \(appId) GROUP BY 1",
+            logger: logger
+        )
+        var counts: [String: Int] = [:]
+        for try await (version, count) in rows.decode((String, Int64).self) { counts[version, default: 0] += Int(count) }
+        return counts
     }
 
     public func attestedDevices(appId: String?) async throws -> [String: Int] {

@@ -83,8 +83,19 @@ extension SQLiteStore {
         }
     }
 
-    public func advanceCounter(appId: String, keyId: [UInt8], to counter: UInt32) async throws -> Bool {
-        try await counterCommits.submit(CounterMove(appId: appId, keyId: keyId, counter: counter))
+    public func advanceCounter(appId: String, keyId: [UInt8], to counter: UInt32, appVersion: String?) async throws -> Bool {
+        try await counterCommits.submit(CounterMove(appId: appId, keyId: keyId, counter: counter, appVersion: appVersion))
+    }
+
+    public func attestedDevicesByAppVersion(appId: String) async throws -> [String: Int] {
+        try await pool.read { db in
+            let rows = try Row.fetchAll(
+                db,
+                sql: "SELECT COALESCE(app_version, ''), COUNT(*) FROM device_attestations WHERE app_id = ? GROUP BY 1",
+                arguments: [appId]
+            )
+            return Dictionary(rows.map { ($0[0] as String, $0[1] as Int) }, uniquingKeysWith: +)
+        }
     }
 
     /// One counter move of `advanceCounter`, written in a group (`CounterGroupCommit`).
@@ -92,6 +103,7 @@ extension SQLiteStore {
         var appId: String
         var keyId: [UInt8]
         var counter: UInt32
+        var appVersion: String?
     }
 
     /// Writes a group of counter moves in one transaction, in order: of two moves of one key to one counter, the
@@ -99,10 +111,10 @@ extension SQLiteStore {
     static func writeCounters(_ pool: DatabasePool, _ moves: [CounterMove]) async throws -> [Bool] {
         try await pool.write { db in
             let statement = try db.cachedStatement(
-                sql: "UPDATE device_attestations SET counter = ? WHERE app_id = ? AND key_id = ? AND counter < ?"
+                sql: "UPDATE device_attestations SET counter = ?, app_version = ? WHERE app_id = ? AND key_id = ? AND counter < ?"
             )
             return try moves.map { move in
-                try statement.execute(arguments: [Int64(move.counter), move.appId, Data(move.keyId), Int64(move.counter)])
+                try statement.execute(arguments: [Int64(move.counter), move.appVersion, move.appId, Data(move.keyId), Int64(move.counter)])
                 return db.changesCount > 0
             }
         }

@@ -89,7 +89,7 @@ struct AppAttestGate: Sendable {
     /// Checks an upload of `device` whose body, exactly as sent, is `body`. Returns whether it came from the
     /// device's attested key. Throws for an app in `require` mode when the assertion is missing or fails; in
     /// `report` mode a failed assertion only counts as unattested. Apps not listed pass unchecked.
-    func check(_ device: DeviceKey, headers: HTTPFields, body: ByteBuffer) async throws -> Bool {
+    func check(_ device: DeviceKey, appVersion: String?, headers: HTTPFields, body: ByteBuffer) async throws -> Bool {
         guard let app = policy.apps[device.appId] else { return false }
         let assertion = try Assertion(
             keyId: headers.first { $0.name.canonicalName == "synchealth-key-id" }?.value,
@@ -97,7 +97,7 @@ struct AppAttestGate: Sendable {
         )
         do {
             guard let assertion else { throw AppAttestFailure.required }
-            try await verify(device, assertion, body: body, app: app)
+            try await verify(device, appVersion: appVersion, assertion, body: body, app: app)
             return true
         } catch let failure as AppAttestFailure {
             Self.failures(failure).increment()
@@ -106,7 +106,7 @@ struct AppAttestGate: Sendable {
         }
     }
 
-    private func verify(_ device: DeviceKey, _ assertion: Assertion, body: ByteBuffer, app: AppAttestApp) async throws {
+    private func verify(_ device: DeviceKey, appVersion: String?, _ assertion: Assertion, body: ByteBuffer, app: AppAttestApp) async throws {
         // A key is the device's own: an attested install signs for itself, not for ids it makes up.
         var stored = keys.key(assertion.keyId)
         if stored == nil {
@@ -125,7 +125,9 @@ struct AppAttestGate: Sendable {
         }
         // The counter moves before the batch is applied: of two requests with one assertion, on any replicas, one
         // wins. A batch that then fails to commit has cost its counter; the device signs its retry anew.
-        guard try await storeCall({ try await store.advanceCounter(appId: device.appId, keyId: assertion.keyId, to: counter) }) else {
+        guard
+            try await storeCall({ try await store.advanceCounter(appId: device.appId, keyId: assertion.keyId, to: counter, appVersion: appVersion) })
+        else {
             keys.forget(assertion.keyId)
             throw AppAttestFailure.replayed
         }

@@ -1,6 +1,8 @@
 import Hummingbird
+import SyncHealthAttest
 import SyncHealthCore
 import SyncHealthEngine
+import SyncHealthStore
 
 /// `GET /v1/releases`.
 extension FleetRoutes {
@@ -20,6 +22,13 @@ extension FleetRoutes {
         let findings = dimension == .appVersion ? ReleaseRegression.evaluate(releases, minimumDevices: minimum) : [:]
         // Newest first; devices that named no release last.
         let ordered = ReleaseOrder.sorted(releases.keys.filter { !$0.isEmpty }).reversed() + (releases[""] == nil ? [] : [""])
+        // For an app that attests: its attested devices by the app version of their last signed upload.
+        let attested: [String: Int]? =
+            if dimension == .appVersion, let gate = attestation, gate.policy.apps[appId] != nil {
+                try await storeCall { try await gate.store.attestedDevicesByAppVersion(appId: appId) }
+            } else {
+                nil
+            }
         return try JSONResponse.make(
             ReleasesDTO(
                 appId: appId,
@@ -27,7 +36,15 @@ extension FleetRoutes {
                 minimumDevices: minimum,
                 generatedAt: engine.now.rfc3339,
                 data: ordered.compactMap { release in
-                    releases[release].map { ReleaseDTO(release: release, counts: $0, regression: findings[release], topErrors: Self.topErrorCount) }
+                    releases[release].map {
+                        ReleaseDTO(
+                            release: release,
+                            counts: $0,
+                            regression: findings[release],
+                            topErrors: Self.topErrorCount,
+                            attestedDevices: attested.map { $0[release] ?? 0 }
+                        )
+                    }
                 }
             )
         )
@@ -49,9 +66,11 @@ struct ReleaseDTO: Encodable {
     let counts: ReleaseCounts
     let regression: ReleaseRegression.Finding?
     let topErrors: Int
+    /// Devices of this release with an attested key (for apps that attest).
+    var attestedDevices: Int? = nil
 
     enum Key: String, CodingKey {
-        case version, activeBroken, brokenShare, topErrors, firstSeenAt, lastSeenAt, regression
+        case version, activeBroken, brokenShare, topErrors, firstSeenAt, lastSeenAt, regression, attestedDevices
     }
 
     /// An error signature as errors are shown everywhere (class, CloudKit name, advice), with its devices.
@@ -93,5 +112,6 @@ struct ReleaseDTO: Encodable {
             regression.map { Regression(previous: $0.previous, share: $0.share, previousShare: $0.previousShare, z: ($0.z * 100).rounded() / 100) },
             forKey: .regression
         )
+        if let attestedDevices { try c.encode(attestedDevices, forKey: .attestedDevices) }
     }
 }

@@ -140,7 +140,9 @@ struct EventsRoutes<Engine: MonitorEngine> {
         guard decision.allowed else {
             throw APIError.rateLimited(retryAfterSeconds: decision.retryAfterSeconds, limit: Int(deviceLimiter.limit?.burst ?? 0))
         }
-        if let attestation { _ = try await attestation.check(batch.key, headers: request.headers, body: sent) }
+        if let attestation {
+            _ = try await attestation.check(batch.key, appVersion: batch.info.appVersion, headers: request.headers, body: sent)
+        }
         let receipt: IngestReceipt
         do {
             receipt = try await engine.ingest(batch)

@@ -54,10 +54,12 @@ public protocol AttestationStore: Sendable {
     func attestation(of device: DeviceKey) async throws -> DeviceAttestation?
     /// The attested keys of these devices (those that have one), for a page of a device list.
     func attestations(of devices: [DeviceKey]) async throws -> [DeviceKey: DeviceAttestation]
-    /// Moves a key's counter to `counter` if that is above the stored one; `false` when it is not (a replay, or an
-    /// assertion that lost a race with a later one) or there is no such key. Atomic: of two calls with the same
-    /// counter, on any replicas, one wins.
-    func advanceCounter(appId: String, keyId: [UInt8], to counter: UInt32) async throws -> Bool
+    /// Moves a key's counter to `counter` if that is above the stored one, and notes the app version the signed upload
+    /// named (`nil`: none); `false` when it is not above (a replay, or an assertion that lost a race with a later
+    /// one) or there is no such key. Atomic: of two calls with the same counter, on any replicas, one wins.
+    func advanceCounter(appId: String, keyId: [UInt8], to counter: UInt32, appVersion: String?) async throws -> Bool
+    /// Devices of the app with an attested key, by the app version of their last signed upload (`""` for none).
+    func attestedDevicesByAppVersion(appId: String) async throws -> [String: Int]
     /// How many devices of the app (every app when `nil`) have an attested key, by environment.
     func attestedDevices(appId: String?) async throws -> [String: Int]
     /// Forgets a device's key (the device's erasure).

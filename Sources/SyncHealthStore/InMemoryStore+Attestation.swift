@@ -23,6 +23,7 @@ extension InMemoryStore {
     public func saveAttestation(_ attestation: DeviceAttestation) async throws {
         withState { s in
             s.attestations.removeAll { $0.device == attestation.device || $0.keyId == attestation.keyId }
+            s.attestedVersions[attestation.device] = nil
             s.attestations.append(attestation)
         }
     }
@@ -42,13 +43,20 @@ extension InMemoryStore {
         }
     }
 
-    public func advanceCounter(appId: String, keyId: [UInt8], to counter: UInt32) async throws -> Bool {
+    public func advanceCounter(appId: String, keyId: [UInt8], to counter: UInt32, appVersion: String?) async throws -> Bool {
         withState { s in
             guard let index = s.attestations.firstIndex(where: { $0.device.appId == appId && $0.keyId == keyId }),
                 s.attestations[index].counter < counter
             else { return false }
             s.attestations[index].counter = counter
+            s.attestedVersions[s.attestations[index].device] = appVersion
             return true
+        }
+    }
+
+    public func attestedDevicesByAppVersion(appId: String) async throws -> [String: Int] {
+        withState { s in
+            s.attestations.filter { $0.device.appId == appId }.reduce(into: [:]) { $0[s.attestedVersions[$1.device] ?? "", default: 0] += 1 }
         }
     }
 

@@ -210,6 +210,21 @@ struct AppAttestTests {
             #expect(attested == ["plain": false, "signed": true], "lists carry it too")
             // Devices of apps that do not attest say nothing of it.
             #expect(try await client.post(batch(device: "other", app: "com.example.other", healthyEvents)).status == .accepted)
+
+            // Releases count each version's attested devices, by the version of their last signed upload.
+            func versioned(_ deviceId: String, _ version: String) -> ByteBuffer {
+                let network = event("v-" + deviceId, #""kind": "network", "available": true"#)
+                let device = #"{"deviceId": ""# + deviceId + #"", "appId": "com.example.notes", "appVersion": ""# + version + #""}"#
+                return ByteBuffer(string: #"{"device": "# + device + #", "events": ["# + network + "]}")
+            }
+            #expect(try await client.post(versioned("plain", "2.0")).status == .accepted)
+            let upgraded = versioned("signed", "2.0")
+            let signedUpgrade = try device.signed(upgraded)
+            #expect(try await client.post(upgraded, headers: signedUpgrade).status == .accepted)
+            let releases = try json(try await client.get("/v1/releases?appId=com.example.notes"))["data"] as? [[String: Any]] ?? []
+            let two = releases.first { $0["version"] as? String == "2.0" }
+            #expect(two?["devices"] as? Int == 2)
+            #expect(two?["attestedDevices"] as? Int == 1)
             #expect(try json(try await client.get("/v1/devices/other?appId=com.example.other"))["attested"] == nil)
         }
     }

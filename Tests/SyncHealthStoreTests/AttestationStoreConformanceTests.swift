@@ -55,12 +55,25 @@ struct AttestationStoreConformanceTests {
             #expect(page.keys.sorted { $0.appId < $1.appId } == [device, DeviceKey(appId: "com.b", deviceId: "d1")], "only devices with a key")
             #expect(try await store.attestations(of: []).isEmpty)
 
-            #expect(try await store.advanceCounter(appId: "com.a", keyId: Array(repeating: 1, count: 32), to: 1))
-            #expect(try await store.advanceCounter(appId: "com.a", keyId: Array(repeating: 1, count: 32), to: 1) == false, "a replay")
-            #expect(try await store.advanceCounter(appId: "com.a", keyId: Array(repeating: 1, count: 32), to: 5))
-            #expect(try await store.advanceCounter(appId: "com.a", keyId: Array(repeating: 1, count: 32), to: 3) == false, "backwards")
-            #expect(try await store.advanceCounter(appId: "com.b", keyId: Array(repeating: 1, count: 32), to: 9) == false, "another app")
+            #expect(try await store.advanceCounter(appId: "com.a", keyId: Array(repeating: 1, count: 32), to: 1, appVersion: "1.0"))
+            #expect(
+                try await store.advanceCounter(appId: "com.a", keyId: Array(repeating: 1, count: 32), to: 1, appVersion: "1.0") == false,
+                "a replay"
+            )
+            #expect(try await store.advanceCounter(appId: "com.a", keyId: Array(repeating: 1, count: 32), to: 5, appVersion: "1.1"))
+            #expect(
+                try await store.advanceCounter(appId: "com.a", keyId: Array(repeating: 1, count: 32), to: 3, appVersion: "0.9") == false,
+                "backwards"
+            )
+            #expect(
+                try await store.advanceCounter(appId: "com.b", keyId: Array(repeating: 1, count: 32), to: 9, appVersion: nil) == false,
+                "another app"
+            )
             #expect(try await store.attestation(of: device)?.counter == 5)
+            #expect(
+                try await store.attestedDevicesByAppVersion(appId: "com.a") == ["1.1": 1, "": 1],
+                "the last signed upload's version; none yet is \"\""
+            )
 
             #expect(try await store.attestedDevices(appId: "com.a") == ["production": 1, "development": 1])
             #expect(try await store.attestedDevices(appId: nil) == ["production": 2, "development": 1])
@@ -88,7 +101,7 @@ struct AttestationStoreConformanceTests {
                     group.addTask {
                         (
                             try await store.consumeChallenge(challenge, appId: "com.a", now: t0) ? 1 : 0,
-                            try await store.advanceCounter(appId: "com.a", keyId: Array(repeating: 1, count: 32), to: 7) ? 1 : 0
+                            try await store.advanceCounter(appId: "com.a", keyId: Array(repeating: 1, count: 32), to: 7, appVersion: nil) ? 1 : 0
                         )
                     }
                 }

@@ -330,6 +330,9 @@ extension SQLiteStore {
                     """
             )
         }
+        migrator.registerMigration("v18: the app version of each attested device's last signed upload") { db in
+            try db.execute(sql: "ALTER TABLE device_attestations ADD COLUMN app_version TEXT")
+        }
         return migrator
     }
 }

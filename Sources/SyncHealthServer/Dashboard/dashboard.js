@@ -293,7 +293,7 @@ function cards(s) {
   return h("div", { class: "cards" },
     card("Devices", s.devices, "devices"), card("Active", s.active, "active"), card("Silent", s.silent, "silent"),
     card("Broken", s.broken, "broken", true), card("Not syncing", s.notSyncing, "notSyncing", true),
-    s.attestedDevices ? card("Attested", attestedTotal(s), "attested", false, `${share(attestedTotal(s), s.devices)} of devices`) : null);
+    s.attestedDevices ? card("Attested", attestedTotal(s), "attested", false, `${percentOf(attestedTotal(s), s.devices)} of devices`) : null);
 }
 
 // Devices with a verified App Attest key (production and development).
@@ -301,7 +301,7 @@ function attestedTotal(s) {
   return Object.values(s.attestedDevices || {}).reduce((a, b) => a + b, 0);
 }
 
-function share(part, whole) {
+function percentOf(part, whole) {
   return whole > 0 ? `${Math.round((100 * part) / whole)}%` : "–";
 }
 
@@ -317,7 +317,7 @@ async function attestationPanel(scopes) {
       h("tbody", {}, rows.map(([appId, s]) => h("tr", { "data-app": appId, class: attestedTotal(s) < s.devices ? "warn" : "" },
         h("td", {}, h("a", { href: `#/devices${query({ appId })}` }, appId)),
         h("td", {}, s.appAttest === "require" ? "required" : "reported"), h("td", { class: "num" }, fmt(attestedTotal(s))),
-        h("td", { class: "num" }, fmt(s.devices)), h("td", { class: "num", "data-share": appId }, share(attestedTotal(s), s.devices))))))));
+        h("td", { class: "num" }, fmt(s.devices)), h("td", { class: "num", "data-share": appId }, percentOf(attestedTotal(s), s.devices))))))));
 }
 
 function chart(points, range) {
@@ -663,6 +663,8 @@ async function releasesView(params) {
   }
   const releases = await api(`/v1/releases${query({ appId, by })}`);
   const most = Math.max(0.0001, ...releases.data.map((r) => r.brokenShare || 0));
+  // Apps that attest count each release's attested devices.
+  const attests = releases.data.some((r) => r.attestedDevices !== undefined);
   const row = (r) => {
     const share = r.brokenShare;
     const bar = h("div", { class: "share-bar", role: "img", "aria-label": `Broken share ${share === null ? "unknown" : Math.round(share * 100) + "%"}` },
@@ -676,7 +678,8 @@ async function releasesView(params) {
       h("td", { class: "share" }, bar, h("span", { class: "share-text" }, share === null ? "–" : `${(100 * share).toFixed(1)}%`)),
       h("td", {}, top ? [h("span", {}, `${top.domain} ${top.code}`, top.name ? h("strong", {}, ` (${top.name})`) : null, ` · ${fmt(top.devices)}`),
         top.advice ? h("div", { class: "muted advice" }, `${ADVICE_WHO[top.advice.who] || top.advice.who}: ${top.advice.text}`) : null] : "–"),
-      h("td", {}, time(r.lastSeenAt)));
+      h("td", {}, time(r.lastSeenAt)),
+      attests ? h("td", { class: "num", "data-attested": String(r.attestedDevices) }, `${fmt(r.attestedDevices)} (${percentOf(r.attestedDevices, r.devices)})`) : null);
   };
   const regressions = releases.data.filter((r) => r.regression);
   show(
@@ -687,7 +690,8 @@ async function releasesView(params) {
       : null,
     h("section", { class: "panel scroll" }, h("h2", {}, by === "appVersion" ? "Broken share by app version" : "Broken share by OS version"),
       h("table", { id: "releases" }, h("thead", {}, h("tr", {}, h("th", {}, "Version"), ["Devices", "Active", "Broken"].map((t) => h("th", { class: "num" }, t)),
-        h("th", {}, "Broken share of active devices"), h("th", {}, "Top error and what to do"), h("th", {}, "Last seen"))),
+        h("th", {}, "Broken share of active devices"), h("th", {}, "Top error and what to do"), h("th", {}, "Last seen"),
+        attests ? h("th", { class: "num" }, "Attested") : null)),
         h("tbody", {}, releases.data.map(row))),
       h("p", { class: "muted" }, by === "appVersion"
         ? `A version with at least ${fmt(releases.minimumDevices)} active devices is marked a regression when its broken share is significantly higher (p < 0.001) and at least twice the previous version's.`
