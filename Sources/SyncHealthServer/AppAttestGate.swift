@@ -28,6 +28,8 @@ struct AppAttestGate: Sendable {
 
     /// How long a challenge may be redeemed: Apple's sample uses minutes; attestation takes a second or two.
     static let challengeLifetime: Duration = .seconds(300)
+    /// Expired challenges forgotten as each new one is issued: more than one, so the table shrinks after a burst.
+    static let prunedPerChallenge = 16
 
     /// The app's settings; `409 attestation-not-configured` for an app that is not listed.
     func app(_ appId: String) throws(APIError) -> AppAttestApp {
@@ -40,8 +42,13 @@ struct AppAttestGate: Sendable {
         _ = try app(appId)
         var generator = SystemRandomNumberGenerator()
         let challenge = (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
-        let expiresAt = clock.now + Self.challengeLifetime
-        try await storeCall { try await store.insertChallenge(challenge, appId: appId, expiresAt: expiresAt) }
+        let now = clock.now
+        let expiresAt = now + Self.challengeLifetime
+        try await storeCall {
+            try await store.insertChallenge(challenge, appId: appId, expiresAt: expiresAt)
+            // Each new challenge clears out a few expired ones: the table holds at most the last five minutes' worth.
+            _ = try await store.pruneChallenges(before: now, limit: Self.prunedPerChallenge)
+        }
         return (challenge, expiresAt)
     }
 
@@ -91,11 +98,11 @@ struct AppAttestGate: Sendable {
     /// `report` mode a failed assertion only counts as unattested. Apps not listed pass unchecked.
     func check(_ device: DeviceKey, appVersion: String?, headers: HTTPFields, body: ByteBuffer) async throws -> Bool {
         guard let app = policy.apps[device.appId] else { return false }
-        let assertion = try Assertion(
-            keyId: headers.first { $0.name.canonicalName == "synchealth-key-id" }?.value,
-            assertion: headers.first { $0.name.canonicalName == "synchealth-assertion" }?.value
-        )
         do {
+            let assertion = try Assertion(
+                keyId: headers.first { $0.name.canonicalName == "synchealth-key-id" }?.value,
+                assertion: headers.first { $0.name.canonicalName == "synchealth-assertion" }?.value
+            )
             guard let assertion else { throw AppAttestFailure.required }
             try await verify(device, appVersion: appVersion, assertion, body: body, app: app)
             return true
@@ -143,10 +150,10 @@ struct AppAttestGate: Sendable {
 extension AppAttestGate.Assertion {
     /// Reads `SyncHealth-Key-Id` (the key's id) and `SyncHealth-Assertion` (the CBOR assertion over the body as
     /// sent), both standard base64; `nil` when neither is sent.
-    init?(keyId: String?, assertion: String?) throws(APIError) {
+    init?(keyId: String?, assertion: String?) throws(AppAttestFailure) {
         guard keyId != nil || assertion != nil else { return nil }
         guard let keyId, let assertion, let key = Data(base64Encoded: keyId), let signed = Data(base64Encoded: assertion) else {
-            throw .attestation(.assertionMalformed("SyncHealth-Key-Id and SyncHealth-Assertion must both be base64"))
+            throw .assertionMalformed("SyncHealth-Key-Id and SyncHealth-Assertion must both be base64")
         }
         self.init(keyId: Array(key), assertion: Array(signed))
     }

@@ -202,6 +202,9 @@ struct AppAttestTests {
             other.writeString(" ")
             let signedOther = try device.signed(body)
             #expect(try await client.post(other, headers: signedOther).status == .accepted)
+            var garbled = HTTPFields()
+            garbled.set("SyncHealth-Key-Id", "%%%")
+            #expect(try await client.post(other, headers: garbled).status == .accepted, "unreadable headers too")
             #expect(try json(try await client.get("/v1/devices/plain?appId=com.example.notes"))["attested"] as? Bool == false)
             #expect(try json(try await client.get("/v1/devices/signed?appId=com.example.notes"))["attested"] as? Bool == true)
             let listed = try json(try await client.get("/v1/devices"))["data"] as? [[String: Any]] ?? []
@@ -328,6 +331,12 @@ struct AppAttestTests {
             #expect(try await service.store.attestation(of: DeviceKey(appId: "com.example.notes", deviceId: "phone2")) == nil)
             #expect(try await service.store.attestation(of: DeviceKey(appId: "com.example.notes", deviceId: "phone3")) == nil)
             #expect(try await service.store.attestedDevices(appId: nil) == ["production": 1], "only the one good attestation is kept")
+
+            // Challenges never redeemed are cleared out as new ones are issued, once expired.
+            for _ in 0..<3 { _ = try await Self.challenge(client, appId: "com.example.notes") }
+            service.clock.advance(by: .seconds(301))
+            _ = try await Self.challenge(client, appId: "com.example.notes")
+            #expect(try await service.store.pruneChallenges(before: service.clock.now + .seconds(3600), limit: 100) == 1, "only the newest was left")
         }
     }
 
