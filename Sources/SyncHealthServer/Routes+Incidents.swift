@@ -57,9 +57,19 @@ struct IncidentDetailDTO: Encodable {
     }
 }
 
-/// One device of an incident.
+/// One device of an incident. `appVersion` is written as `null` when the device named none: the contract requires
+/// the key, and a synthesized encoder leaves a nil out.
 struct IncidentDeviceDTO: Encodable {
     let deviceId: String
     let appVersion: String?
     let since: String
+
+    enum Key: String, CodingKey { case deviceId, appVersion, since }
+
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: Key.self)
+        try c.encode(deviceId, forKey: .deviceId)
+        try c.encode(appVersion, forKey: .appVersion)
+        try c.encode(since, forKey: .since)
+    }
 }

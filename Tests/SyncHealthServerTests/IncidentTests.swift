@@ -258,3 +258,12 @@ extension IncidentTests {
         }
     }
 }
+
+@Suite("An incident's devices as the contract has them")
+struct IncidentDeviceEncodingTests {
+    @Test("a device that named no app version is written with appVersion null, not without the key")
+    func nullVersion() throws {
+        let data = try JSONResponse.encoder.encode(IncidentDeviceDTO(deviceId: "d", appVersion: nil, since: "2026-11-22T10:00:00Z"))
+        #expect(String(decoding: data, as: UTF8.self) == #"{"appVersion":null,"deviceId":"d","since":"2026-11-22T10:00:00Z"}"#)
+    }
+}
