@@ -333,7 +333,12 @@ struct FleetRoutes<Engine: MonitorEngine> {
         let query = Query(request)
         let scope = FleetScope(appId: try context.app(narrowing: query.identifier("appId")), containerId: try query.string("containerId"))
         let counts = try await engine.summary(scope)
-        let attested = try await storeCall { try await attestation?.store.attestedDevices(appId: scope.appId) } ?? [:]
+        // Attested devices are counted where some app attests: the summary of a service without App Attest, or of an
+        // app that does not attest, is what it was.
+        var attested: [String: Int]?
+        if let gate = attestation, scope.appId.map({ gate.policy.apps[$0] != nil }) ?? !gate.policy.apps.isEmpty {
+            attested = try await storeCall { try await gate.store.attestedDevices(appId: scope.appId) }
+        }
         var dto = FleetSummaryDTO(counts: counts, generatedAt: engine.now, attested: attested)
         dto.appAttest = scope.appId.flatMap { attestation?.policy.apps[$0]?.mode.rawValue }
         return try JSONResponse.make(dto)

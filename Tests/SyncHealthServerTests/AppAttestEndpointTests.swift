@@ -229,6 +229,7 @@ struct AppAttestTests {
             #expect(two?["devices"] as? Int == 2)
             #expect(two?["attestedDevices"] as? Int == 1)
             #expect(try json(try await client.get("/v1/devices/other?appId=com.example.other"))["attested"] == nil)
+            #expect(try json(try await client.get("/v1/summary?appId=com.example.other"))["attestedDevices"] == nil, "nor does its summary")
         }
     }
 
