@@ -126,19 +126,7 @@ extension ServiceSetting {
             "How long resolved alerts, resolved incidents and webhook delivery attempts are kept; off keeps them all.",
             \.engine.alertRetention
         ),
-        ServiceSetting(
-            flag: "webhook-allow-private",
-            help: "1 lets webhooks target loopback and private addresses.",
-            emptyDefault: "",
-            show: { $0.webhooks.allowPrivate ? "1" : "0" },
-            apply: { c, text throws(ServiceSettingError) in
-                switch text.lowercased() {
-                case "0", "false", "off": c.webhooks.allowPrivate = false
-                case "1", "true", "on": c.webhooks.allowPrivate = true
-                default: throw .init(description: "must be 1 or 0")
-                }
-            }
-        ),
+        toggle("webhook-allow-private", "1 lets webhooks target loopback and private addresses.", \.webhooks.allowPrivate),
         ServiceSetting(
             flag: "webhook-proxy",
             help: "A proxy every webhook delivery goes through (http://host:port); unset, none is used, whatever http_proxy and the like say.",
@@ -258,18 +246,10 @@ extension ServiceSetting {
                 }
             }
         ),
-        ServiceSetting(
-            flag: "app-attest-development",
-            help: "1 also accepts App Attest keys of Apple's development environment (builds run from Xcode).",
-            emptyDefault: "",
-            show: { $0.appAttest.allowsDevelopment ? "1" : "0" },
-            apply: { c, text throws(ServiceSettingError) in
-                switch text.lowercased() {
-                case "0", "false", "off": c.appAttest.allowsDevelopment = false
-                case "1", "true", "on": c.appAttest.allowsDevelopment = true
-                default: throw .init(description: "must be 1 or 0")
-                }
-            }
+        toggle(
+            "app-attest-development",
+            "1 also accepts App Attest keys of Apple's development environment (builds run from Xcode).",
+            \.appAttest.allowsDevelopment
         ),
         path(
             "app-attest-root",
@@ -278,6 +258,23 @@ extension ServiceSetting {
             \.appAttestRoot
         ),
     ]
+
+    /// A setting that is on (`1`, `true`, `on`) or off (`0`, `false`, `off`).
+    static func toggle(_ flag: String, _ help: String, _ path: any WritableKeyPath<ServiceConfiguration, Bool> & Sendable) -> ServiceSetting {
+        ServiceSetting(
+            flag: flag,
+            help: help,
+            emptyDefault: "",
+            show: { $0[keyPath: path] ? "1" : "0" },
+            apply: { c, text throws(ServiceSettingError) in
+                switch text.lowercased() {
+                case "0", "false", "off": c[keyPath: path] = false
+                case "1", "true", "on": c[keyPath: path] = true
+                default: throw .init(description: "must be 1 or 0")
+                }
+            }
+        )
+    }
 
     /// A setting that names a file, unset by default.
     static func path(
