@@ -25,16 +25,19 @@ extension DeviceRecord {
     }
 
     /// Folds a batch of new (already de-duplicated) events into the device, in `occurredAt` order, then
-    /// evaluates the alert rules at `now`.
+    /// evaluates the alert rules at `now`. `attested`: whether the batch carried a valid assertion of the device's
+    /// key; it becomes the device's `attested` unless one of its alerts fires.
     public mutating func ingest(
         _ events: [DeviceEvent],
         info: DeviceInfo,
+        attested: Bool = false,
         now: Timestamp,
         skew: SkewPolicy = SkewPolicy(),
         configuration: AlertConfiguration = AlertConfiguration()
     ) -> IngestResult {
         var result = IngestResult()
         self.info.merge(info)
+        if AlertKind.deviceKinds.allSatisfy({ self[timer: $0].firingSince == nil }) { self.attested = attested }
         if now > lastSeenAt { lastSeenAt = now }
         let limit = now + skew.futureTolerance
         var ordered = events

@@ -24,6 +24,10 @@ public struct DeviceRecord: Hashable, Sendable {
     public var clockSkewDetected = false
     /// `startedAt` of the oldest activity in progress at the last evaluation, which identifies a stall.
     @PackedTimestamp public var stalledActivityStart: Timestamp? = nil
+    /// Whether the device's uploads are proven genuine (App Attest): the last batch applied carried a valid
+    /// assertion of the device's own key. It changes only while none of the device's alerts fires, so that an alert's
+    /// resolve goes where its fire went (`attestedOnly` subscriptions, attested incidents).
+    public var attested = false
 
     /// A device first seen at `now`.
     public init(key: DeviceKey, info: DeviceInfo = DeviceInfo(), firstSeenAt: Timestamp) {

@@ -14,6 +14,9 @@ public struct EventBatch: Sendable, Equatable {
     public var events: [DeviceEvent]
     /// Invalid events: their index in the body and why.
     public var rejected: [Rejection]
+    /// Whether the batch carried a valid App Attest assertion of the device's key. Never read from the body: the
+    /// service sets it once it has verified the request.
+    public var attested = false
 
     /// Creates a batch.
     public init(key: DeviceKey, info: DeviceInfo, events: [DeviceEvent], rejected: [Rejection] = []) {

@@ -1,5 +1,8 @@
 /// What makes device alerts one incident: the same app, container, kind and, for `syncError`, the same error
 /// signature (the domain and code of the device's error).
+///
+/// Incidents come in two populations: those of every device, and those of attested devices only (`attestedOnly`),
+/// which the subscriptions that ask for `attestedOnly` hear of. An attested device's alert counts in both.
 public struct IncidentKey: Hashable, Sendable, Comparable {
     /// The app.
     public var appId: String
@@ -9,29 +12,36 @@ public struct IncidentKey: Hashable, Sendable, Comparable {
     public var kind: AlertKind
     /// The error's domain and code, for `syncError`; `nil` for the other kinds.
     public var signature: ErrorSignature?
+    /// Counts attested devices only.
+    public var attestedOnly: Bool
 
     /// Creates a key; the signature is kept for `syncError` only.
-    public init(appId: String, containerId: String?, kind: AlertKind, signature: ErrorSignature?) {
+    public init(appId: String, containerId: String?, kind: AlertKind, signature: ErrorSignature?, attestedOnly: Bool = false) {
         self.appId = appId
         self.containerId = containerId
         self.kind = kind
         self.signature = kind == .syncError ? signature : nil
+        self.attestedOnly = attestedOnly
     }
 
-    /// The incident a device's alert of `kind` belongs to. The device's last error is sticky, so its alert stays
-    /// in one incident from its fire to its resolve.
-    public init(device: DeviceRecord, kind: AlertKind) {
+    /// The incident a device's alert of `kind` belongs to. The device's last error is sticky, and so is whether it
+    /// is attested, so its alert stays in one incident from its fire to its resolve.
+    public init(device: DeviceRecord, kind: AlertKind, attestedOnly: Bool = false) {
         self.init(
             appId: device.key.appId,
             containerId: device.info.containerId,
             kind: kind,
-            signature: device.monitor.lastSyncError.map(ErrorSignature.init)
+            signature: device.monitor.lastSyncError.map(ErrorSignature.init),
+            attestedOnly: attestedOnly
         )
     }
 
-    /// The stable form ids and ordering keys are digested from.
+    /// The stable form ids and ordering keys are digested from (an attested-only key's has one more part, so
+    /// those of every device keep the form they had before there were two populations).
     public var identity: String {
-        AlertSubject.encode(["i", appId, containerId ?? "", kind.rawValue, signature?.domain ?? "", signature.map { String($0.code) } ?? ""])
+        var parts = ["i", appId, containerId ?? "", kind.rawValue, signature?.domain ?? "", signature.map { String($0.code) } ?? ""]
+        if attestedOnly { parts.append("attested") }
+        return AlertSubject.encode(parts)
     }
 
     public static func < (a: IncidentKey, b: IncidentKey) -> Bool { a.identity < b.identity }

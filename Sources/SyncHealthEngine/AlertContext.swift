@@ -13,6 +13,9 @@ public struct AlertContext: Sendable, Equatable {
     public var pendingChanges: Int?
     /// The device's platform, OS and app version, as last reported.
     public var info: DeviceInfo?
+    /// Whether the device is attested (`DeviceRecord.attested`); `false` for fleet and release alerts, which every
+    /// device's reports move.
+    public var attested = false
 
     /// The class of `error`.
     public var errorClass: ErrorClass? { error?.errorClass }
@@ -34,6 +37,7 @@ public struct AlertContext: Sendable, Equatable {
         summary = record.monitor.summary
         pendingChanges = record.monitor.pendingChanges
         info = record.info
+        attested = record.attested
     }
 
     init() {}

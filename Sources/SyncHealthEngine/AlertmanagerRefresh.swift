@@ -48,7 +48,7 @@ public struct AlertmanagerRefresh: Service {
         for subscription in targets {
             // A silenced alert is not refreshed: Alertmanager lets it lapse, as it would not hear of it at all.
             let alerts = firing.filter {
-                subscription.wants($0.0, errorClass: $0.1.errorClass)
+                subscription.wants($0.0, errorClass: $0.1.errorClass, attested: $0.1.attested)
                     && engine.webhooks.silences.silencedBy($0.0, info: $0.1.info, now: now).isEmpty
             }.map { AlertmanagerFormat.alert($0.0, context: $0.1, now: now) }
             guard !alerts.isEmpty else { continue }

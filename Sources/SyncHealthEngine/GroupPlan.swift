@@ -171,7 +171,7 @@ private struct GroupPlanner {
         var requestsOf: [DeviceKey: Int] = [:]
         for batch in batches { requestsOf[batch.key, default: 0] += 1 }
         var seenInGroup: [DeviceKey: Set<String>] = [:]
-        var gathered: [DeviceKey: (events: [DeviceEvent], requests: Int)] = [:]
+        var gathered: [DeviceKey: (events: [DeviceEvent], requests: Int, attested: Bool)] = [:]
 
         for (batch, seenIds) in zip(batches, seen) {
             let key = batch.key
@@ -189,16 +189,26 @@ private struct GroupPlanner {
             }
             plan.receipts.append(IngestReceipt(accepted: fresh.count, duplicates: duplicates))
             var events = fresh
+            // A device's requests gathered in one group are attested only if each of them is.
+            var attested = batch.attested
             if requests > 1 {
-                let earlier = gathered[key, default: (events: [], requests: 0)]
+                let earlier = gathered[key, default: (events: [], requests: 0, attested: true)]
                 guard earlier.requests + 1 == requests else {
-                    gathered[key] = (earlier.events + fresh, earlier.requests + 1)
+                    gathered[key] = (earlier.events + fresh, earlier.requests + 1, earlier.attested && batch.attested)
                     continue
                 }
                 events = earlier.events + fresh
+                attested = earlier.attested && batch.attested
             }
             var device = plan.touched[s].record
-            let result = device.ingest(events, info: batch.info, now: now, skew: configuration.skew, configuration: configuration.alerts)
+            let result = device.ingest(
+                events,
+                info: batch.info,
+                attested: attested,
+                now: now,
+                skew: configuration.skew,
+                configuration: configuration.alerts
+            )
             record(result.transitions, of: device, policy: &policy)
             plan.touched[s].record = device
             plan.touched[s].deadline = configuration.deadline(result.nextDeadline, for: device)

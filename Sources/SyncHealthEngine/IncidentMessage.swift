@@ -59,12 +59,13 @@ enum IncidentMessage {
 
     static func headline(_ incident: IncidentRecord, notice: IncidentBook.Notice) -> String {
         let scope = incident.key.appId + (incident.key.containerId.map { " (\($0))" } ?? "")
+        let devices = incident.key.attestedOnly ? "attested devices" : "devices"
         switch notice {
         case .opened where incident.flappingSince != nil:
-            return "🔴 \(what(incident.key)) on \(incident.devices) devices of \(scope), flapping: held open until its devices are quiet"
-        case .opened: return "🔴 \(what(incident.key)) on \(incident.devices) devices of \(scope)"
-        case .updated: return "🟠 \(what(incident.key)) now on \(incident.devices) devices of \(scope)"
-        case .resolved: return "✅ Resolved: \(what(incident.key)) on \(scope), at most \(incident.peakDevices) devices"
+            return "🔴 \(what(incident.key)) on \(incident.devices) \(devices) of \(scope), flapping: held open until its devices are quiet"
+        case .opened: return "🔴 \(what(incident.key)) on \(incident.devices) \(devices) of \(scope)"
+        case .updated: return "🟠 \(what(incident.key)) now on \(incident.devices) \(devices) of \(scope)"
+        case .resolved: return "✅ Resolved: \(what(incident.key)) on \(scope), at most \(incident.peakDevices) \(devices)"
         }
     }
 }
@@ -78,7 +79,7 @@ public struct IncidentJSON: Encodable, Sendable {
 
     enum Key: String, CodingKey {
         case id, state, appId, containerId, kind, error, devices, peakDevices, byAppVersion, sampleDevices, openedAt, resolvedAt, notifiedAt
-        case flappingSince, quietSince, history
+        case flappingSince, quietSince, history, attestedOnly
     }
 
     struct PointJSON: Encodable {
@@ -128,5 +129,7 @@ public struct IncidentJSON: Encodable, Sendable {
         try c.encode(i.flappingSince?.rfc3339, forKey: .flappingSince)
         try c.encode(i.quietSince?.rfc3339, forKey: .quietSince)
         try c.encode(i.history.map { PointJSON(at: $0.at.rfc3339, devices: $0.devices) }, forKey: .history)
+        // Only on incidents of attested devices: those of every device read as they did before App Attest.
+        if i.key.attestedOnly { try c.encode(true, forKey: .attestedOnly) }
     }
 }

@@ -59,7 +59,11 @@ public struct IncidentWatch: Service {
             messages += IncidentMessage.messages(
                 record,
                 notice: notice,
-                subscribers: engine.webhooks.incidentSubscribers(for: target.alert, errorClass: target.errorClass),
+                subscribers: engine.webhooks.incidentSubscribers(
+                    for: target.alert,
+                    errorClass: target.errorClass,
+                    attestedOnly: record.key.attestedOnly
+                ),
                 now: now,
                 publicURL: engine.configuration.publicURL
             )
@@ -87,7 +91,7 @@ public struct IncidentWatch: Service {
         var recent: [IncidentRecord] = []
         var cursor: Int64?
         repeat {
-            let page = try await store.incidents(IncidentQuery(limit: 200, cursor: cursor))
+            let page = try await store.incidents(IncidentQuery(limit: 200, cursor: cursor, attestedOnly: nil))
             let inWindow = page.incidents.filter { $0.openedAt >= since }
             recent += inWindow
             cursor = inWindow.isEmpty ? nil : page.nextCursor
@@ -116,13 +120,16 @@ public struct IncidentWatch: Service {
         return (alert, shared, errorClass)
     }
 
-    /// The firing device alerts, by incident key.
+    /// The firing device alerts, by incident key: each in its incident of every device, and an attested device's
+    /// also in its incident of attested devices.
     static func groups(of engine: any MonitorEngine) async throws -> [IncidentKey: IncidentGroup] {
         var groups: [IncidentKey: IncidentGroup] = [:]
         for (alert, device) in try await AlertmanagerRefresh.firingAlertDevices(of: engine) {
             guard let device, AlertKind.deviceKinds.contains(alert.kind) else { continue }
-            groups[IncidentKey(device: device, kind: alert.kind), default: IncidentGroup()]
-                .add(deviceId: device.key.deviceId, appVersion: device.info.appVersion, startsAt: alert.startsAt)
+            for attestedOnly in device.attested ? [false, true] : [false] {
+                groups[IncidentKey(device: device, kind: alert.kind, attestedOnly: attestedOnly), default: IncidentGroup()]
+                    .add(deviceId: device.key.deviceId, appVersion: device.info.appVersion, startsAt: alert.startsAt)
+            }
         }
         return groups
     }
@@ -156,7 +163,9 @@ extension MonitorEngine {
         guard incident.state == .open else { return [] }
         let firing = try await readIncidents { try await AlertmanagerRefresh.firingAlertDevices(of: self) }
         return firing.compactMap { alert, device -> IncidentDevice? in
-            guard let device, alert.kind == incident.key.kind, IncidentKey(device: device, kind: alert.kind) == incident.key else { return nil }
+            guard let device, alert.kind == incident.key.kind, !incident.key.attestedOnly || device.attested,
+                IncidentKey(device: device, kind: alert.kind, attestedOnly: incident.key.attestedOnly) == incident.key
+            else { return nil }
             return IncidentDevice(key: device.key, appVersion: device.info.appVersion, since: alert.startsAt)
         }.sorted { ($0.since, $0.key.deviceId) < ($1.since, $1.key.deviceId) }
     }

@@ -46,6 +46,7 @@ public struct WebhookRequestFields: Sendable {
     public var containerIds: [String] = []
     public var errorClasses: [String] = []
     public var grouping: String?
+    public var attestedOnly = false
 
     /// The fields of a request.
     public init(
@@ -57,7 +58,8 @@ public struct WebhookRequestFields: Sendable {
         appIds: [String] = [],
         containerIds: [String] = [],
         errorClasses: [String] = [],
-        grouping: String? = nil
+        grouping: String? = nil,
+        attestedOnly: Bool = false
     ) {
         self.url = url
         self.kinds = kinds
@@ -68,6 +70,7 @@ public struct WebhookRequestFields: Sendable {
         self.containerIds = containerIds
         self.errorClasses = errorClasses
         self.grouping = grouping
+        self.attestedOnly = attestedOnly
     }
 }
 
@@ -145,7 +148,7 @@ public final class WebhookCenter: Service, Sendable {
         let perDevice = alert.deviceId != nil
         return subscriptions.withLock {
             $0.values.filter { subscription in
-                guard subscription.wants(alert, errorClass: context.errorClass) else { return false }
+                guard subscription.wants(alert, errorClass: context.errorClass, attested: context.attested) else { return false }
                 guard subscription.effectiveGrouping == .incident, alert.kind != .releaseRegression else { return true }
                 return !perDevice && subscription.kinds.contains(alert.kind)
             }
@@ -154,11 +157,15 @@ public final class WebhookCenter: Service, Sendable {
     }
 
     /// The subscriptions that hear of an incident: those that group by incident and want its alerts (`alert` is a
-    /// representative one: the incident's kind, app and container). Silences are the incident book's to apply: it
-    /// does not tell what a silence holds, and tells it at its first step after the silence ends.
-    func incidentSubscribers(for alert: AlertRecord, errorClass: ErrorClass?) -> [WebhookSubscription] {
+    /// representative one: the incident's kind, app and container), and ask for its population (`attestedOnly`).
+    /// Silences are the incident book's to apply: it does not tell what a silence holds, and tells it at its first
+    /// step after the silence ends.
+    func incidentSubscribers(for alert: AlertRecord, errorClass: ErrorClass?, attestedOnly: Bool) -> [WebhookSubscription] {
         subscriptions.withLock {
-            $0.values.filter { $0.effectiveGrouping == .incident && $0.wants(alert, errorClass: errorClass) }.sorted { $0.id < $1.id }
+            $0.values.filter {
+                $0.effectiveGrouping == .incident && $0.attestedOnly == attestedOnly && $0.wants(alert, errorClass: errorClass, attested: true)
+            }
+            .sorted { $0.id < $1.id }
         }
     }
 
@@ -205,6 +212,12 @@ public final class WebhookCenter: Service, Sendable {
             return grouping
         }
         try format.alertFormat.validate(routingKey: routingKey, grouping: grouping)
+        if fields.attestedOnly, !parsedKinds.isEmpty, !parsedKinds.contains(where: AlertKind.deviceKinds.contains) {
+            throw WebhookError.invalidField(
+                pointer: "/attestedOnly",
+                detail: "fleetDegraded and releaseRegression count every device's reports: an attestedOnly subscription needs a device kind"
+            )
+        }
         for (pointer, list) in [("/appIds", fields.appIds), ("/containerIds", fields.containerIds)]
         where list.contains(where: { $0.isEmpty || $0.count > 256 }) {
             throw WebhookError.invalidField(pointer: pointer, detail: "each entry must be 1-256 characters")
@@ -229,7 +242,8 @@ public final class WebhookCenter: Service, Sendable {
             appIds: Array(Set(fields.appIds)).sorted(),
             containerIds: Array(Set(fields.containerIds)).sorted(),
             errorClasses: errorClasses,
-            grouping: grouping
+            grouping: grouping,
+            attestedOnly: fields.attestedOnly
         )
         try await management { try await store.saveWebhook(subscription) }
         subscriptions.withLock { $0[subscription.id] = subscription }

@@ -21,11 +21,12 @@ extension PostgresStore {
                     ? """
                     INSERT INTO incidents (id, incident_key, app_id, container_id, kind, error_domain, error_code, state, opened_at,
                         resolved_at, devices, peak_devices, by_version, samples, notified_at, notified_devices, messages, revision,
-                        flapping_since, quiet_since, history)
+                        flapping_since, quiet_since, history, attested_only)
                     VALUES (\(r.id), \(r.key.identity), \(r.key.appId), \(r.key.containerId), \(r.key.kind.rawValue), \(domain), \(code),
                         \(r.state.rawValue), \(r.openedAt.microseconds), \(r.resolvedAt?.microseconds), \(Int64(r.devices)), \(Int64(r.peakDevices)),
                         \(r.byVersionJSON), \(r.samplesJSON), \(r.notifiedAt?.microseconds), \(Int64(r.notifiedDevices)), \(Int64(r.messages)),
-                        \(Int64(r.revision)), \(r.flappingSince?.microseconds), \(r.quietSince?.microseconds), \(r.historyJSON))
+                        \(Int64(r.revision)), \(r.flappingSince?.microseconds), \(r.quietSince?.microseconds), \(r.historyJSON),
+                        \(r.key.attestedOnly))
                     ON CONFLICT DO NOTHING
                     RETURNING id
                     """
@@ -84,6 +85,7 @@ extension PostgresStore {
                   AND (\(query.state?.rawValue)::text IS NULL OR state = \(query.state?.rawValue))
                   AND (\(query.appId)::text IS NULL OR app_id = \(query.appId))
                   AND (\(query.kind?.rawValue)::text IS NULL OR kind = \(query.kind?.rawValue))
+                  AND (\(query.attestedOnly)::boolean IS NULL OR attested_only = \(query.attestedOnly))
                 ORDER BY seq DESC LIMIT \(query.limit + 1)
                 """,
                 logger: logger
@@ -136,7 +138,8 @@ extension PostgresStore {
                     appId: try c[2].decode(String.self),
                     containerId: try c[3].decode(String?.self),
                     kind: kind,
-                    signature: domain.flatMap { d in code.map { ErrorSignature(domain: d, code: Int($0)) } }
+                    signature: domain.flatMap { d in code.map { ErrorSignature(domain: d, code: Int($0)) } },
+                    attestedOnly: try c[21].decode(Bool.self)
                 ),
                 state: state,
                 openedAt: Timestamp(microseconds: try c[8].decode(Int64.self)),

@@ -295,12 +295,16 @@ extension PostgresStore {
             "v15: the app version of each attested device's last signed upload",
             ["ALTER TABLE device_attestations ADD COLUMN app_version TEXT"]
         ),
+        (
+            "v16: incidents of attested devices only",
+            ["ALTER TABLE incidents ADD COLUMN attested_only BOOLEAN NOT NULL DEFAULT false"]
+        ),
     ]
 
     /// The migrations a replica of the release before runs on unchanged (they only add): recorded with each
     /// migration, so that a replica that does not know a migration can tell whether it may start on the schema
     /// (docs/operations.md, "Upgrading"). Every migration from v8 on that only adds belongs here.
-    static let additive: Set<Int> = [8, 9, 10, 11, 12, 13, 14, 15]
+    static let additive: Set<Int> = [8, 9, 10, 11, 12, 13, 14, 15, 16]
 
     /// Applies the missing migrations, one replica at a time (under a transaction-scoped advisory lock). A database
     /// that a newer release has migrated is used if every migration this release does not know only adds (a

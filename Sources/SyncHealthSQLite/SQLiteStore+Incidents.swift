@@ -16,15 +16,15 @@ extension SQLiteStore {
                     r.key.identity, r.key.appId, r.key.containerId, r.key.kind.rawValue, r.key.signature?.domain, r.key.signature?.code,
                     r.state.rawValue, r.openedAt.microseconds, r.resolvedAt?.microseconds, r.devices, r.peakDevices, r.byVersionJSON,
                     r.samplesJSON, r.notifiedAt?.microseconds, r.notifiedDevices, r.messages, r.revision, r.flappingSince?.microseconds,
-                    r.quietSince?.microseconds, r.historyJSON,
+                    r.quietSince?.microseconds, r.historyJSON, r.key.attestedOnly,
                 ]
                 if r.revision == 1 {
                     try db.execute(
                         sql: """
                             INSERT OR IGNORE INTO incidents (id, incident_key, app_id, container_id, kind, error_domain, error_code, state, opened_at,
                                 resolved_at, devices, peak_devices, by_version, samples, notified_at, notified_devices, messages, revision,
-                                flapping_since, quiet_since, history)
-                            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                flapping_since, quiet_since, history, attested_only)
+                            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                             """,
                         arguments: StatementArguments([r.id] + values)
                     )
@@ -34,7 +34,7 @@ extension SQLiteStore {
                             UPDATE incidents SET incident_key = ?, app_id = ?, container_id = ?, kind = ?, error_domain = ?, error_code = ?,
                                 state = ?, opened_at = ?, resolved_at = ?, devices = ?, peak_devices = ?, by_version = ?, samples = ?,
                                 notified_at = ?, notified_devices = ?, messages = ?, revision = ?, flapping_since = ?, quiet_since = ?,
-                                history = ?
+                                history = ?, attested_only = ?
                             WHERE id = ? AND revision = ?
                             """,
                         arguments: StatementArguments(values + [r.id, r.revision - 1])
@@ -82,11 +82,12 @@ extension SQLiteStore {
                 sql: """
                     SELECT \(IncidentSchema.select) FROM incidents
                     WHERE seq < ? AND (? IS NULL OR state = ?) AND (? IS NULL OR app_id = ?) AND (? IS NULL OR kind = ?)
+                        AND (? IS NULL OR attested_only = ?)
                     ORDER BY seq DESC LIMIT ?
                     """,
                 arguments: [
                     query.cursor ?? Int64.max, query.state?.rawValue, query.state?.rawValue, query.appId, query.appId,
-                    query.kind?.rawValue, query.kind?.rawValue, query.limit + 1,
+                    query.kind?.rawValue, query.kind?.rawValue, query.attestedOnly, query.attestedOnly, query.limit + 1,
                 ]
             )
             let page = try rows.prefix(query.limit).map(Self.incident)
@@ -134,7 +135,8 @@ extension SQLiteStore {
                 appId: row[2],
                 containerId: row[3],
                 kind: kind,
-                signature: domain.flatMap { d in code.map { ErrorSignature(domain: d, code: $0) } }
+                signature: domain.flatMap { d in code.map { ErrorSignature(domain: d, code: $0) } },
+                attestedOnly: row[21]
             ),
             state: state,
             openedAt: Timestamp(microseconds: row[8]),

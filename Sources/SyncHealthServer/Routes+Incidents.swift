@@ -13,7 +13,8 @@ extension FleetRoutes {
             appId: try context.app(narrowing: query.identifier("appId")),
             kind: try query.enumValue("kind", AlertKind.self),
             limit: try query.limit(),
-            cursor: try query.cursor()
+            cursor: try query.cursor(),
+            attestedOnly: try query.bool("attestedOnly") ?? false
         )
         let page = try await engine.incidents(incidentQuery)
         return try JSONResponse.make(PageDTO(data: page.incidents.map(IncidentJSON.init), nextCursor: page.nextCursor.map(String.init)))

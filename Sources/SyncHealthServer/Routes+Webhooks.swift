@@ -19,6 +19,7 @@ struct WebhookRoutes {
         var containerIds: [String]?
         var errorClasses: [String]?
         var grouping: String?
+        var attestedOnly: Bool?
     }
 
     func create(_ request: Request, context: AppRequestContext) async throws -> Response {
@@ -26,7 +27,7 @@ struct WebhookRoutes {
         let body = try await JSONRequest.decode(
             CreateBody.self,
             from: request,
-            shape: #"{"url", "kinds", "description", "format", "routingKey", "appIds", "containerIds", "errorClasses", "grouping"}"#
+            shape: #"{"url", "kinds", "description", "format", "routingKey", "appIds", "containerIds", "errorClasses", "grouping", "attestedOnly"}"#
         )
         guard let url = body.url else { throw APIError.invalidBody([.init(pointer: "/url", detail: "url is required")]) }
         if let description = body.description, description.count > 1024 {
@@ -47,7 +48,8 @@ struct WebhookRoutes {
                     appIds: body.appIds ?? [],
                     containerIds: body.containerIds ?? [],
                     errorClasses: body.errorClasses ?? [],
-                    grouping: body.grouping
+                    grouping: body.grouping,
+                    attestedOnly: body.attestedOnly ?? false
                 )
             )
             await audit.record(context, "webhook.create", subscription.id)
@@ -122,7 +124,7 @@ struct WebhookDTO: Encodable {
 
     enum Key: String, CodingKey {
         case id, url, kinds, description, secret, createdAt, disabled, disabledReason, format, routingKey, appIds, containerIds, errorClasses
-        case grouping
+        case grouping, attestedOnly
     }
 
     func encode(to encoder: any Encoder) throws {
@@ -141,6 +143,8 @@ struct WebhookDTO: Encodable {
         try c.encode(subscription.containerIds, forKey: .containerIds)
         try c.encode(subscription.errorClasses.map(\.rawValue), forKey: .errorClasses)
         try c.encode(subscription.effectiveGrouping.rawValue, forKey: .grouping)
+        // Only when set: a subscription that does not ask reads as it did before App Attest.
+        if subscription.attestedOnly { try c.encode(true, forKey: .attestedOnly) }
     }
 }
 

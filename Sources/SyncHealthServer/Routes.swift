@@ -130,7 +130,7 @@ struct EventsRoutes<Engine: MonitorEngine> {
             throw APIError.unsupportedEncoding(other)
         }
         let decoded = try await IngestBody.decode(body)
-        let batch: EventBatch
+        var batch: EventBatch
         switch decoded {
         case .success(let value): batch = value
         case .failure(let error): throw APIError.invalidBody(error.errors)
@@ -141,7 +141,7 @@ struct EventsRoutes<Engine: MonitorEngine> {
             throw APIError.rateLimited(retryAfterSeconds: decision.retryAfterSeconds, limit: Int(deviceLimiter.limit?.burst ?? 0))
         }
         if let attestation {
-            _ = try await attestation.check(batch.key, appVersion: batch.info.appVersion, headers: request.headers, body: sent)
+            batch.attested = try await attestation.check(batch.key, appVersion: batch.info.appVersion, headers: request.headers, body: sent)
         }
         let receipt: IngestReceipt
         do {

@@ -112,6 +112,7 @@ extension DeviceRecord {
         }
         w.bool(clockSkewDetected)
         w.optional(stalledActivityStart) { $0.time($1) }
+        w.bool(attested)
         return w.bytes
     }
 
@@ -144,6 +145,8 @@ extension DeviceRecord {
         }
         clockSkewDetected = try r.bool()
         stalledActivityStart = try r.optional { try $0.time() }
+        // Appended after 0.1.0, which wrote none.
+        if !r.isAtEnd { attested = try r.bool() }
         // Anything after is a later release's fields: skipped (see `binaryVersion`).
     }
 

@@ -13,19 +13,30 @@ public struct IncidentQuery: Sendable, Hashable {
     public var limit: Int
     /// After this position (a `nextCursor`).
     public var cursor: Int64?
+    /// Only incidents of every device (`false`), only those of attested devices (`true`), or both (`nil`).
+    public var attestedOnly: Bool?
 
     /// Creates a query.
-    public init(state: IncidentState? = nil, appId: String? = nil, kind: AlertKind? = nil, limit: Int = 100, cursor: Int64? = nil) {
+    public init(
+        state: IncidentState? = nil,
+        appId: String? = nil,
+        kind: AlertKind? = nil,
+        limit: Int = 100,
+        cursor: Int64? = nil,
+        attestedOnly: Bool? = false
+    ) {
         self.state = state
         self.appId = appId
         self.kind = kind
         self.limit = limit
         self.cursor = cursor
+        self.attestedOnly = attestedOnly
     }
 
     /// Whether `record` is one the query asks for (the position aside).
     public func matches(_ record: IncidentRecord) -> Bool {
         (state == nil || record.state == state) && (appId == nil || record.key.appId == appId) && (kind == nil || record.key.kind == kind)
+            && (attestedOnly == nil || record.key.attestedOnly == attestedOnly)
     }
 }
 

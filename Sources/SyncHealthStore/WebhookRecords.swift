@@ -59,6 +59,9 @@ public struct WebhookSubscription: Sendable, Hashable {
     public var errorClasses: [ErrorClass]
     /// Incidents or device alerts; `nil` takes the format's default (`WebhookGrouping.defaultFor`).
     public var grouping: WebhookGrouping?
+    /// Only what attested devices show (App Attest): their own alerts, and incidents counted over them alone. Fleet
+    /// and release alerts, which every device's reports move, are not delivered.
+    public var attestedOnly: Bool
 
     /// The grouping in force.
     public var effectiveGrouping: WebhookGrouping { grouping ?? .defaultFor(format) }
@@ -77,7 +80,8 @@ public struct WebhookSubscription: Sendable, Hashable {
         appIds: [String] = [],
         containerIds: [String] = [],
         errorClasses: [ErrorClass] = [],
-        grouping: WebhookGrouping? = nil
+        grouping: WebhookGrouping? = nil,
+        attestedOnly: Bool = false
     ) {
         self.id = id
         self.url = url
@@ -92,14 +96,16 @@ public struct WebhookSubscription: Sendable, Hashable {
         self.containerIds = containerIds
         self.errorClasses = errorClasses
         self.grouping = grouping
+        self.attestedOnly = attestedOnly
     }
 
-    /// Whether an alert goes to this subscription: it is active, and every list it has names the alert's kind,
-    /// app, container and error class (an alert without an app, container or class matches only empty lists).
-    public func wants(_ alert: AlertRecord, errorClass: ErrorClass?) -> Bool {
+    /// Whether an alert goes to this subscription: it is active, every list it has names the alert's kind, app,
+    /// container and error class (an alert without an app, container or class matches only empty lists), and, if
+    /// it asks for `attestedOnly`, the alert is an attested device's.
+    public func wants(_ alert: AlertRecord, errorClass: ErrorClass?, attested: Bool) -> Bool {
         func matches<T: Equatable>(_ list: [T], _ value: T?) -> Bool { list.isEmpty || value.map(list.contains) == true }
         return disabledReason == nil && matches(kinds, alert.kind) && matches(appIds, alert.appId) && matches(containerIds, alert.containerId)
-            && matches(errorClasses, errorClass)
+            && matches(errorClasses, errorClass) && (!attestedOnly || attested)
     }
 }
 
@@ -112,6 +118,7 @@ extension WebhookSubscription {
         var containerIds: [String]?
         var errorClasses: [ErrorClass]?
         var grouping: WebhookGrouping?
+        var attestedOnly: Bool?
     }
 
     /// The stored JSON of the options.
@@ -122,7 +129,8 @@ extension WebhookSubscription {
             appIds: appIds,
             containerIds: containerIds,
             errorClasses: errorClasses,
-            grouping: grouping
+            grouping: grouping,
+            attestedOnly: attestedOnly ? true : nil
         )
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
@@ -138,6 +146,7 @@ extension WebhookSubscription {
         containerIds = options.containerIds ?? []
         errorClasses = options.errorClasses ?? []
         grouping = options.grouping
+        attestedOnly = options.attestedOnly ?? false
     }
 }
 

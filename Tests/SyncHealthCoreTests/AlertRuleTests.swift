@@ -250,3 +250,21 @@ struct AlertRuleTests {
         #expect(AlertLine.container("iCloud.x").storageKey == "c\u{1}iCloud.x")
     }
 }
+
+@Suite("Devices: attested as their last batch was, except while an alert fires")
+struct DeviceAttestedTests {
+    @Test("a batch sets attested; while an alert fires it holds, so the alert resolves as it fired; then the next batch sets it")
+    func attestedHoldsWhileFiring() {
+        var f = EventFactory()
+        var record = DeviceRecord(key: DeviceKey(appId: "com.example", deviceId: "dev-1"), firstSeenAt: t(1000))
+        _ = record.ingest([f.network(true, at: t(1000))], info: DeviceInfo(), attested: true, now: t(1000))
+        #expect(record.attested)
+        let fired = record.ingest([f.failed(.export, at: t(1001), error: ckBadContainer)], info: DeviceInfo(), attested: true, now: t(1001))
+        #expect(fired.transitions.map(\.change) == [.fire])
+        let resolved = record.ingest([f.started(.export, at: t(1002))], info: DeviceInfo(), attested: false, now: t(1002))
+        #expect(resolved.transitions.map(\.change) == [.resolve])
+        #expect(record.attested, "held through the batch that resolved its alert")
+        _ = record.ingest([f.network(true, at: t(1003))], info: DeviceInfo(), attested: false, now: t(1003))
+        #expect(!record.attested)
+    }
+}

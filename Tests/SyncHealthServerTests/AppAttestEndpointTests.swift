@@ -233,6 +233,53 @@ struct AppAttestTests {
         }
     }
 
+    @Test("in report mode an attestedOnly subscription hears of the genuine install only; the others hear of every device")
+    func attestedOnlySubscription() async throws {
+        let pki = try StandInAppAttest(now: Self.pkiNow)
+        let transport = RecordingTransport()
+        let service = TestService(transport: transport, webhooks: .privateAllowed, appAttest: Self.policy(.report), appAttestVerifier: pki.verifier)
+        try await service.test { client in
+            _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:9/every", "grouping": "device"}"#)
+            let created = try await client.execute(
+                uri: "/v1/webhooks",
+                method: .post,
+                headers: SyncHealthServerTests.headers(adminKey),
+                body: ByteBuffer(string: #"{"url": "http://127.0.0.1:9/attested", "grouping": "device", "attestedOnly": true}"#)
+            )
+            #expect(created.status == .created)
+            #expect(try json(created)["attestedOnly"] as? Bool == true)
+            let listed = try json(try await client.get("/v1/webhooks", key: adminKey))["data"] as? [[String: Any]] ?? []
+            let asked = Dictionary(uniqueKeysWithValues: listed.map { ($0["url"] as? String ?? "", $0["attestedOnly"] as? Bool) })
+            #expect(asked == ["http://127.0.0.1:9/every": nil, "http://127.0.0.1:9/attested": true], "shown only where asked")
+            let fleetOnly = try await client.execute(
+                uri: "/v1/webhooks",
+                method: .post,
+                headers: SyncHealthServerTests.headers(adminKey),
+                body: ByteBuffer(string: #"{"url": "http://127.0.0.1:9/x", "kinds": ["fleetDegraded"], "attestedOnly": true}"#)
+            )
+            #expect(fleetOnly.status == .badRequest)
+
+            var genuine = AttestingDevice(pki: pki, deviceId: "genuine")
+            #expect(try await genuine.attest(client).status == .created)
+            // A few: many devices breaking at once would be told as one fleet alert instead.
+            for index in 0..<3 {
+                let forged = batch(
+                    device: "forged-\(index)",
+                    [event("n\(index)", #""kind": "network", "available": true"#), event("f\(index)", urgentError)]
+                )
+                #expect(try await client.post(forged).status == .accepted)
+            }
+            let broken = genuine.body([event("n", #""kind": "network", "available": true"#), event("g1", urgentError)])
+            let signedBroken = try genuine.signed(broken)
+            #expect(try await client.post(broken, headers: signedBroken).status == .accepted)
+            try await service.drained()
+            #expect(transport.requests(to: "/every").count == 4)
+            let told = transport.requests(to: "/attested").map { (($0.json as? [String: Any])?["data"] as? [String: Any])?["deviceId"] as? String }
+            #expect(told == ["genuine"])
+            #expect(try await client.get("/v1/incidents?attestedOnly=maybe").status == .badRequest)
+        }
+    }
+
     @Test("each bad attestation is refused with its own problem type and stores nothing")
     func badAttestations() async throws {
         let pki = try StandInAppAttest(now: Self.pkiNow)

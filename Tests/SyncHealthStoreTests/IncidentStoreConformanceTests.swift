@@ -6,8 +6,21 @@ import Testing
 
 @Suite("Store conformance: incidents")
 struct IncidentStoreConformanceTests {
-    static func record(_ code: Int, app: String = "app", revision: Int = 1, state: IncidentState = .open, devices: Int = 3) -> IncidentRecord {
-        let key = IncidentKey(appId: app, containerId: "iCloud.c", kind: .syncError, signature: ErrorSignature(domain: "CKErrorDomain", code: code))
+    static func record(
+        _ code: Int,
+        app: String = "app",
+        revision: Int = 1,
+        state: IncidentState = .open,
+        devices: Int = 3,
+        attestedOnly: Bool = false
+    ) -> IncidentRecord {
+        let key = IncidentKey(
+            appId: app,
+            containerId: "iCloud.c",
+            kind: .syncError,
+            signature: ErrorSignature(domain: "CKErrorDomain", code: code),
+            attestedOnly: attestedOnly
+        )
         return IncidentRecord(
             id: IncidentRecord.id(key: key, openedAt: t0),
             key: key,
@@ -24,6 +37,33 @@ struct IncidentStoreConformanceTests {
             history: [IncidentPoint(at: t0, devices: 1), IncidentPoint(at: t0 + .seconds(2), devices: devices)],
             revision: revision
         )
+    }
+
+    @Test(
+        "an incident of attested devices is its own, beside the one of every device: both open, listed only when asked",
+        arguments: StoreKind.allCases
+    )
+    func attestedPopulation(kind: StoreKind) async throws {
+        try await kind.withStore { store in
+            let every = Self.record(5, devices: 4)
+            var attested = Self.record(5, devices: 1, attestedOnly: true)
+            #expect(every.id != attested.id && every.key.identity != attested.key.identity)
+            try await store.saveIncidents([every, attested], messages: [])
+            #expect(Set(try await store.openIncidents()) == [every, attested], "one open incident of each population")
+            #expect(try await store.incident(id: attested.id) == attested)
+            #expect(try await store.incidents(IncidentQuery()).incidents == [every], "the list shows incidents of every device unless asked")
+            #expect(try await store.incidents(IncidentQuery(attestedOnly: true)).incidents == [attested])
+            #expect(try await store.incidents(IncidentQuery(attestedOnly: nil)).incidents.count == 2)
+            attested.devices = 2
+            attested.revision = 2
+            try await store.saveIncidents([attested], messages: [])
+            #expect(try await store.incident(id: attested.id) == attested, "an update keeps its population")
+            await #expect(throws: IncidentStoreError.self, "a second open incident of the attested key is refused") {
+                var again = Self.record(5, devices: 1, attestedOnly: true)
+                again.id = "in_again"
+                try await store.saveIncidents([again], messages: [])
+            }
+        }
     }
 
     @Test("a new incident and its messages are written together, read back whole, and listed newest first", arguments: StoreKind.allCases)

@@ -1,3 +1,4 @@
+import Foundation
 import SyncHealthCore
 import SyncHealthMonitorFixtures
 import SyncHealthTestSupport
@@ -52,21 +53,32 @@ struct StoredFormatTests {
         408b6a18240a060001006b45f2240a06000001409de418240a0600
         """
 
-    @Test("device records: version 1's golden bytes decode to the record, and the record encodes to them")
+    /// `fullRecord()`, attested, as this release writes it: 0.1.0's bytes (`deviceV1`) and the `attested` flag.
+    static let deviceV1Attested = deviceV1 + "01"
+
+    @Test("device records: the record encodes to its golden bytes (0.1.0's and the attested flag), and they decode to it")
     func deviceRecordV1() throws {
-        let record = Self.fullRecord()
-        #expect(hex(record.binaryEncoded()) == Self.deviceV1, "the format changed: give it a new fixture (and version, if readers must)")
-        let decoded = try DeviceRecord(key: record.key, binary: bytes(Self.deviceV1))
-        #expect(decoded == record)
+        var record = Self.fullRecord()
+        record.attested = true
+        #expect(hex(record.binaryEncoded()) == Self.deviceV1Attested, "the format changed: give it a new fixture (and version, if readers must)")
+        #expect(try DeviceRecord(key: record.key, binary: bytes(Self.deviceV1Attested)) == record)
+    }
+
+    @Test("device records: 0.1.0's bytes, written before the attested flag, decode to the record, unattested")
+    func deviceRecordFromTheReleaseBefore() throws {
+        let decoded = try DeviceRecord(key: Self.fullRecord().key, binary: bytes(Self.deviceV1))
+        #expect(decoded == Self.fullRecord())
+        #expect(!decoded.attested)
     }
 
     @Test("device records: fields a later release appends are skipped, so the release before reads what it writes")
     func deviceRecordForward() throws {
-        let record = Self.fullRecord()
-        let later = bytes(Self.deviceV1) + [0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09]
+        var record = Self.fullRecord()
+        record.attested = true
+        let later = bytes(Self.deviceV1Attested) + [0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09]
         #expect(try DeviceRecord(key: record.key, binary: later) == record)
         #expect(throws: (any Error).self) { try DeviceRecord(key: record.key, binary: Array(bytes(Self.deviceV1).dropLast(3))) }
-        var unknownVersion = bytes(Self.deviceV1)
+        var unknownVersion = bytes(Self.deviceV1Attested)
         unknownVersion[0] = DeviceRecord.binaryVersion + 1
         #expect(throws: (any Error).self, "a version this release does not know is refused, not misread") {
             try DeviceRecord(key: record.key, binary: unknownVersion)
@@ -154,14 +166,26 @@ struct StoredFormatTests {
         #expect(decoded.encoded() == bytes)
     }
 
+    /// `fullEntry()` as this release writes it: the journal's first format around the device's bytes as they are now
+    /// (`deviceV1` and the attested flag; the length before them one more).
+    static var journalV1Now: String {
+        journalV1.replacingOccurrences(of: "0f02000000000000" + deviceV1, with: "1002000000000000" + deviceV1 + "00")
+    }
+
     @Test("journal entries: the first format's golden bytes decode, and a later release's appended section is skipped")
     func journalEntryV1() throws {
         let entry = Self.fullEntry()
-        #expect(hex(entry.encoded()) == Self.journalV1, "the format changed: give it a new fixture")
-        for payload in [bytes(Self.journalV1), bytes(Self.journalV1) + [0, 0, 0, 0, 0, 0, 0, 0]] {
+        #expect(Self.journalV1Now != Self.journalV1)
+        #expect(hex(entry.encoded()) == Self.journalV1Now, "the format changed: give it a new fixture")
+        for payload in [bytes(Self.journalV1Now), bytes(Self.journalV1Now) + [0, 0, 0, 0, 0, 0, 0, 0]] {
             let decoded = try JournalEntry(seq: 7, payload: payload)
             #expect(decoded.encoded() == entry.encoded())
             #expect(decoded.alerts == entry.alerts && decoded.outbox == entry.outbox && decoded.ids.map(\.id) == entry.ids.map(\.id))
         }
+        // 0.1.0's entry, with the device as it wrote it: read after an upgrade, before the journal is folded.
+        let before = try JournalEntry(seq: 7, payload: bytes(Self.journalV1))
+        #expect(before.alerts == entry.alerts && before.outbox == entry.outbox && before.ids.map(\.id) == entry.ids.map(\.id))
+        let device = try #require(before.devices.first)
+        #expect(try DeviceRecord(key: DeviceKey(appId: device.appId, deviceId: device.deviceId), binary: device.state) == Self.fullRecord())
     }
 }

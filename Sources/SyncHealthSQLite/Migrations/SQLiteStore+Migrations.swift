@@ -333,6 +333,9 @@ extension SQLiteStore {
         migrator.registerMigration("v18: the app version of each attested device's last signed upload") { db in
             try db.execute(sql: "ALTER TABLE device_attestations ADD COLUMN app_version TEXT")
         }
+        migrator.registerMigration("v19: incidents of attested devices only") { db in
+            try db.execute(sql: "ALTER TABLE incidents ADD COLUMN attested_only INTEGER NOT NULL DEFAULT 0")
+        }
         return migrator
     }
 }
