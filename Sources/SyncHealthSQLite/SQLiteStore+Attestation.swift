@@ -36,10 +36,17 @@ extension SQLiteStore {
     }
 
     public func saveAttestation(_ a: DeviceAttestation) async throws {
-        try await pool.write { db in
-            try db.execute(
-                sql: "DELETE FROM device_attestations WHERE (app_id = ? AND device_id = ?) OR key_id = ?",
+        try await pool.write { [counters] db in
+            let replaced = try Row.fetchAll(
+                db,
+                sql: "DELETE FROM device_attestations WHERE (app_id = ? AND device_id = ?) OR key_id = ? RETURNING app_id, key_id",
                 arguments: [a.device.appId, a.device.deviceId, Data(a.keyId)]
+            )
+            // In the transaction: a move of a replaced key is not written over the new row.
+            counters.forget(
+                replaced.map { CounterBook.Key(appId: $0[0], keyId: [UInt8]($0[1] as Data)) } + [
+                    CounterBook.Key(appId: a.device.appId, keyId: a.keyId)
+                ]
             )
             try db.execute(
                 sql: """
@@ -59,6 +66,7 @@ extension SQLiteStore {
             try Row.fetchOne(db, sql: Self.attestationColumns + " WHERE app_id = ? AND key_id = ?", arguments: [appId, Data(keyId)])
                 .map(Self.attestation(row:))
         }
+        .map(withHeldCounter)
     }
 
     public func attestation(of device: DeviceKey) async throws -> DeviceAttestation? {
@@ -66,6 +74,7 @@ extension SQLiteStore {
             try Row.fetchOne(db, sql: Self.attestationColumns + " WHERE app_id = ? AND device_id = ?", arguments: [device.appId, device.deviceId])
                 .map(Self.attestation(row:))
         }
+        .map(withHeldCounter)
     }
 
     public func attestations(of devices: [DeviceKey]) async throws -> [DeviceKey: DeviceAttestation] {
@@ -81,14 +90,25 @@ extension SQLiteStore {
             }
             return found
         }
+        .mapValues(withHeldCounter)
     }
 
     public func advanceCounter(appId: String, keyId: [UInt8], to counter: UInt32, appVersion: String?) async throws -> Bool {
-        try await counterCommits.submit(CounterMove(appId: appId, keyId: keyId, counter: counter, appVersion: appVersion))
+        try await counters.advance(CounterBook.Key(appId: appId, keyId: keyId), to: counter, appVersion: appVersion) { [pool] in
+            try await pool.read { db in
+                try Row.fetchOne(
+                    db,
+                    sql: "SELECT counter, app_version FROM device_attestations WHERE app_id = ? AND key_id = ?",
+                    arguments: [appId, Data(keyId)]
+                )
+                .map { CounterBook.Entry(counter: UInt32(clamping: $0[0] as Int64), appVersion: $0[1]) }
+            }
+        }
     }
 
     public func attestedDevicesByAppVersion(appId: String) async throws -> [String: Int] {
-        try await pool.read { db in
+        try await flushCounters()
+        return try await pool.read { db in
             let rows = try Row.fetchAll(
                 db,
                 sql: "SELECT COALESCE(app_version, ''), COUNT(*) FROM device_attestations WHERE app_id = ? GROUP BY 1",
@@ -98,26 +118,18 @@ extension SQLiteStore {
         }
     }
 
-    /// One counter move of `advanceCounter`, written in a group (`CounterGroupCommit`).
-    struct CounterMove: Sendable {
-        var appId: String
-        var keyId: [UInt8]
-        var counter: UInt32
-        var appVersion: String?
+    /// Writes the counter moves held in memory (`CounterBook`).
+    func flushCounters() async throws {
+        if counters.hasMoves { try await counters.flush(pool) }
     }
 
-    /// Writes a group of counter moves in one transaction, in order: of two moves of one key to one counter, the
-    /// first wins.
-    static func writeCounters(_ pool: DatabasePool, _ moves: [CounterMove]) async throws -> [Bool] {
-        try await pool.write { db in
-            let statement = try db.cachedStatement(
-                sql: "UPDATE device_attestations SET counter = ?, app_version = ? WHERE app_id = ? AND key_id = ? AND counter < ?"
-            )
-            return try moves.map { move in
-                try statement.execute(arguments: [Int64(move.counter), move.appVersion, move.appId, Data(move.keyId), Int64(move.counter)])
-                return db.changesCount > 0
-            }
+    /// `row` with the counter this process holds for its key, which may be ahead of the table's.
+    func withHeldCounter(_ attestation: DeviceAttestation) -> DeviceAttestation {
+        var attestation = attestation
+        if let held = counters.counter(of: CounterBook.Key(appId: attestation.device.appId, keyId: attestation.keyId)) {
+            attestation.counter = max(attestation.counter, held)
         }
+        return attestation
     }
 
     public func attestedDevices(appId: String?) async throws -> [String: Int] {
@@ -132,8 +144,13 @@ extension SQLiteStore {
     }
 
     public func deleteAttestation(of device: DeviceKey) async throws {
-        try await pool.write { db in
-            try db.execute(sql: "DELETE FROM device_attestations WHERE app_id = ? AND device_id = ?", arguments: [device.appId, device.deviceId])
+        try await pool.write { [counters] db in
+            let deleted = try Row.fetchAll(
+                db,
+                sql: "DELETE FROM device_attestations WHERE app_id = ? AND device_id = ? RETURNING key_id",
+                arguments: [device.appId, device.deviceId]
+            )
+            counters.forget(deleted.map { CounterBook.Key(appId: device.appId, keyId: [UInt8]($0[0] as Data)) })
         }
     }
 

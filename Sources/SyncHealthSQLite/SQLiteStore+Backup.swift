@@ -32,6 +32,7 @@ extension SQLiteStore: StoreBackup {
     /// `CancellationError`.
     @discardableResult
     func backup(to path: String, work: Duration, pause: Duration) async throws -> Int {
+        try await flushCounters()
         try await fold()
         // The copy holds webhook secrets: created for its owner alone, then filled (`VACUUM INTO` takes an empty file).
         let created = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)

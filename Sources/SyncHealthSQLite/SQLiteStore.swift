@@ -70,8 +70,8 @@ public final class SQLiteStore: LocalSyncStore {
     let erasureSweep = Mutex<EventIds.ErasureSweep?>(nil)
     /// How `backup(to:)` paces its copy (`BackupPacer`); tests slow it down to leave a copy time to be cancelled.
     let backupPace = Mutex((work: BackupPacer.defaultWork, pause: BackupPacer.defaultPause))
-    /// App Attest's counter moves, written in groups.
-    let counterCommits: CounterGroupCommit<CounterMove>
+    /// App Attest's counters, moved in memory and written in the background.
+    let counters = CounterBook()
 
     /// Opens (creating if needed) the store in `directory`.
     ///
@@ -124,7 +124,6 @@ public final class SQLiteStore: LocalSyncStore {
             configuration.busyMode = .timeout(5)
             configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA cache_size = -\(Self.pageCacheKiB)") }
             pool = try DatabasePool(path: path, configuration: configuration)
-            counterCommits = CounterGroupCommit { [pool] moves in try await Self.writeCounters(pool, moves) }
             // Only the writer commits, so only its setting matters. It is set after the pool is open: opening a
             // pool switches to WAL mode and sets `synchronous = NORMAL`, over anything `prepareDatabase` set.
             try pool.writeWithoutTransaction { db in
@@ -465,6 +464,7 @@ public final class SQLiteStore: LocalSyncStore {
         // No commit after this one; what the journal holds goes into the tables. If that fails, the journal
         // stays, and the next open writes it.
         journal.close()
+        try await flushCounters()
         try await fold()
         // Fold the WAL back into the main file, so that a stopped server leaves one self-contained file. If
         // that fails, the WAL stays beside it and the next open replays it: nothing committed is lost.

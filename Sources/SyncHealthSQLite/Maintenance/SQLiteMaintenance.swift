@@ -109,6 +109,12 @@ public struct SQLiteMaintenance: Service {
                     failing += 1
                 }
             }
+            // App Attest's counter moves (`CounterBook`): a crash loses at most a tick's.
+            do {
+                try await store.flushCounters()
+            } catch {
+                logger.error("Writing App Attest counters failed; retrying", metadata: ["error": "\(error)"])
+            }
             // Erased devices' ids, a step a tick between folds (see `EventIds.sweepErased`).
             if store.erasuresPending.load(ordering: .acquiring) {
                 do {
