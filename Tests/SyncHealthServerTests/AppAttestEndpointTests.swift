@@ -66,6 +66,11 @@ struct AppAttestTests {
         TestService(store: store, appAttest: policy(mode), appAttestVerifier: pki.verifier)
     }
 
+    /// A service whose webhooks go to `transport`, loopback receivers allowed.
+    static func service(_ mode: AppAttestMode, pki: StandInAppAttest, transport: RecordingTransport) -> TestService {
+        TestService(transport: transport, webhooks: .privateAllowed, appAttest: policy(mode), appAttestVerifier: pki.verifier)
+    }
+
     static func headers(keyId: String, assertion: [UInt8]) -> HTTPFields {
         var fields = HTTPFields()
         fields.set("SyncHealth-Key-Id", keyId)
@@ -145,7 +150,7 @@ struct AppAttestTests {
     func forgedFleet() async throws {
         let pki = try StandInAppAttest(now: Self.pkiNow)
         let transport = RecordingTransport()
-        let service = TestService(transport: transport, webhooks: .privateAllowed, appAttest: Self.policy(.require), appAttestVerifier: pki.verifier)
+        let service = Self.service(.require, pki: pki, transport: transport)
         try await service.test { client in
             _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:9/std", "grouping": "device"}"#)
             var genuine = AttestingDevice(pki: pki, deviceId: "genuine")
@@ -237,7 +242,7 @@ struct AppAttestTests {
     func attestedOnlySubscription() async throws {
         let pki = try StandInAppAttest(now: Self.pkiNow)
         let transport = RecordingTransport()
-        let service = TestService(transport: transport, webhooks: .privateAllowed, appAttest: Self.policy(.report), appAttestVerifier: pki.verifier)
+        let service = Self.service(.report, pki: pki, transport: transport)
         try await service.test { client in
             _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:9/every", "grouping": "device"}"#)
             let created = try await client.execute(
