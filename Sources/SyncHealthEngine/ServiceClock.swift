@@ -13,6 +13,18 @@ public protocol ServiceClock: Sendable {
     var now: Timestamp { get }
     /// Suspends until `deadline`, or throws `CancellationError` when the task is cancelled.
     func sleep(until deadline: Timestamp) async throws
+    /// An alarm that calls `fire` when a deadline it is set to comes. A wait that a signal may also end
+    /// (`WakeSignal`) sets one instead of sleeping in a task of its own: a task group and two tasks for every wait
+    /// cost a single event about a tenth of its instructions (docs/architecture.md, "The cost of a request").
+    func makeAlarm(_ fire: @escaping @Sendable () -> Void) -> any ServiceAlarm
+}
+
+/// A one-shot alarm that can be set again: `fire` is called once for each deadline set, when it comes, unless
+/// the alarm is set again (or disarmed with `nil`) first. `fire` is never called while the caller of `set` holds
+/// the alarm's own lock, so it may take the caller's locks.
+public protocol ServiceAlarm: Sendable {
+    /// Arms the alarm for `deadline`, replacing whatever it was set to; `nil` disarms it.
+    func set(_ deadline: Timestamp?)
 }
 
 /// The system's real-time clock.
@@ -42,5 +54,9 @@ public struct SystemClock: ServiceClock {
             guard wait > .zero else { return }
             try await Task.sleep(for: min(wait, Self.longestStep))
         }
+    }
+
+    public func makeAlarm(_ fire: @escaping @Sendable () -> Void) -> any ServiceAlarm {
+        DispatchAlarm(clock: self, fire: fire)
     }
 }

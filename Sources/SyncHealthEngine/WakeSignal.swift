@@ -2,11 +2,16 @@ import SyncHealthCore
 import Synchronization
 
 /// Wakes one waiting task; a signal sent while nobody waits is kept for the next wait.
+///
+/// A wait with a deadline sets an alarm of the clock (one for the signal's life, made at its first such wait)
+/// rather than racing a sleeping task against the signal: loops such as the engine's wait after almost every
+/// request when the load is light, and a task group per wait cost more than the rest of the wait.
 final class WakeSignal: Sendable {
     private struct State {
         var signalled = false
         var waiter: CheckedContinuation<Void, Never>?
         var waiterId = 0
+        var alarm: (any ServiceAlarm)?
     }
 
     private let state = Mutex(State())
@@ -26,6 +31,23 @@ final class WakeSignal: Sendable {
 
     /// Returns at the next signal (or at once if one is pending), or when the task is cancelled.
     func wait() async {
+        await wait(alarm: nil)
+    }
+
+    /// Returns at the next signal, at `deadline` on `clock`, or on cancellation, whichever comes first. It may
+    /// return early, when an alarm set for an earlier wait rings late; callers look at what is due again.
+    func wait(until deadline: Timestamp?, clock: any ServiceClock) async {
+        guard let deadline else { return await wait() }
+        let alarm = state.withLock { s -> any ServiceAlarm in
+            if let alarm = s.alarm { return alarm }
+            let alarm = clock.makeAlarm { [weak self] in self?.ring() }
+            s.alarm = alarm
+            return alarm
+        }
+        await wait(alarm: (alarm, deadline))
+    }
+
+    private func wait(alarm: (alarm: any ServiceAlarm, deadline: Timestamp)?) async {
         let id = state.withLock { s -> Int in
             s.waiterId += 1
             return s.waiterId
@@ -42,7 +64,11 @@ final class WakeSignal: Sendable {
                     s.waiter = continuation
                     return false
                 }
-                if resumeNow { continuation.resume() }
+                if resumeNow {
+                    continuation.resume()
+                } else if let alarm {
+                    alarm.alarm.set(alarm.deadline)
+                }
             }
         } onCancel: {
             let waiter = state.withLock { s -> CheckedContinuation<Void, Never>? in
@@ -52,16 +78,15 @@ final class WakeSignal: Sendable {
             }
             waiter?.resume()
         }
+        alarm?.alarm.set(nil)
     }
 
-    /// Returns at the next signal, at `deadline` on `clock`, or on cancellation, whichever comes first.
-    func wait(until deadline: Timestamp?, clock: any ServiceClock) async {
-        guard let deadline else { return await wait() }
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { await self.wait() }
-            group.addTask { try? await clock.sleep(until: deadline) }
-            await group.next()
-            group.cancelAll()
+    /// The alarm: wakes the waiter, if one waits, without leaving a signal for the next wait.
+    private func ring() {
+        let waiter = state.withLock { s -> CheckedContinuation<Void, Never>? in
+            defer { s.waiter = nil }
+            return s.waiter
         }
+        waiter?.resume()
     }
 }

@@ -12,13 +12,17 @@ public final class ManualClock: ServiceClock {
     private struct State {
         var now: Timestamp
         var sleepers: [Int: Sleeper] = [:]
+        /// Armed alarms, by id; each counts as a sleeper.
+        var alarms: [Int: (deadline: Timestamp, fire: @Sendable () -> Void)] = [:]
         var nextId = 0
+
+        var sleeperCount: Int { sleepers.count + alarms.count }
         /// Tasks waiting for at least `count` sleepers.
         var watchers: [Int: (count: Int, continuation: CheckedContinuation<Void, Never>)] = [:]
 
         /// Takes the watchers whose count the sleepers reach now.
         mutating func satisfiedWatchers() -> [CheckedContinuation<Void, Never>] {
-            let reached = watchers.filter { $0.value.count <= sleepers.count }
+            let reached = watchers.filter { $0.value.count <= sleeperCount }
             for id in reached.keys { watchers[id] = nil }
             return reached.values.map(\.continuation)
         }
@@ -34,7 +38,7 @@ public final class ManualClock: ServiceClock {
     public var now: Timestamp { state.withLock { $0.now } }
 
     /// The number of tasks sleeping on this clock.
-    public var sleeperCount: Int { state.withLock { $0.sleepers.count } }
+    public var sleeperCount: Int { state.withLock { $0.sleeperCount } }
 
     /// Returns once at least `count` tasks sleep on this clock. After a move of the clock, waiting for as many as
     /// slept before it waits for the loops it woke to have served what came due and to sleep again.
@@ -46,7 +50,7 @@ public final class ManualClock: ServiceClock {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let now = state.withLock { s -> Bool in
-                    if s.sleepers.count >= count || Task.isCancelled { return true }
+                    if s.sleeperCount >= count || Task.isCancelled { return true }
                     s.watchers[id] = (count, continuation)
                     return false
                 }
@@ -64,14 +68,46 @@ public final class ManualClock: ServiceClock {
 
     /// Moves the clock to `time` (never backwards), waking every sleeper whose deadline has come.
     public func advance(to time: Timestamp) {
-        let due = state.withLock { s -> [Sleeper] in
+        let (due, alarms) = state.withLock { s -> ([Sleeper], [@Sendable () -> Void]) in
             s.now = max(s.now, time)
             let now = s.now
             let due = s.sleepers.filter { $0.value.deadline <= now }
             for id in due.keys { s.sleepers[id] = nil }
-            return Array(due.values)
+            let rung = s.alarms.filter { $0.value.deadline <= now }
+            for id in rung.keys { s.alarms[id] = nil }
+            return (Array(due.values), rung.values.map(\.fire))
         }
         for sleeper in due { sleeper.continuation.resume() }
+        for fire in alarms { fire() }
+    }
+
+    public func makeAlarm(_ fire: @escaping @Sendable () -> Void) -> any ServiceAlarm {
+        let id = state.withLock { s -> Int in
+            s.nextId += 1
+            return s.nextId
+        }
+        return Alarm(clock: self, id: id, fire: fire)
+    }
+
+    private struct Alarm: ServiceAlarm {
+        let clock: ManualClock
+        let id: Int
+        let fire: @Sendable () -> Void
+
+        func set(_ deadline: Timestamp?) { clock.set(alarm: self, to: deadline) }
+    }
+
+    /// An alarm set for a time that has come rings at once; an armed one counts as a sleeper until it rings.
+    private func set(alarm: Alarm, to deadline: Timestamp?) {
+        let (ringNow, watchers) = state.withLock { s -> (Bool, [CheckedContinuation<Void, Never>]) in
+            s.alarms[alarm.id] = nil
+            guard let deadline else { return (false, []) }
+            if deadline <= s.now { return (true, []) }
+            s.alarms[alarm.id] = (deadline, alarm.fire)
+            return (false, s.satisfiedWatchers())
+        }
+        for watcher in watchers { watcher.resume() }
+        if ringNow { alarm.fire() }
     }
 
     public func sleep(until deadline: Timestamp) async throws {
