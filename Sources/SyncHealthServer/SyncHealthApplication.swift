@@ -279,17 +279,8 @@ struct ServiceRoutes<Engine: MonitorEngine> {
     /// Most (app, container) label sets of the per-app fleet series.
     var maxFleetLabelSets = 100
 
-    /// The body of `application/health+json` (draft-inadarei-api-health-check): `version` and `releaseId` are its
-    /// fields for the release and the build.
-    struct Health: Encodable {
-        var status: String
-        var description: String
-        var version: String?
-        var releaseId: String?
-    }
-
     func livez(_ request: Request, context: AppRequestContext) async throws -> Response {
-        try JSONResponse.make(Health(status: "pass", description: "synchealth is running"), contentType: "application/health+json")
+        HealthBody.response(HealthBody.alive)
     }
 
     /// Ready once the engine has loaded its state and its live feed is built: on a shared store that is once the
@@ -297,21 +288,9 @@ struct ServiceRoutes<Engine: MonitorEngine> {
     /// just put behind a load balancer misses none and gets no `reset` for a rebuild still to come.
     func readyz(_ request: Request, context: AppRequestContext) async throws -> Response {
         if engine.isReady && engine.feed.rebuilds > 0 && keys.isLoaded {
-            return try JSONResponse.make(
-                Health(status: "pass", description: "ready", version: BuildInfo.version, releaseId: BuildInfo.commit),
-                contentType: "application/health+json"
-            )
+            return HealthBody.response(HealthBody.ready)
         }
-        return try JSONResponse.make(
-            Health(
-                status: "fail",
-                description: "loading state or keys, not yet following other replicas, or shutting down",
-                version: BuildInfo.version,
-                releaseId: BuildInfo.commit
-            ),
-            status: .serviceUnavailable,
-            contentType: "application/health+json"
-        )
+        return HealthBody.response(HealthBody.notReady, status: .serviceUnavailable)
     }
 
     func metrics(_ request: Request, context: AppRequestContext) async throws -> Response {

@@ -225,6 +225,8 @@ struct ServiceEndpointTests {
             #expect(live.status == .ok)
             #expect(live.headers[.contentType] == "application/health+json")
             #expect(try json(live)["status"] as? String == "pass")
+            // The body is encoded once and answered each time.
+            #expect(try await client.get("/livez", key: nil).body == live.body)
             let ready = try await client.get("/readyz", key: nil)
             #expect(ready.status == .ok)
             #expect(try json(ready)["status"] as? String == "pass")
