@@ -70,6 +70,11 @@ final class IngestQueue: Sendable {
         return try result.get()
     }
 
+    /// Whether no request and no erasure waits.
+    var isEmpty: Bool {
+        jobs.withLock { $0.isEmpty } && erasures.withLock { $0.isEmpty }
+    }
+
     /// Up to `limit` queued erasures, oldest first.
     func takeErasures(limit: Int) -> [ErasureJob] {
         erasures.withLock { $0.takeFirst(limit) }

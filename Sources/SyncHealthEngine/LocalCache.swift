@@ -80,6 +80,12 @@ struct LocalCache {
         deadlines = Heap(live)
     }
 
+    /// Whether a group at `now` would have timers to serve: a deadline queued at or before it (perhaps one that
+    /// moved later, which the group then queues again), or the notification policy's settling.
+    func hasDue(now: Timestamp) -> Bool {
+        (deadlines.min.map { $0.at <= now } ?? false) || (policy.nextSettleTime.map { $0 <= now } ?? false)
+    }
+
     /// Pops up to `limit` devices whose deadline is due at `now`, looking at `limit` entries at most. An entry
     /// that comes up before its device's deadline (which moved later) is queued again at the deadline.
     mutating func popDue(now: Timestamp, limit: Int) -> [Int] {

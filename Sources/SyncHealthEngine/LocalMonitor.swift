@@ -188,6 +188,9 @@ public final class LocalMonitor: MonitorEngine, GroupPipeline {
     /// Commits groups in a series on the store's commit thread while requests or timers wait (see
     /// `LocalSyncStore`), for at most `seriesLimit`, so that pruning and shutdown get their turn between series.
     func step(now: Timestamp) async -> Bool {
+        // Nothing waits: the loop does not go to the commit thread only to find that out, as it would after
+        // every series (a request that arrives meanwhile has signalled the loop's next wait).
+        guard !queue.isEmpty || cache.withLock({ $0.hasDue(now: now) }) else { return false }
         do {
             return try await store.commitSeries { committer in self.series(committer, startingAt: now) }
         } catch {
