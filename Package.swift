@@ -71,7 +71,8 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
-                // SHA-256 checks each journal record.
+                // zlib's CRC-32 and Adler-32 check each journal record; SHA-256 the records 0.1.0 wrote.
+                "CZlib",
                 .product(name: "Crypto", package: "swift-crypto"),
                 // A thread of its own, of lower priority, for the maintenance service's folds.
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -96,7 +97,8 @@ let package = Package(
             name: "CCurl",
             linkerSettings: [.linkedLibrary("curl"), .linkedLibrary("idn2")]
         ),
-        // One whole gzip member inflated by zlib, telling a truncated stream and trailing bytes apart from corruption.
+        // One whole gzip member inflated by zlib, telling a truncated stream and trailing bytes apart from corruption;
+        // and the journal records' check.
         .target(
             name: "CZlib",
             linkerSettings: [.linkedLibrary("z")]

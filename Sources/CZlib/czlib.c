@@ -34,3 +34,13 @@ czlib_gunzip_result czlib_gunzip(const unsigned char *in, size_t in_length, unsi
     inflateEnd(&stream);
     return result;
 }
+
+uint64_t czlib_record_check(const unsigned char *seq, const unsigned char *payload, size_t payload_length) {
+    uLong crc = crc32_z(crc32(0L, Z_NULL, 0), seq, 8);
+    uLong adler = adler32_z(adler32(0L, Z_NULL, 0), seq, 8);
+    if (payload_length > 0) {
+        crc = crc32_z(crc, payload, payload_length);
+        adler = adler32_z(adler, payload, payload_length);
+    }
+    return ((uint64_t)(adler & 0xffffffffu) << 32) | (uint64_t)(crc & 0xffffffffu);
+}

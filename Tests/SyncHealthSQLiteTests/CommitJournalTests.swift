@@ -222,6 +222,43 @@ struct CommitJournalTests {
         #expect(contents.lastSeq == 8)
     }
 
+    @Test("records are checked by CRC-32 and Adler-32, and 0.1.0's records, checked by SHA-256, are still read")
+    func recordFormats() throws {
+        // Frozen bytes, computed apart from this code (Python's hashlib and zlib): a record 0.1.0 wrote ("SHJ1"),
+        // then one written now ("SHJ2"), each "group N" with sequence number N.
+        let v1 = bytes(hex: "53484a310700000005000000000000009f49a6006f5dbb0367726f75702035")
+        let v2 = bytes(hex: "53484a32070000000600000000000000ed609eb48a02ab0b67726f75702036")
+        var written: [UInt8] = []
+        CommitJournal.appendHeader(to: &written, seq: 6, payload: Array("group 6".utf8))
+        #expect(written + Array("group 6".utf8) == v2, "the header written now")
+
+        let dir = temporaryDirectory()
+        #expect(FileManager.default.createFile(atPath: CommitJournal.path(directory: dir, number: 1), contents: Data(v1 + v2)))
+        let contents = try CommitJournal.read(directory: dir)
+        #expect(contents.records.map(\.seq) == [5, 6])
+        #expect(contents.records.map { String(decoding: $0.payload, as: UTF8.self) } == ["group 5", "group 6"])
+
+        // A byte changed in either payload ends the segment there.
+        for (index, record) in [(v1.count - 1, 0), (v1.count + v2.count - 1, 1)] {
+            var torn = v1 + v2
+            torn[index] ^= 0x01
+            let other = temporaryDirectory()
+            #expect(FileManager.default.createFile(atPath: CommitJournal.path(directory: other, number: 1), contents: Data(torn)))
+            #expect(try CommitJournal.read(directory: other).records.count == record)
+        }
+    }
+
+    private func bytes(hex: String) -> [UInt8] {
+        var out: [UInt8] = []
+        var i = hex.startIndex
+        while i < hex.endIndex {
+            let next = hex.index(i, offsetBy: 2)
+            out.append(UInt8(hex[i..<next], radix: 16) ?? 0)
+            i = next
+        }
+        return out
+    }
+
     @Test("an id is never judged new while folds run beside the commits")
     func dedupeDuringFolds() async throws {
         let store = try SQLiteStore(directory: temporaryDirectory(), synchronous: .normal)

@@ -2,6 +2,7 @@
 #define CZLIB_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /// What `czlib_gunzip` found.
 typedef enum {
@@ -19,5 +20,9 @@ typedef enum {
 /// Inflates exactly one gzip member, `in`, into `out`; `*out_length` is the number of bytes written.
 czlib_gunzip_result czlib_gunzip(const unsigned char *in, size_t in_length, unsigned char *out, size_t out_capacity,
                                  size_t *out_length);
+
+/// The commit journal's record check: zlib's CRC-32 of `seq` (8 bytes) then `payload` in the low 32 bits, and
+/// their Adler-32 in the high 32 bits.
+uint64_t czlib_record_check(const unsigned char *seq, const unsigned char *payload, size_t payload_length);
 
 #endif

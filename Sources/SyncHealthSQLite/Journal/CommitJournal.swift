@@ -1,3 +1,4 @@
+import CZlib
 import Crypto
 import Dispatch
 import Foundation
@@ -19,8 +20,9 @@ import Darwin
 ///
 /// Records live in numbered segment files (`synchealth-journal-<n>`). A fold seals the active segment, and a
 /// segment is retired once every record in it is in the tables. Each record is a 24-byte header (magic, payload
-/// length, sequence number, the first 8 bytes of the SHA-256 of the sequence number and the payload) and the
-/// payload. Reading a segment stops at the first record that does not check out, or whose sequence number is not
+/// length, sequence number, a check of the sequence number and the payload) and the payload. The check is zlib's
+/// CRC-32 and Adler-32 (magic `SHJ2`); records 0.1.0 wrote (magic `SHJ1`) carry the first 8 bytes of a SHA-256
+/// instead, which cost a single event's request about 9k instructions, and are still read. Reading a segment stops at the first record that does not check out, or whose sequence number is not
 /// above the one before it: a torn write at a crash is a short or mismatched record at a segment's end, and what
 /// follows the last record of a recycled file is the older records it held before. A write or sync that fails is
 /// cut off the file again (and the cut synced) before the next write: its group was refused, so it must not come
@@ -51,7 +53,10 @@ final class CommitJournal: @unchecked Sendable {
     /// A retired segment larger than this (a backlog that grew while folds failed or fell behind) is deleted.
     static let maxSpareBytes = 16 << 20
     static let headerSize = 24
-    static let magic: UInt32 = 0x314A_4853
+    /// `SHJ2`: a record checked by CRC-32 and Adler-32, the one written.
+    static let magic: UInt32 = 0x324A_4853
+    /// `SHJ1`: a record checked by SHA-256, as 0.1.0 wrote them; read only.
+    static let magicSHA256: UInt32 = 0x314A_4853
 
     let directory: String
     /// Whether each append is on disk (`fdatasync`) before it returns.
@@ -268,14 +273,28 @@ final class CommitJournal: @unchecked Sendable {
         withUnsafeBytes(of: magic.littleEndian) { record.append(contentsOf: $0) }
         withUnsafeBytes(of: UInt32(payload.count).littleEndian) { record.append(contentsOf: $0) }
         withUnsafeBytes(of: seq.littleEndian) { record.append(contentsOf: $0) }
-        record.append(contentsOf: checksum(seq: seq, payload: payload[...]))
+        withUnsafeBytes(of: check(seq: seq, payload: payload[...]).littleEndian) { record.append(contentsOf: $0) }
     }
 
-    static func checksum(seq: Int64, payload: ArraySlice<UInt8>) -> [UInt8] {
+    /// The check of a record written now (`magic`).
+    static func check(seq: Int64, payload: ArraySlice<UInt8>) -> UInt64 {
+        withUnsafeBytes(of: seq.littleEndian) { seqBytes in
+            payload.withUnsafeBytes { bytes in
+                guard let seqBase = seqBytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return 0 }
+                // An empty payload may have no address; zlib reads none of it then.
+                let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) ?? seqBase
+                return czlib_record_check(seqBase, base, bytes.count)
+            }
+        }
+    }
+
+    /// The check of a record 0.1.0 wrote (`magicSHA256`): the first 8 bytes of the SHA-256, read as a little-endian
+    /// number so that both checks compare alike.
+    static func checkSHA256(seq: Int64, payload: ArraySlice<UInt8>) -> UInt64 {
         var hash = SHA256()
         withUnsafeBytes(of: seq.littleEndian) { hash.update(bufferPointer: $0) }
         payload.withUnsafeBytes { hash.update(bufferPointer: $0) }
-        return Array(hash.finalize().prefix(8))
+        return hash.finalize().prefix(8).reversed().reduce(0) { $0 << 8 | UInt64($1) }
     }
 
     /// What a data directory's journal holds: every good record of every segment, and the numbers to go on from.
@@ -300,13 +319,16 @@ final class CommitJournal: @unchecked Sendable {
             var previous: Int64 = .min
             while at + headerSize <= bytes.count {
                 func u32(_ i: Int) -> UInt32 { (0..<4).reduce(0) { $0 | UInt32(bytes[i + $1]) << (8 * UInt32($1)) } }
-                guard u32(at) == magic else { break }
+                func u64(_ i: Int) -> UInt64 { (0..<8).reduce(0) { $0 | UInt64(bytes[i + $1]) << (8 * UInt64($1)) } }
+                let recordMagic = u32(at)
+                guard recordMagic == magic || recordMagic == magicSHA256 else { break }
                 let length = Int(u32(at + 4))
-                let seq = Int64(bitPattern: (0..<8).reduce(UInt64(0)) { $0 | UInt64(bytes[at + 8 + $1]) << (8 * UInt64($1)) })
+                let seq = Int64(bitPattern: u64(at + 8))
                 // A recycled file's older records follow its last new one: their numbers are lower.
                 guard seq > previous, at + headerSize + length <= bytes.count else { break }
                 let payload = bytes[(at + headerSize)..<(at + headerSize + length)]
-                guard checksum(seq: seq, payload: payload) == Array(bytes[(at + 16)..<(at + 24)]) else { break }
+                let expected = recordMagic == magic ? check(seq: seq, payload: payload) : checkSHA256(seq: seq, payload: payload)
+                guard expected == u64(at + 16) else { break }
                 contents.records.append((seq, Array(payload)))
                 contents.lastSeq = max(contents.lastSeq, seq)
                 previous = seq
