@@ -5,13 +5,16 @@ public import SyncHealthStore
 
 extension SQLiteStore {
     public func keys() async throws -> [StoredKey] {
+        // Read every 500 ms (`KeyDirectory`): the statement is prepared once per connection, which is most of the
+        // read's cost while there are few keys.
         try await pool.read { db in
             try Row.fetchAll(
-                db,
-                sql: """
-                    SELECT id, role, app_ids, description, secret_digest, created_at, expires_at, revoked_at, last_used_at, created_by
-                    FROM api_keys ORDER BY created_at, id
-                    """
+                db.cachedStatement(
+                    sql: """
+                        SELECT id, role, app_ids, description, secret_digest, created_at, expires_at, revoked_at, last_used_at, created_by
+                        FROM api_keys ORDER BY created_at, id
+                        """
+                )
             )
             .map { row in
                 StoredKey(
