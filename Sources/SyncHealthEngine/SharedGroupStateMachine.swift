@@ -42,10 +42,22 @@ struct SharedGroupStateMachine {
     /// The devices whose timers this group claimed. A claim holds for a lease, hidden from every other read, so
     /// they stay this group's through its later attempts.
     private(set) var claimedDue: [DeviceKey] = []
-    /// What the attempt under way planned on.
-    private var snapshot = GroupSnapshot()
-    /// What the attempt under way planned, until it is written.
-    private var plan: GroupPlan?
+    /// Where the group is: each step is allowed in one state only, and a step out of order traps (a bug in the
+    /// caller, as in NIO's state machines), so that a reply cannot be applied to an attempt it does not belong to.
+    private enum State {
+        /// Made; `start(cached:)` comes next.
+        case initial
+        /// A read is out; `read(_:)` comes next.
+        case reading
+        /// A plan is being made on `snapshot`; `planned(_:countsKnown:)` comes next.
+        case planning(GroupSnapshot)
+        /// `plan` is being written; `wrote(_:)` comes next.
+        case writing(GroupPlan)
+        /// Finished or given up: no step comes next.
+        case done
+    }
+
+    private var state = State.initial
 
     init(
         keys: [DeviceKey],
@@ -70,9 +82,10 @@ struct SharedGroupStateMachine {
     /// The first step. `cached`: the group's devices as the cache knows them, or `nil` when it does not know them
     /// all; looked at only when the group may write first.
     mutating func start(cached: GroupSnapshot?) -> Action {
+        guard case .initial = state else { preconditionFailure("SharedGroupStateMachine.start(cached:) in \(state)") }
         if writingFirst, let cached {
             attempts = 1
-            snapshot = cached
+            state = .planning(cached)
             return .plan(cached, due: [])
         }
         return nextAttempt()
@@ -80,17 +93,24 @@ struct SharedGroupStateMachine {
 
     /// The read came back.
     mutating func read(_ snapshot: GroupSnapshot) -> Action {
+        guard case .reading = state else { preconditionFailure("SharedGroupStateMachine.read(_:) in \(state)") }
         for stored in snapshot.due where !claimedDue.contains(stored.record.key) { claimedDue.append(stored.record.key) }
-        self.snapshot = snapshot
+        state = .planning(snapshot)
         return .plan(snapshot, due: claimedDue)
     }
 
     /// The plan is made. `countsKnown`: whether the snapshot holds the counts of every container whose fleet rule
     /// the plan evaluates (always, after a read).
     mutating func planned(_ plan: GroupPlan, countsKnown: Bool) -> Action {
+        guard case .planning(let snapshot) = state else {
+            preconditionFailure("SharedGroupStateMachine.planned(_:countsKnown:) in \(state)")
+        }
         if writingFirst && !countsKnown { return nextAttempt() }
-        if plan.changes.isEmpty { return .finished(plan) }
-        self.plan = plan
+        if plan.changes.isEmpty {
+            state = .done
+            return .finished(plan)
+        }
+        state = .writing(plan)
         var versions: [DeviceKey: Int64] = [:]
         for stored in snapshot.devices + snapshot.due where versions[stored.record.key] == nil {
             versions[stored.record.key] = stored.version
@@ -107,16 +127,23 @@ struct SharedGroupStateMachine {
 
     /// The write came back: `written`, or refused.
     mutating func wrote(_ written: Bool) -> Action {
-        if written, let plan { return .finished(plan) }
-        plan = nil
+        guard case .writing(let plan) = state else { preconditionFailure("SharedGroupStateMachine.wrote(_:) in \(state)") }
+        if written {
+            state = .done
+            return .finished(plan)
+        }
         return nextAttempt()
     }
 
     /// A read, unless the group has had its attempts.
     private mutating func nextAttempt() -> Action {
         writingFirst = false
-        guard attempts < maxAttempts else { return .giveUp }
+        guard attempts < maxAttempts else {
+            state = .done
+            return .giveUp
+        }
         attempts += 1
+        state = .reading
         let listed = Set(keys)
         return .read(
             GroupRead(

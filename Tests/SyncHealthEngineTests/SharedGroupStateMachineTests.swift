@@ -174,4 +174,36 @@ struct SharedGroupStateMachineTests {
         }
         #expect(writes == 3 && machine.attempts == 3)
     }
+
+    #if !os(iOS) && !os(watchOS) && !os(tvOS) && !os(visionOS)
+    @Test("a step out of order traps: a read's reply before any read, a write's reply while planning, a step after the end")
+    func stepsOutOfOrderTrap() async {
+        await #expect(processExitsWith: .failure) {
+            var machine = SharedGroupStateMachineTests.machine(mayWriteFirst: false)
+            _ = machine.read(GroupSnapshot())
+        }
+        await #expect(processExitsWith: .failure) {
+            var machine = SharedGroupStateMachineTests.machine()
+            var cached = GroupSnapshot()
+            cached.devices = [SharedGroupStateMachineTests.stored(SharedGroupStateMachineTests.a, version: 1)]
+            _ = machine.start(cached: cached)
+            _ = machine.wrote(true)
+        }
+        await #expect(processExitsWith: .failure) {
+            var machine = SharedGroupStateMachineTests.machine(mayWriteFirst: false)
+            _ = machine.start(cached: nil)
+            _ = machine.read(GroupSnapshot())
+            _ = machine.planned(SharedGroupStateMachineTests.plan(writes: false), countsKnown: true)
+            _ = machine.planned(SharedGroupStateMachineTests.plan(), countsKnown: true)
+        }
+        // The same steps in order do not trap.
+        var machine = Self.machine(mayWriteFirst: false)
+        guard case .read = machine.start(cached: nil), case .plan = machine.read(GroupSnapshot()),
+            case .finished = machine.planned(Self.plan(writes: false), countsKnown: true)
+        else {
+            Issue.record("expected read, plan, finished")
+            return
+        }
+    }
+    #endif
 }
