@@ -3,7 +3,7 @@ public import SyncHealthCore
 import SyncHealthStore
 
 /// What the formats' incident messages share: the dispatch to the subscription's format, the outbox rows, and the
-/// words (headline, versions, advice). Each format's body is in `Formats/` (`AlertFormat`).
+/// words (headline, versions, advice). Each format's body is in `Delivery/Formats/` (`AlertFormat`).
 enum IncidentMessage {
     /// The body for `format`; `nil` for a format that does not take incidents (Alertmanager groups by itself).
     static func body(

@@ -3,7 +3,7 @@ import SyncHealthCore
 import SyncHealthStore
 
 /// What the formats' alert messages share: the dispatch to the subscription's format, severity, the dashboard link.
-/// Each format's body is in `Formats/` (`AlertFormat`).
+/// Each format's body is in `Delivery/Formats/` (`AlertFormat`).
 enum AlertMessage {
     /// The body for `format`; `nil` if it cannot be written (it then is not sent).
     static func body(
