@@ -6,7 +6,7 @@ import Synchronization
 ///
 /// One process owns an SQLite store, so the counter it holds is the counter: a move is a compare-and-swap under a lock,
 /// and a signed upload waits for no write of its own. A transaction a move (even grouped) waited behind the journal's
-/// folds on the one writer connection, and cost signed batches 40% of their rate (BENCHMARKS.md, #63).
+/// folds on the one writer connection, and cost signed batches much of their rate (BENCHMARKS.md, #63).
 ///
 /// Moves are written by the maintenance loop every tick (`SQLiteMaintenance`, 50 ms), before a read that counts by
 /// app version, before a backup, and when the store closes. A crash loses at most the last tick's moves: those

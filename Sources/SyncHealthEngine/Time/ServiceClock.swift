@@ -15,7 +15,7 @@ public protocol ServiceClock: Sendable {
     func sleep(until deadline: Timestamp) async throws
     /// An alarm that calls `fire` when a deadline it is set to comes. A wait that a signal may also end
     /// (`WakeSignal`) sets one instead of sleeping in a task of its own: a task group and two tasks for every wait
-    /// cost a single event about a tenth of its instructions (docs/architecture.md, "The cost of a request").
+    /// were a large share of a single event's cost (docs/architecture.md, "The cost of a request").
     func makeAlarm(_ fire: @escaping @Sendable () -> Void) -> any ServiceAlarm
 }
 

@@ -22,7 +22,8 @@ import Darwin
 /// segment is retired once every record in it is in the tables. Each record is a 24-byte header (magic, payload
 /// length, sequence number, a check of the sequence number and the payload) and the payload. The check is zlib's
 /// CRC-32 and Adler-32 (magic `SHJ2`); records 0.1.0 wrote (magic `SHJ1`) carry the first 8 bytes of a SHA-256
-/// instead, which cost a single event's request about 9k instructions, and are still read. Reading a segment stops at the first record that does not check out, or whose sequence number is not
+/// instead, a large share of a single event's cost (docs/architecture.md, "The cost of a request"), and are still
+/// read. Reading a segment stops at the first record that does not check out, or whose sequence number is not
 /// above the one before it: a torn write at a crash is a short or mismatched record at a segment's end, and what
 /// follows the last record of a recycled file is the older records it held before. A write or sync that fails is
 /// cut off the file again (and the cut synced) before the next write: its group was refused, so it must not come

@@ -5,8 +5,8 @@ import SyncHealthBuildInfo
 
 /// The bodies of `/livez` and `/readyz`, `application/health+json` (draft-inadarei-api-health-check).
 ///
-/// They never change, and load balancers ask every few seconds: each is encoded once (the encoder costs `/livez`
-/// a tenth of its instructions otherwise).
+/// They never change, and load balancers ask every few seconds: each is encoded once, since the encoder would
+/// otherwise be a large share of what `/livez` costs.
 enum HealthBody {
     /// `version` and `releaseId` are the draft's fields for the release and the build.
     struct Health: Encodable {
