@@ -39,7 +39,7 @@ public struct AlertmanagerRefresh: Service {
         let firing: [(AlertRecord, AlertContext)]
         do {
             try await engine.webhooks.silences.refreshIfShared()
-            firing = try await Self.firingAlerts(of: engine)
+            firing = try await engine.firingAlerts()
         } catch {
             logger.warning("Reading the firing alerts for Alertmanager failed", metadata: ["error": "\(error)"])
             return
@@ -63,30 +63,5 @@ public struct AlertmanagerRefresh: Service {
                 logger.warning("Refreshing alerts in Alertmanager failed", metadata: ["webhook.id": "\(subscription.id)", "response": "\(response)"])
             }
         }
-    }
-
-    /// Every firing alert, with its device's context: a page of alerts, then their devices in one read.
-    static func firingAlerts(of engine: any MonitorEngine) async throws -> [(AlertRecord, AlertContext)] {
-        try await firingAlertDevices(of: engine).map { alert, device in
-            if let device { return (alert, AlertContext(device: device)) }
-            // A release's alert carries its version, which silences on `appVersion` match.
-            if alert.kind == .releaseRegression, let app = alert.appId, let version = alert.appVersion {
-                return (alert, .release(ReleaseKey(appId: app, version: version)))
-            }
-            return (alert, .fleet)
-        }
-    }
-
-    /// Every firing alert, with its device's record (`nil` for a container's fleet alert).
-    static func firingAlertDevices(of engine: any MonitorEngine) async throws -> [(AlertRecord, DeviceRecord?)] {
-        var out: [(AlertRecord, DeviceRecord?)] = []
-        var cursor: Int64?
-        repeat {
-            let page = try await engine.alerts(AlertQuery(state: .firing, limit: 1_000, cursor: cursor))
-            let records = try await engine.records(page.alerts.compactMap(\.deviceKey))
-            for alert in page.alerts { out.append((alert, alert.deviceKey.flatMap { records[$0] })) }
-            cursor = page.nextCursor
-        } while cursor != nil
-        return out
     }
 }

@@ -28,6 +28,8 @@ public protocol MonitorEngine: Service, Sendable {
     var isReady: Bool { get }
     /// Alert transitions and fleet-summary changes, as they happen, for live views.
     var feed: LiveFeed { get }
+    /// The store the engine commits to: what the watches beside it (incidents, releases, silences) read and write.
+    var syncStore: any SyncStore { get }
 
     /// Applies a decoded batch and returns once it is durable.
     ///

@@ -9,9 +9,9 @@ extension MonitorStore {
     public func services(of engine: any MonitorEngine, logger: Logger) -> [any Service] {
         var services: [any Service] = [
             engine, engine.webhooks, AlertmanagerRefresh(engine: engine, logger: logger),
-            SilenceRelease(engine: engine, logger: logger),
-            IncidentWatch(engine: engine, logger: logger),
-            RegressionWatch(engine: engine, logger: logger),
+            SilenceRelease(engine: engine, store: store, logger: logger),
+            IncidentWatch(engine: engine, store: store, logger: logger),
+            RegressionWatch(engine: engine, store: store, logger: logger),
             HistoryRecorder(engine: engine, store: store, logger: logger),
             LiveFeedTicker(engine: engine, logger: logger),
         ]

@@ -11,12 +11,20 @@ public import SyncHealthStore
 /// incident and the message's number, so a message is written once whichever replica writes it.
 public struct IncidentWatch: Service {
     let engine: any MonitorEngine
+    /// Where incidents and their messages are kept.
+    let store: any SyncStore
     let logger: Logger
 
-    /// Watches `engine`'s alerts.
-    public init(engine: any MonitorEngine, logger: Logger) {
+    /// Watches `engine`'s alerts, keeping incidents in `store`.
+    public init(engine: any MonitorEngine, store: any SyncStore, logger: Logger) {
         self.engine = engine
+        self.store = store
         self.logger = logger
+    }
+
+    /// Watches `engine`'s alerts, keeping incidents in the engine's store.
+    public init(engine: any MonitorEngine, logger: Logger) {
+        self.init(engine: engine, store: engine.syncStore, logger: logger)
     }
 
     /// How often the alerts are read: a third of the group wait, between 1 and 10 s.
@@ -32,7 +40,6 @@ public struct IncidentWatch: Service {
     @discardableResult
     func step() async throws -> Timestamp? {
         let now = engine.now
-        let store = engine.webhooks.store
         try await engine.webhooks.silences.refreshIfShared()
         let groups = try await Self.groups(of: engine)
         let open = try await store.openIncidents()
@@ -124,7 +131,7 @@ public struct IncidentWatch: Service {
     /// also in its incident of attested devices.
     static func groups(of engine: any MonitorEngine) async throws -> [IncidentKey: IncidentGroup] {
         var groups: [IncidentKey: IncidentGroup] = [:]
-        for (alert, device) in try await AlertmanagerRefresh.firingAlertDevices(of: engine) {
+        for (alert, device) in try await engine.firingAlertDevices() {
             guard let device, AlertKind.deviceKinds.contains(alert.kind) else { continue }
             for attestedOnly in device.attested ? [false, true] : [false] {
                 groups[IncidentKey(device: device, kind: alert.kind, attestedOnly: attestedOnly), default: IncidentGroup()]
@@ -149,19 +156,19 @@ extension MonitorEngine {
     /// A page of incidents, newest first.
     public func incidents(_ query: IncidentQuery) async throws(EngineError) -> IncidentPage {
         guard isReady else { throw .starting }
-        return try await readIncidents { try await webhooks.store.incidents(query) }
+        return try await readIncidents { try await syncStore.incidents(query) }
     }
 
     /// One incident.
     public func incident(id: String) async throws(EngineError) -> IncidentRecord? {
         guard isReady else { throw .starting }
-        return try await readIncidents { try await webhooks.store.incident(id: id) }
+        return try await readIncidents { try await syncStore.incident(id: id) }
     }
 
     /// The devices of an open incident now, the first to fire first.
     public func devices(of incident: IncidentRecord) async throws(EngineError) -> [IncidentDevice] {
         guard incident.state == .open else { return [] }
-        let firing = try await readIncidents { try await AlertmanagerRefresh.firingAlertDevices(of: self) }
+        let firing = try await readIncidents { try await firingAlertDevices() }
         return firing.compactMap { alert, device -> IncidentDevice? in
             guard let device, alert.kind == incident.key.kind, !incident.key.attestedOnly || device.attested,
                 IncidentKey(device: device, kind: alert.kind, attestedOnly: incident.key.attestedOnly) == incident.key

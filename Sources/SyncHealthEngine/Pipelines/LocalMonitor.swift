@@ -144,7 +144,7 @@ public final class LocalMonitor: MonitorEngine, GroupPipeline {
 
     // MARK: The pipeline
 
-    var syncStore: any SyncStore { store }
+    public var syncStore: any SyncStore { store }
 
     var publishesTransitions: Bool { true }
 

@@ -159,7 +159,7 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
 
     // MARK: The pipeline
 
-    var syncStore: any SyncStore { store }
+    public var syncStore: any SyncStore { store }
 
     var publishesTransitions: Bool { false }
 

@@ -14,6 +14,8 @@ import Synchronization
 /// (`ReleaseFlapping`).
 public final class RegressionWatch: Service, Sendable {
     let engine: any MonitorEngine
+    /// Where release alerts and their messages are written.
+    let store: any SyncStore
     let logger: Logger
     /// `synchealth_alerts_firing{kind="releaseRegression"}`: the engines count the other kinds.
     let firingGauge = Gauge(label: "synchealth_alerts_firing", dimensions: [("kind", AlertKind.releaseRegression.rawValue)])
@@ -28,9 +30,15 @@ public final class RegressionWatch: Service, Sendable {
     /// The releases held firing while they flap.
     let flapping: Mutex<ReleaseFlapping>
 
-    /// Watches `engine`'s releases.
-    public init(engine: any MonitorEngine, logger: Logger) {
+    /// Watches `engine`'s releases, in the engine's store.
+    public convenience init(engine: any MonitorEngine, logger: Logger) {
+        self.init(engine: engine, store: engine.syncStore, logger: logger)
+    }
+
+    /// Watches `engine`'s releases, writing their alerts to `store`.
+    public init(engine: any MonitorEngine, store: any SyncStore, logger: Logger) {
         self.engine = engine
+        self.store = store
         self.logger = logger
         self.flapping = Mutex(ReleaseFlapping(configuration: engine.configuration.notifications))
     }
@@ -89,7 +97,7 @@ public final class RegressionWatch: Service, Sendable {
             )
         }
         do {
-            try await engine.webhooks.store.saveReleaseAlerts(alerts, messages: messages)
+            try await store.saveReleaseAlerts(alerts, messages: messages)
         } catch IncidentStoreError.conflict {
             logger.debug("Release alerts changed meanwhile; judging again")
             return nil

@@ -1,19 +1,27 @@
 public import Logging
 public import ServiceLifecycle
 import SyncHealthCore
-import SyncHealthStore
+public import SyncHealthStore
 
 /// When a silence ends, delivers the fires it was the last to hold (`SilenceCover`) of the alerts that still fire. An
 /// alert that resolved meanwhile is not delivered, nor is its resolve. Incidents need no release: the incident book
 /// tells what a silence held at its first step after the silence ends.
 public struct SilenceRelease: Service {
     let engine: any MonitorEngine
+    /// Where the released fires' messages are queued.
+    let store: any SyncStore
     let logger: Logger
 
-    /// Releases for `engine`'s silences.
-    public init(engine: any MonitorEngine, logger: Logger) {
+    /// Releases for `engine`'s silences, queueing messages in `store`.
+    public init(engine: any MonitorEngine, store: any SyncStore, logger: Logger) {
         self.engine = engine
+        self.store = store
         self.logger = logger
+    }
+
+    /// Releases for `engine`'s silences, queueing messages in the engine's store.
+    public init(engine: any MonitorEngine, logger: Logger) {
+        self.init(engine: engine, store: engine.syncStore, logger: logger)
     }
 
     public func run() async throws {
@@ -42,7 +50,7 @@ public struct SilenceRelease: Service {
         let now = engine.now
         let ended = try await silences.endedUnreleased(now: now)
         guard !ended.isEmpty else { return }
-        let firing = try await AlertmanagerRefresh.firingAlerts(of: engine)
+        let firing = try await engine.firingAlerts()
         for silence in ended {
             var messages: [OutboxMessage] = []
             for (alert, context) in firing where silences.releases(silence, alert, info: context.info, now: now) {
@@ -57,7 +65,7 @@ public struct SilenceRelease: Service {
                 )
             }
             if !messages.isEmpty {
-                try await engine.webhooks.store.enqueue(messages)
+                try await store.enqueue(messages)
                 engine.webhooks.notify()
             }
             try await silences.markReleased(silence)
