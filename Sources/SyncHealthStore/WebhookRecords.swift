@@ -20,15 +20,6 @@ public enum WebhookGrouping: String, Sendable, Hashable, CaseIterable, Codable {
     case incident
     /// One message per device alert transition.
     case device
-
-    /// What a subscription of `format` gets unless it says: incidents for the formats people read (Slack, PagerDuty),
-    /// every transition for machines (Standard Webhooks) and for Alertmanager, which groups by itself.
-    public static func defaultFor(_ format: WebhookFormat) -> WebhookGrouping {
-        switch format {
-        case .slack, .pagerduty: .incident
-        case .standardWebhooks, .alertmanager: .device
-        }
-    }
 }
 
 /// A webhook subscription.
@@ -57,14 +48,12 @@ public struct WebhookSubscription: Sendable, Hashable {
     public var containerIds: [String]
     /// Error classes whose alerts are delivered (an alert's class is its device's worst visible error); empty means all.
     public var errorClasses: [ErrorClass]
-    /// Incidents or device alerts; `nil` takes the format's default (`WebhookGrouping.defaultFor`).
+    /// Incidents or device alerts; `nil` takes the format's default (`effectiveGrouping`, in the engine, where the
+    /// formats are).
     public var grouping: WebhookGrouping?
     /// Only what attested devices show (App Attest): their own alerts, and incidents counted over them alone. Fleet
     /// and release alerts, which every device's reports move, are not delivered.
     public var attestedOnly: Bool
-
-    /// The grouping in force.
-    public var effectiveGrouping: WebhookGrouping { grouping ?? .defaultFor(format) }
 
     /// Creates a subscription.
     public init(

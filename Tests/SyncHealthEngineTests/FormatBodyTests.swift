@@ -167,4 +167,18 @@ struct FormatBodyTests {
             #expect(bodies[0] != nil && bodies[0] == bodies[1], "\(format)")
         }
     }
+
+    @Test("each format's default grouping: incidents for what people read, every transition for machines; a subscription's own wins")
+    func defaultGrouping() {
+        var hook = subscription()
+        for (format, grouping) in [
+            (WebhookFormat.slack, WebhookGrouping.incident), (.pagerduty, .incident), (.standardWebhooks, .device), (.alertmanager, .device),
+        ] {
+            hook.format = format
+            hook.grouping = nil
+            #expect(hook.effectiveGrouping == grouping, "\(format)")
+            hook.grouping = grouping == .incident ? .device : .incident
+            #expect(hook.effectiveGrouping != grouping, "\(format): the subscription's own")
+        }
+    }
 }

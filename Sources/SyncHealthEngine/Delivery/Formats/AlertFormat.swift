@@ -1,12 +1,16 @@
 import Foundation
 import SyncHealthCore
-import SyncHealthStore
+public import SyncHealthStore
 
 /// One destination's wire format: the bodies of its alert and incident messages, where they go with which headers,
 /// and what a subscription of it must have. A new destination is a type conforming to this in a file of its own,
 /// and a case of `WebhookFormat` mapped to it in `WebhookFormat.alertFormat`. Pure: the same input gives the same
 /// bytes.
 protocol AlertFormat {
+    /// What a subscription of this format gets unless it says: incidents for the formats people read, every
+    /// transition for machines and for receivers that group by themselves.
+    static var defaultGrouping: WebhookGrouping { get }
+
     /// The body of one alert's message (a device's, a fleet's or a release's); `nil` if it cannot be written (it
     /// then is not sent).
     static func alertBody(
@@ -63,6 +67,11 @@ extension AlertFormat {
     static func encode(_ value: some Encodable) -> String? {
         (try? OutboxBuilder.encoder.encode(value)).map { String(decoding: $0, as: UTF8.self) }
     }
+}
+
+extension WebhookSubscription {
+    /// The grouping in force: the subscription's, or its format's default.
+    public var effectiveGrouping: WebhookGrouping { grouping ?? format.alertFormat.defaultGrouping }
 }
 
 extension WebhookFormat {

@@ -5,6 +5,9 @@ import SyncHealthStore
 /// alerts itself (`group_by`), so it takes no incidents; `AlertmanagerRefresh` posts firing alerts again before
 /// their hold runs out.
 enum AlertmanagerFormat: AlertFormat {
+    /// Alertmanager groups alerts itself (`group_by`).
+    static let defaultGrouping = WebhookGrouping.device
+
     /// How long an Alertmanager alert stays active without news; the refresh posts it again well before.
     static let hold: Duration = .seconds(300)
 

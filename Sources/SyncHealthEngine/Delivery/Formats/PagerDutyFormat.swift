@@ -4,6 +4,9 @@ import SyncHealthStore
 /// PagerDuty's Events API v2: a trigger, or a resolve, for one `dedup_key` (the alert's id, or the incident's),
 /// sent with the subscription's integration `routingKey`.
 enum PagerDutyFormat: AlertFormat {
+    /// People are paged: one page an incident.
+    static let defaultGrouping = WebhookGrouping.incident
+
     struct Event: Encodable {
         struct Payload: Encodable {
             var summary: String

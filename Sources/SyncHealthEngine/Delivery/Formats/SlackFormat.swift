@@ -5,6 +5,9 @@ import SyncHealthStore
 /// Slack's incoming webhooks (Mattermost and Rocket.Chat take the same): a headline in `text`, the facts in blocks,
 /// advice and a dashboard link when there are.
 enum SlackFormat: AlertFormat {
+    /// People read it: one message an incident.
+    static let defaultGrouping = WebhookGrouping.incident
+
     struct Message: Encodable {
         struct Text: Encodable {
             var type: String

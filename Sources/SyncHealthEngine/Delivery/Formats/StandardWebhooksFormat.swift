@@ -5,6 +5,9 @@ import SyncHealthWebhooks
 /// Standard Webhooks: the API's own JSON in an envelope (`alert.firing`, `incident.opened`, ...), signed with the
 /// subscription's secret (`webhook-id`, `webhook-timestamp`, `webhook-signature`).
 enum StandardWebhooksFormat: AlertFormat {
+    /// Machines read every transition.
+    static let defaultGrouping = WebhookGrouping.device
+
     struct Envelope<Data: Encodable>: Encodable {
         let type: String
         let timestamp: String
