@@ -54,7 +54,7 @@ public struct AlertmanagerRefresh: Service {
             guard !alerts.isEmpty else { continue }
             for chunk in stride(from: 0, to: alerts.count, by: 500).map({ Array(alerts[$0..<min($0 + 500, alerts.count)]) }) {
                 guard let body = AlertmanagerFormat.encode(chunk) else { continue }
-                let response = await engine.webhooks.send(
+                let response = await engine.outbox.send(
                     url: AlertmanagerFormat.deliveryURL(subscription.url),
                     headers: [(name: "content-type", value: "application/json")],
                     body: Array(body.utf8)

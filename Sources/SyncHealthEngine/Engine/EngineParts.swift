@@ -1,15 +1,17 @@
 import Logging
 
-/// What both pipelines are made of, built the same way for either: the clock, the tunables, the webhook center,
-/// the log, the metrics, the request queue and the live feed. `LocalMonitor` and `SharedMonitor` each hold one and
+/// What both pipelines are made of, built the same way for either: the clock, the tunables, the webhook center
+/// and its outbox's sender, the log, the metrics, the request queue and the live feed. `LocalMonitor` and `SharedMonitor` each hold one and
 /// add only what differs (their store and their cache).
 struct EngineParts: Sendable {
     /// The service's clock.
     let clock: any ServiceClock
     /// Tunables.
     let configuration: EngineConfiguration
-    /// Subscriptions and their delivery.
+    /// Subscriptions and silences.
     let webhooks: WebhookCenter
+    /// The outbox's delivery.
+    let outbox: OutboxSender
     let logger: Logger
     let metrics: EngineMetrics
     /// Requests waiting for the next group.
@@ -17,10 +19,11 @@ struct EngineParts: Sendable {
     /// Alert transitions and fleet-summary changes, for live views.
     let feed = LiveFeed()
 
-    init(clock: any ServiceClock, configuration: EngineConfiguration, webhooks: WebhookCenter, logger: Logger) {
+    init(clock: any ServiceClock, configuration: EngineConfiguration, webhooks: WebhookCenter, outbox: OutboxSender, logger: Logger) {
         self.clock = clock
         self.configuration = configuration
         self.webhooks = webhooks
+        self.outbox = outbox
         self.logger = logger
         let metrics = EngineMetrics()
         self.metrics = metrics

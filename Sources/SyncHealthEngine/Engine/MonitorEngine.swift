@@ -22,8 +22,10 @@ public protocol MonitorEngine: Service, Sendable {
     var clock: any ServiceClock { get }
     /// Tunables.
     var configuration: EngineConfiguration { get }
-    /// Subscriptions and their delivery.
+    /// Subscriptions and silences.
     var webhooks: WebhookCenter { get }
+    /// The outbox's delivery.
+    var outbox: OutboxSender { get }
     /// Whether the state is loaded and the pipeline runs.
     var isReady: Bool { get }
     /// Alert transitions and fleet-summary changes, as they happen, for live views.
@@ -82,7 +84,13 @@ public enum MonitorStore: Sendable {
         }
     }
 
-    /// Builds the engine for this store, with its webhook center.
+    /// Whether several replicas share the store.
+    public var isShared: Bool {
+        if case .shared = self { return true }
+        return false
+    }
+
+    /// Builds the engine for this store, with its webhook center and its outbox's sender.
     public func makeEngine(
         clock: any ServiceClock,
         configuration: EngineConfiguration,
@@ -90,28 +98,20 @@ public enum MonitorStore: Sendable {
         transport: any WebhookTransport,
         logger: Logger
     ) -> any MonitorEngine {
+        // Another replica may change a shared store's subscriptions: they are read again before each use.
+        let center = WebhookCenter(
+            store: store,
+            clock: clock,
+            configuration: webhooks,
+            reloadsBeforeUse: isShared,
+            logger: logger
+        )
+        let outbox = OutboxSender(center: center, store: store, transport: transport, clock: clock, configuration: webhooks, logger: logger)
         switch self {
         case .local(let store):
-            let center = WebhookCenter(
-                store: store,
-                transport: transport,
-                clock: clock,
-                configuration: webhooks,
-                reloadsBeforeUse: false,
-                logger: logger
-            )
-            return LocalMonitor(store: store, clock: clock, configuration: configuration, webhooks: center, logger: logger)
+            return LocalMonitor(store: store, clock: clock, configuration: configuration, webhooks: center, outbox: outbox, logger: logger)
         case .shared(let store):
-            // Another replica may change the subscriptions: they are read again before each use.
-            let center = WebhookCenter(
-                store: store,
-                transport: transport,
-                clock: clock,
-                configuration: webhooks,
-                reloadsBeforeUse: true,
-                logger: logger
-            )
-            return SharedMonitor(store: store, clock: clock, configuration: configuration, webhooks: center, logger: logger)
+            return SharedMonitor(store: store, clock: clock, configuration: configuration, webhooks: center, outbox: outbox, logger: logger)
         }
     }
 }

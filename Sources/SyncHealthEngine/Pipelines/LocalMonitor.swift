@@ -24,10 +24,11 @@ public final class LocalMonitor: MonitorEngine, GroupPipeline {
         clock: any ServiceClock,
         configuration: EngineConfiguration = EngineConfiguration(),
         webhooks: WebhookCenter,
+        outbox: OutboxSender,
         logger: Logger
     ) {
         self.store = store
-        self.parts = EngineParts(clock: clock, configuration: configuration, webhooks: webhooks, logger: logger)
+        self.parts = EngineParts(clock: clock, configuration: configuration, webhooks: webhooks, outbox: outbox, logger: logger)
     }
 
     public func run() async throws { try await runPipeline() }
@@ -36,6 +37,7 @@ public final class LocalMonitor: MonitorEngine, GroupPipeline {
     public var clock: any ServiceClock { parts.clock }
     public var configuration: EngineConfiguration { parts.configuration }
     public var webhooks: WebhookCenter { parts.webhooks }
+    public var outbox: OutboxSender { parts.outbox }
     public var feed: LiveFeed { parts.feed }
 
     /// The number of devices tracked.

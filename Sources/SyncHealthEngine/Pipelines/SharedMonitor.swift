@@ -29,10 +29,11 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
         clock: any ServiceClock,
         configuration: EngineConfiguration = EngineConfiguration(),
         webhooks: WebhookCenter,
+        outbox: OutboxSender,
         logger: Logger
     ) {
         self.store = store
-        self.parts = EngineParts(clock: clock, configuration: configuration, webhooks: webhooks, logger: logger)
+        self.parts = EngineParts(clock: clock, configuration: configuration, webhooks: webhooks, outbox: outbox, logger: logger)
         self.policy = Mutex(NotificationPolicy(configuration: configuration.notifications))
         self.cache = Mutex(SharedCache(capacity: configuration.sharedCacheDevices))
     }
@@ -43,6 +44,7 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
     public var clock: any ServiceClock { parts.clock }
     public var configuration: EngineConfiguration { parts.configuration }
     public var webhooks: WebhookCenter { parts.webhooks }
+    public var outbox: OutboxSender { parts.outbox }
     public var feed: LiveFeed { parts.feed }
 
     // MARK: Writes and reads
