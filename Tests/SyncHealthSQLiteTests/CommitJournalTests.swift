@@ -259,6 +259,22 @@ struct CommitJournalTests {
         return out
     }
 
+    @Test("a way onto the journal's queue taken from the queue traps instead of waiting for itself", .timeLimit(.minutes(2)))
+    func reentryTraps() async {
+        await #expect(processExitsWith: .failure) {
+            let journal = CommitJournal(directory: NSTemporaryDirectory(), durable: false, lastNumber: 1 << 40, lastSeq: 0)
+            _ = try? await journal.perform { _ in journal.onQueueBlocking {} }
+        }
+        await #expect(processExitsWith: .failure) {
+            let journal = CommitJournal(directory: NSTemporaryDirectory(), durable: false, lastNumber: 1 << 40, lastSeq: 0)
+            _ = try? await journal.perform { _ in journal.retire([]) }
+        }
+        // From off the queue, the same calls run.
+        let journal = CommitJournal(directory: temporaryDirectory(), durable: false, lastNumber: 0, lastSeq: 0)
+        journal.onQueueBlocking {}
+        journal.retire([])
+    }
+
     @Test("an id is never judged new while folds run beside the commits")
     func dedupeDuringFolds() async throws {
         let store = try SQLiteStore(directory: temporaryDirectory(), synchronous: .normal)

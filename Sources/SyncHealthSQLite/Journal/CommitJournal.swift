@@ -65,7 +65,9 @@ final class CommitJournal: @unchecked Sendable {
     /// The system calls that write, sync and cut the active file; tests make them fail.
     let io: JournalIO
     private let queue = DispatchQueue(label: "synchealth.journal")
-    // Everything below is touched only on `queue`.
+    // Everything below is touched only on `queue`: each function that touches it checks it runs there
+    // (`onQueueOnly`), and each way onto the queue checks it does not run there already (`notOnQueue`), where it
+    // would wait for itself.
     private var active: Segment
     private var sealed: [Segment] = []
     /// Paths of retired segments, for `create` to reuse.
@@ -116,7 +118,8 @@ final class CommitJournal: @unchecked Sendable {
     /// and on two busy cores that wait was a third of a group's time. `body` may block on SQLite: it runs off
     /// Swift's concurrency pool.
     func perform<T: Sendable>(_ body: @escaping @Sendable (Appender) throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+        notOnQueue()
+        return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
             queue.async {
                 continuation.resume(with: Result { try body(Appender(journal: self)) })
             }
@@ -124,6 +127,7 @@ final class CommitJournal: @unchecked Sendable {
     }
 
     private func write(_ payload: [UInt8]) throws -> Int64 {
+        onQueueOnly()
         if let failure { throw StoreError.unavailable(path: directory, reason: failure) }
         if active.descriptor < 0 { try create(&active) }
         let seq = nextSeq
@@ -161,6 +165,7 @@ final class CommitJournal: @unchecked Sendable {
 
     /// Opens the file of a new segment: a spare renamed to its name when there is one, else a new file.
     private func create(_ segment: inout Segment) throws {
+        onQueueOnly()
         var fd: Int32 = -1
         while fd < 0, let spare = spares.popLast() {
             if rename(spare, path(segment.number)) == 0 {
@@ -207,6 +212,7 @@ final class CommitJournal: @unchecked Sendable {
     /// Not `queue.sync`, which runs `body` on the calling thread: the maintenance service calls this from a thread
     /// of low priority, and a commit waiting for the queue must not wait for that thread to be scheduled again.
     func onQueueBlocking(_ body: @escaping @Sendable () -> Void) {
+        notOnQueue()
         let done = DispatchSemaphore(value: 0)
         queue.async {
             body()
@@ -217,6 +223,7 @@ final class CommitJournal: @unchecked Sendable {
 
     /// Runs `body` on the queue and waits for it without blocking a thread of Swift's concurrency pool.
     private func onQueue(_ body: @escaping @Sendable () -> Void) async {
+        notOnQueue()
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             queue.async {
                 body()
@@ -226,6 +233,7 @@ final class CommitJournal: @unchecked Sendable {
     }
 
     private func sealOnQueue() {
+        onQueueOnly()
         guard active.descriptor >= 0 else { return }
         closeDescriptor(active.descriptor)
         active.descriptor = -1
@@ -234,6 +242,7 @@ final class CommitJournal: @unchecked Sendable {
     }
 
     private func discardOnQueue(through seq: Int64) {
+        onQueueOnly()
         sealed.removeAll { segment in
             guard segment.lastSeq <= seq else { return false }
             retireOnQueue(segment.number)
@@ -243,11 +252,13 @@ final class CommitJournal: @unchecked Sendable {
 
     /// Retires segments that a store wrote into the tables when it opened (none is active yet).
     func retire(_ numbers: [Int]) {
+        notOnQueue()
         queue.sync { for number in numbers { retireOnQueue(number) } }
     }
 
     /// Keeps segment `number` as a spare, or deletes it when there are enough spares or it is too large.
     private func retireOnQueue(_ number: Int) {
+        onQueueOnly()
         var info = stat()
         if spares.count < Self.maxSpares, stat(path(number), &info) == 0, Int(info.st_size) <= Self.maxSpareBytes,
             rename(path(number), sparePath(number)) == 0
@@ -260,6 +271,7 @@ final class CommitJournal: @unchecked Sendable {
 
     /// Seals the active segment and refuses later appends.
     func close() {
+        notOnQueue()
         queue.sync {
             if active.descriptor >= 0 {
                 closeDescriptor(active.descriptor)
@@ -268,6 +280,16 @@ final class CommitJournal: @unchecked Sendable {
             }
             failure = "the store is closed"
         }
+    }
+
+    /// Traps unless on `queue`: the journal's state is the queue's alone.
+    private func onQueueOnly() {
+        dispatchPrecondition(condition: .onQueue(queue))
+    }
+
+    /// Traps on `queue`: a way onto the queue taken from it would wait for itself for ever.
+    private func notOnQueue() {
+        dispatchPrecondition(condition: .notOnQueue(queue))
     }
 
     static func appendHeader(to record: inout [UInt8], seq: Int64, payload: [UInt8]) {
