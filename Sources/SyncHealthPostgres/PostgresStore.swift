@@ -36,9 +36,14 @@ public final class PostgresStore: SharedSyncStore {
     /// endpoint costs in round trips.
     public var queriesSent: Int { queriesSoFar.load(ordering: .relaxed) }
 
+    /// Counts the statements sent from the task that binds it (and its child tasks): what one request costs in
+    /// round trips, apart from what the services beside it send meanwhile.
+    @_spi(Testing) public static let tally = TaskLocal<QueryTally?>(wrappedValue: nil)
+
     /// Sends one statement outside a commit group, and counts it.
     func run(_ query: PostgresQuery, logger: Logger) async throws -> PostgresRowSequence {
         queriesSoFar.add(1, ordering: .relaxed)
+        Self.tally.get()?.count.add(1, ordering: .relaxed)
         return try await client.query(query, logger: logger)
     }
 
@@ -422,4 +427,15 @@ public final class PostgresStore: SharedSyncStore {
             throw StoreError.undecodableRecord("device \(key)")
         }
     }
+}
+
+/// The statements a task sent (`PostgresStore.tally`).
+@_spi(Testing) public final class QueryTally: Sendable {
+    let count = Atomic<Int>(0)
+
+    /// A tally at zero.
+    public init() {}
+
+    /// The statements counted so far.
+    public var queries: Int { count.load(ordering: .relaxed) }
 }
