@@ -15,10 +15,16 @@ extension SQLiteStore {
     public func commitSeries<T: Sendable>(_ body: @escaping @Sendable (any GroupCommitter) throws -> T) async throws -> T {
         if commitPath == .tables {
             return try await pool.writeWithoutTransaction { [eventIdSpan] db in
-                try body(TablesCommitter(store: self, db: db, eventIdSpan: eventIdSpan))
+                let committer = TablesCommitter(store: self, db: db, eventIdSpan: eventIdSpan)
+                defer { committer.finish() }
+                return try body(committer)
             }
         }
         try await foldIfOversized()
-        return try await journal.perform { appender in try body(JournalCommitter(store: self, appender: appender)) }
+        return try await journal.perform { appender in
+            let committer = JournalCommitter(store: self, appender: appender)
+            defer { committer.finish() }
+            return try body(committer)
+        }
     }
 }

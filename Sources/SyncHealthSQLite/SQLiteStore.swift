@@ -293,15 +293,13 @@ public final class SQLiteStore: LocalSyncStore {
         claims.map { (key: $0.key, hash: $0.key.stableHash, ids: $0.eventIds.map { Array($0.utf8) }) }
     }
 
-    /// The group for the claims, given which ids were `recorded` before it: an id recorded before is seen; one
-    /// this group records is a repeat within it, which `plan` judges.
-    static func judge<Result>(
+    /// A group's judgement, given which of its claims' ids were `recorded` before it: per claim the ids seen
+    /// before, and the ids the group records (each once; a repeat within the group is the planner's to judge).
+    static func judged(
         _ claims: [EventIdClaim],
         _ encoded: [EventIds.Claim],
-        _ recorded: [[Bool]],
-        at recordedAt: Timestamp,
-        plan: (_ seen: [Set<String>]) throws -> (changes: StoreChanges, result: Result)
-    ) throws -> (entry: JournalEntry, result: Result) {
+        _ recorded: [[Bool]]
+    ) -> (seen: [Set<String>], ids: [(hash: Int64, id: [UInt8])]) {
         var seen: [Set<String>] = []
         seen.reserveCapacity(claims.count)
         var ids: [(hash: Int64, id: [UInt8])] = []
@@ -319,9 +317,7 @@ public final class SQLiteStore: LocalSyncStore {
             }
             seen.append(before)
         }
-        var (changes, result) = try plan(seen)
-        changes.recordedAt = recordedAt
-        return (JournalEntry(changes, ids: ids), result)
+        return (seen, ids)
     }
 
     /// An event id a group records, with its device's hash.

@@ -58,7 +58,9 @@ public final class InMemoryStore: LocalSyncStore {
 
     /// Runs `body` on the calling task: a commit here is a lock held for a moment.
     public func commitSeries<T: Sendable>(_ body: @escaping @Sendable (any GroupCommitter) throws -> T) async throws -> T {
-        try body(InMemoryCommitter(store: self))
+        let committer = InMemoryCommitter(store: self)
+        defer { committer.finish() }
+        return try body(committer)
     }
 
     func write(_ changes: StoreChanges) throws {
@@ -270,18 +272,40 @@ extension AlertQuery {
     }
 }
 
-/// Commits the groups of a series in memory: the ids seen, the plan, the write (`InMemoryStore.commitSeries`).
-struct InMemoryCommitter: GroupCommitter {
+/// Commits the groups of a series in memory (`InMemoryStore.commitSeries`): `judge` reads the ids seen, `append`
+/// writes the changes with the new ones.
+final class InMemoryCommitter: GroupCommitter {
     let store: InMemoryStore
+    /// The open group's claims and what `judge` found of them.
+    private var open: (claims: [EventIdClaim], seen: [Set<String>])?
 
-    func commit<Result>(
-        claiming claims: [EventIdClaim],
-        at recordedAt: Timestamp,
-        plan: (_ seen: [Set<String>]) throws -> (changes: StoreChanges, result: Result)
-    ) throws -> Result {
-        let (changes, result) = try StoreChanges.planned(claims, seen: store.seen(claims), at: recordedAt, plan: plan)
+    init(store: InMemoryStore) { self.store = store }
+
+    func judge(_ claims: [EventIdClaim]) throws -> [Set<String>] {
+        precondition(open == nil, "GroupCommitter.judge with a group open")
+        let seen = store.seen(claims)
+        open = (claims, seen)
+        return seen
+    }
+
+    func append(_ changes: StoreChanges, at recordedAt: Timestamp) throws {
+        guard let group = open else { preconditionFailure("GroupCommitter.append without judge") }
+        open = nil
+        var changes = changes
+        changes.eventIds = StoreChanges.newIds(group.claims, seen: group.seen)
+        changes.recordedAt = recordedAt
         try store.write(changes)
-        return result
+    }
+
+    /// Checks that the series ends with no group open: a group judged and neither appended nor abandoned is a
+    /// programming error.
+    func finish() {
+        precondition(open == nil, "a series of groups ended with a group open")
+    }
+
+    func abandon() {
+        precondition(open != nil, "GroupCommitter.abandon without judge")
+        open = nil
     }
 
     var wantsBreak: Bool { false }

@@ -14,28 +14,55 @@ public protocol LocalSyncStore: SyncStore {
     func commitSeries<T: Sendable>(_ body: @escaping @Sendable (any GroupCommitter) throws -> T) async throws -> T
 }
 
-/// Commits the groups of a series, synchronously (see `LocalSyncStore.commitSeries`).
-public protocol GroupCommitter {
-    /// `LocalSyncStore.commit(claiming:at:plan:)` for one group of the series: the ids recorded before this call
-    /// (earlier groups of the series included) are passed to `plan`, and when it returns the changes are durable.
-    /// If `plan` or the write throws, nothing of this group is written; the series may go on.
-    func commit<Result>(
-        claiming claims: [EventIdClaim],
-        at recordedAt: Timestamp,
-        plan: (_ seen: [Set<String>]) throws -> (changes: StoreChanges, result: Result)
-    ) throws -> Result
+/// Commits the groups of a series, synchronously (see `LocalSyncStore.commitSeries`), each in two steps:
+/// `judge` tells which of the group's event ids were recorded before, the caller plans the group on that, and
+/// `append` writes the plan. Nothing else records an id between the two.
+///
+/// A committer holds at most one open group: `judge` opens it, `append` or `abandon` closes it, and the series
+/// ends with none open. A call out of that order is a programming error and traps.
+public protocol GroupCommitter: AnyObject {
+    /// Opens a group: for each claim, the ids recorded before this call (earlier groups of the series included).
+    ///
+    /// Ids repeated within `claims` are not in the sets returned (they were not recorded before): the caller
+    /// judges repeats within a group itself. If it throws, no group is open.
+    func judge(_ claims: [EventIdClaim]) throws -> [Set<String>]
+
+    /// Writes the open group: `changes`, and every id its claims record, at `recordedAt`; when it returns, they are
+    /// durable. `changes.eventIds` is ignored. If it throws, nothing of the group is written, and the series may go
+    /// on. Either way the group is closed.
+    func append(_ changes: StoreChanges, at recordedAt: Timestamp) throws
+
+    /// Closes the open group without writing anything.
+    func abandon()
 
     /// Whether the store wants the series to end before another group (SQLite: a backlog to fold first).
     var wantsBreak: Bool { get }
 }
 
+extension GroupCommitter {
+    /// One group: `judge`, then `plan` with what was recorded before, then `append` of the changes it returns; if
+    /// `plan` throws, `abandon`.
+    public func commit<Result>(
+        claiming claims: [EventIdClaim],
+        at recordedAt: Timestamp,
+        plan: (_ seen: [Set<String>]) throws -> (changes: StoreChanges, result: Result)
+    ) throws -> Result {
+        let seen = try judge(claims)
+        let planned: (changes: StoreChanges, result: Result)
+        do {
+            planned = try plan(seen)
+        } catch {
+            abandon()
+            throw error
+        }
+        try append(planned.changes, at: recordedAt)
+        return planned.result
+    }
+}
+
 extension LocalSyncStore {
-    /// One group, as a series of one: in one transaction, records every id in `claims` for its device, calls `plan`
-    /// with, per claim, the ids that were recorded before this call, and writes the changes it returns.
-    ///
-    /// Ids repeated within `claims` are not in the sets passed to `plan` (they were not recorded before): the
-    /// caller judges repeats within a group itself. If `plan` or the write throws, nothing is written, ids
-    /// included. `changes.eventIds` is ignored: the claimed ids are what is recorded, at `recordedAt`.
+    /// One group, as a series of one (`GroupCommitter.commit(claiming:at:plan:)`): if `plan` or the write throws,
+    /// nothing is written, ids included.
     public func commit<Result: Sendable>(
         claiming claims: [EventIdClaim],
         at recordedAt: Timestamp,

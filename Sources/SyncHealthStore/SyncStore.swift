@@ -89,20 +89,6 @@ public struct StoreChanges: Sendable {
         return ids
     }
 
-    /// What `plan` returns for claims of which `seen` were recorded before, with the claims' new ids to record at
-    /// `recordedAt`: for stores that record the ids after planning.
-    static func planned<Result>(
-        _ claims: [EventIdClaim],
-        seen: [Set<String>],
-        at recordedAt: Timestamp,
-        plan: (_ seen: [Set<String>]) throws -> (changes: StoreChanges, result: Result)
-    ) throws -> (changes: StoreChanges, result: Result) {
-        var (changes, result) = try plan(seen)
-        changes.eventIds = newIds(claims, seen: seen)
-        changes.recordedAt = recordedAt
-        return (changes, result)
-    }
-
     /// Whether there is nothing to write.
     public var isEmpty: Bool {
         devices.isEmpty && eventIds.isEmpty && alerts.isEmpty && fleetAlerts.isEmpty && outbox.isEmpty && removals.isEmpty

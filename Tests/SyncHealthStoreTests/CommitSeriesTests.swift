@@ -59,4 +59,50 @@ struct CommitSeriesTests {
             #expect(try await store.seenEventIds([(key, ["a", "b", "c"])]) == [["a", "b"]])
         }
     }
+
+    @Test(
+        "a committer traps on a step out of order: append or abandon without judge, judge with a group open, a series ended with one open",
+        .timeLimit(.minutes(2))
+    )
+    func stepsOutOfOrderTrap() async throws {
+        await #expect(processExitsWith: .failure) {
+            try? await StoreKind.memory.withLocalStore { store in
+                try await store.commitSeries { committer in try committer.append(StoreChanges(recordedAt: t0), at: t0) }
+            }
+        }
+        await #expect(processExitsWith: .failure) {
+            try? await StoreKind.sqlite.withLocalStore { store in
+                try await store.commitSeries { committer in
+                    _ = try committer.judge([])
+                    _ = try committer.judge([])
+                }
+            }
+        }
+        await #expect(processExitsWith: .failure) {
+            try? await StoreKind.sqliteTables.withLocalStore { store in
+                try await store.commitSeries { committer in committer.abandon() }
+            }
+        }
+        await #expect(processExitsWith: .failure) {
+            try? await StoreKind.memory.withLocalStore { store in
+                try await store.commitSeries { committer in _ = try committer.judge([]) }
+            }
+        }
+        // In order, the same steps run on every store.
+        for kind in StoreKind.local {
+            try await kind.withLocalStore { store in
+                let key = DeviceKey(appId: "app", deviceId: "phone")
+                let seen = try await store.commitSeries { committer in
+                    _ = try committer.judge([(key, ["a"])])
+                    committer.abandon()
+                    _ = try committer.judge([(key, ["a"])])
+                    try committer.append(StoreChanges(recordedAt: t0), at: t0)
+                    let seen = try committer.judge([(key, ["a", "b"])])
+                    committer.abandon()
+                    return seen
+                }
+                #expect(seen == [["a"]], "\(kind): the abandoned group records nothing, the appended one its id")
+            }
+        }
+    }
 }

@@ -29,7 +29,7 @@ struct GroupPlan {
     }
 
     /// What to write. Its `eventIds` stay empty: a store records the claimed ids itself
-    /// (`GroupCommitter.commit(claiming:at:plan:)`), and the shared pipeline sets them from `StoreChanges.newIds`.
+    /// (`GroupCommitter.append(_:at:)`), and the shared pipeline sets them from `StoreChanges.newIds`.
     var changes: StoreChanges
     /// One per request, in order.
     var receipts: [IngestReceipt] = []

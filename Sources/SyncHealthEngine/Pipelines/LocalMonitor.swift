@@ -250,10 +250,10 @@ public final class LocalMonitor: MonitorEngine, GroupPipeline {
         let started = ContinuousClock.now
         let plan: GroupPlan
         do {
-            // Dedupe, plan and write in one step of the series; the plan is computed on copies of the cache.
-            plan = try committer.commit(claiming: jobs.map(\.claim), at: now) { seen in
-                self.plan(jobs, seen: seen, due: due, erasures: erasures.map(\.key), now: now)
-            }
+            // Judge the group's event ids, plan on copies of the cache, append: nothing records an id in between.
+            let seen = try committer.judge(jobs.map(\.claim))
+            plan = self.plan(jobs, seen: seen, due: due, erasures: erasures.map(\.key), now: now)
+            try committer.append(plan.changes, at: now)
         } catch {
             cache.withLock { c in
                 c.policy.discardChanges()
@@ -282,7 +282,7 @@ public final class LocalMonitor: MonitorEngine, GroupPipeline {
         due: [Int],
         erasures: [DeviceKey],
         now: Timestamp
-    ) -> (changes: StoreChanges, result: GroupPlan) {
+    ) -> GroupPlan {
         cache.withLock { c in
             c.policy.beginChanges()
             var plan = GroupPlan.make(
@@ -306,7 +306,7 @@ public final class LocalMonitor: MonitorEngine, GroupPipeline {
                 configuration: configuration,
                 subscribers: webhooks.subscribers(for:context:)
             )
-            return (plan.changes, plan)
+            return plan
         }
     }
 
