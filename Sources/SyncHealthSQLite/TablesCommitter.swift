@@ -10,8 +10,8 @@ final class TablesCommitter: GroupCommitter {
     let store: SQLiteStore
     let db: Database
     let eventIdSpan: Int64
-    /// The ids the open group records; its transaction is open while it is.
-    private var open: [(hash: Int64, id: [UInt8])]?
+    /// The group judged; its transaction is open while it is.
+    private var group = OpenGroup()
 
     init(store: SQLiteStore, db: Database, eventIdSpan: Int64) {
         self.store = store
@@ -20,12 +20,12 @@ final class TablesCommitter: GroupCommitter {
     }
 
     func judge(_ claims: [EventIdClaim]) throws -> [Set<String>] {
-        precondition(open == nil, "GroupCommitter.judge with a group open")
+        group.expectNoneOpen()
         let encoded = SQLiteStore.encoded(claims)
         try db.beginTransaction(.immediate)
         do {
             let (seen, ids) = SQLiteStore.judged(claims, encoded, try EventIds.recordedBefore(encoded, db).recorded)
-            open = ids
+            group.open(ids)
             return seen
         } catch {
             try? db.rollback()
@@ -34,11 +34,7 @@ final class TablesCommitter: GroupCommitter {
     }
 
     func append(_ changes: StoreChanges, at recordedAt: Timestamp) throws {
-        guard let ids = open else { preconditionFailure("GroupCommitter.append without judge") }
-        open = nil
-        var changes = changes
-        changes.recordedAt = recordedAt
-        let entry = JournalEntry(changes, ids: ids)
+        let entry = group.close(with: changes, at: recordedAt)
         do {
             if !entry.isEmpty { try JournalEntry.write([entry], eventIdSpan: eventIdSpan, db) }
             try db.commit()
@@ -49,15 +45,11 @@ final class TablesCommitter: GroupCommitter {
         if entry.erases { store.erasuresPending.store(true, ordering: .releasing) }
     }
 
-    /// Checks that the series ends with no group open: a group judged and neither appended nor abandoned is a
-    /// programming error.
-    func finish() {
-        precondition(open == nil, "a series of groups ended with a group open")
-    }
+    /// Checks that the series ends with no group open.
+    func finish() { group.finish() }
 
     func abandon() {
-        precondition(open != nil, "GroupCommitter.abandon without judge")
-        open = nil
+        group.abandon()
         try? db.rollback()
     }
 

@@ -84,6 +84,14 @@ struct CommitSeriesTests {
             }
         }
         await #expect(processExitsWith: .failure) {
+            try? await StoreKind.sqliteTables.withLocalStore { store in
+                try await store.commitSeries { committer in
+                    _ = try committer.judge([])
+                    _ = try committer.judge([])
+                }
+            }
+        }
+        await #expect(processExitsWith: .failure) {
             try? await StoreKind.memory.withLocalStore { store in
                 try await store.commitSeries { committer in _ = try committer.judge([]) }
             }

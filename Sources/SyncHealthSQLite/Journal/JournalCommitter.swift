@@ -8,8 +8,7 @@ import Synchronization
 final class JournalCommitter: GroupCommitter {
     let store: SQLiteStore
     let appender: CommitJournal.Appender
-    /// The ids the open group records.
-    private var open: [(hash: Int64, id: [UInt8])]?
+    private var group = OpenGroup()
 
     init(store: SQLiteStore, appender: CommitJournal.Appender) {
         self.store = store
@@ -17,32 +16,22 @@ final class JournalCommitter: GroupCommitter {
     }
 
     func judge(_ claims: [EventIdClaim]) throws -> [Set<String>] {
-        precondition(open == nil, "GroupCommitter.judge with a group open")
+        group.expectNoneOpen()
         let encoded = SQLiteStore.encoded(claims)
         let (seen, ids) = SQLiteStore.judged(claims, encoded, try store.recordedBeforeOnJournalQueue(encoded))
-        open = ids
+        group.open(ids)
         return seen
     }
 
     func append(_ changes: StoreChanges, at recordedAt: Timestamp) throws {
-        guard let ids = open else { preconditionFailure("GroupCommitter.append without judge") }
-        open = nil
-        var changes = changes
-        changes.recordedAt = recordedAt
-        let entry = JournalEntry(changes, ids: ids)
+        let entry = group.close(with: changes, at: recordedAt)
         if !entry.isEmpty { try store.append(entry, with: appender) }
     }
 
-    /// Checks that the series ends with no group open: a group judged and neither appended nor abandoned is a
-    /// programming error.
-    func finish() {
-        precondition(open == nil, "a series of groups ended with a group open")
-    }
+    /// Checks that the series ends with no group open.
+    func finish() { group.finish() }
 
-    func abandon() {
-        precondition(open != nil, "GroupCommitter.abandon without judge")
-        open = nil
-    }
+    func abandon() { group.abandon() }
 
     var wantsBreak: Bool { store.backlog.withLock { $0.bytes } > SQLiteStore.maxBacklogBytes }
 }
