@@ -304,8 +304,8 @@ public final class SQLiteStore: LocalSyncStore {
         seen.reserveCapacity(claims.count)
         var ids: [(hash: Int64, id: [UInt8])] = []
         ids.reserveCapacity(encoded.reduce(0) { $0 + $1.ids.count })
-        // One set for the whole group, not one per device: a set is an allocation.
-        var recordedNow = Set<ClaimedId>()
+        // One set for the whole group, not one per device: a set is an allocation; sized once, not grown.
+        var recordedNow = Set<ClaimedId>(minimumCapacity: ids.capacity)
         for ((claim, encodedClaim), recorded) in zip(zip(claims, encoded), recorded) {
             var before = Set<String>()
             for ((id, bytes), recorded) in zip(zip(claim.eventIds, encodedClaim.ids), recorded) {
@@ -320,10 +320,15 @@ public final class SQLiteStore: LocalSyncStore {
         return (seen, ids)
     }
 
-    /// An event id a group records, with its device's hash.
+    /// An event id a group records, with its device's hash; its bytes hashed in one call (`EventIdBytes`).
     struct ClaimedId: Hashable {
         var hash: Int64
         var id: [UInt8]
+
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(hash)
+            id.withUnsafeBytes { hasher.combine(bytes: $0) }
+        }
     }
 
     /// Folds before a read of the alerts table when the backlog holds a change to it, so that the read sees every

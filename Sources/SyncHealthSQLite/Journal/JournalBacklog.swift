@@ -22,7 +22,7 @@ import Darwin
 /// released after the lock: rebuilding and releasing under it made every commit wait for the fold's bookkeeping.
 struct JournalBacklog: Sendable {
     /// Ids by device hash.
-    typealias Ids = [Int64: Set<[UInt8]>]
+    typealias Ids = [Int64: Set<EventIdBytes>]
 
     /// What `remove` took out, for the caller to release once the lock is let go.
     struct Forgotten: Sendable {
@@ -48,7 +48,7 @@ struct JournalBacklog: Sendable {
 
     mutating func add(_ entry: JournalEntry, bytes: Int, at now: ContinuousClock.Instant) {
         for (hash, id) in entry.ids {
-            ids[hash, default: []].insert(id)
+            ids[hash, default: []].insert(EventIdBytes(id))
             ceilings.raise(hash, toCover: id)
         }
         for removal in entry.removals {
@@ -100,6 +100,7 @@ struct JournalBacklog: Sendable {
     var changesAlerts: Bool { entries.contains { !$0.alerts.isEmpty || $0.erases } }
 
     func contains(_ hash: Int64, _ id: [UInt8]) -> Bool {
+        let id = EventIdBytes(id)
         if ids[hash]?.contains(id) == true { return true }
         return taken.contains { $0.ids[hash]?.contains(id) == true }
     }
@@ -109,7 +110,7 @@ struct JournalBacklog: Sendable {
         var highest: [Int64: EventIdCeilings.Prefix] = [:]
         for generation in [ids] + taken.map(\.ids) {
             for (hash, set) in generation {
-                for id in set { highest[hash] = max(highest[hash] ?? .zero, EventIdCeilings.Prefix(id)) }
+                for id in set { highest[hash] = max(highest[hash] ?? .zero, EventIdCeilings.Prefix(id.bytes)) }
             }
         }
         return highest
@@ -118,6 +119,6 @@ struct JournalBacklog: Sendable {
     /// The ceiling of the device's ids in the backlog (`EventIdCeilings.Prefix.zero` for none).
     func highest(_ hash: Int64) -> EventIdCeilings.Prefix {
         let generations = [ids[hash]] + taken.map { $0.ids[hash] }
-        return generations.lazy.compactMap { $0 }.joined().map { EventIdCeilings.Prefix($0) }.max() ?? .zero
+        return generations.lazy.compactMap { $0 }.joined().map { EventIdCeilings.Prefix($0.bytes) }.max() ?? .zero
     }
 }
