@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 public import SyncHealthCore
 public import SyncHealthStore
+import Synchronization
 
 extension SQLiteStore {
     static func insertOutbox(_ messages: [OutboxMessage], _ db: Database) throws {
@@ -57,8 +58,16 @@ extension SQLiteStore {
         }
     }
 
+    /// Folds before a read of the outbox when the backlog holds messages for it, so that the read sees every
+    /// committed message. Only then: the sender reads the outbox each time it wakes, at least once a minute, and a
+    /// fold needs nothing else to do.
+    private func foldForOutbox() async throws {
+        if backlog.withLock({ $0.holdsOutboxMessages }) { try await fold() }
+    }
+
     public func deleteWebhook(id: String) async throws -> Bool {
-        // The journal may hold messages that are not in the table yet.
+        // The journal may hold messages that are not in the table yet. Whatever it holds, the deletion folds first:
+        // a rare act, and the one scripts/cost-guard folds with at fixed points.
         try await fold()
         return try await pool.write { db in
             try db.execute(sql: "DELETE FROM webhooks WHERE id = ?", arguments: [id])
@@ -70,8 +79,7 @@ extension SQLiteStore {
     }
 
     public func dueMessages(now: Timestamp, limit: Int) async throws -> [OutboxMessage] {
-        // The journal may hold messages that are not in the table yet.
-        try await fold()
+        try await foldForOutbox()
         return try await pool.read { db in
             try Row.fetchAll(
                 db,
@@ -88,8 +96,7 @@ extension SQLiteStore {
     }
 
     public func nextDueTime() async throws -> Timestamp? {
-        // The journal may hold messages that are not in the table yet.
-        try await fold()
+        try await foldForOutbox()
         return try await pool.read { db in
             try Int64.fetchOne(db, sql: "SELECT MIN(next_attempt_at) FROM outbox WHERE state = 'pending'").map(Timestamp.init(microseconds:))
         }

@@ -61,6 +61,8 @@ public final class SQLiteStore: LocalSyncStore {
     let claimsRead = Counter(label: "synchealth_store_dedupe_claims_total", dimensions: [("judged", "read")])
     /// How commits become durable.
     public let commitPath: CommitPath
+    /// How old the journal's backlog gets before the maintenance service folds it (`foldIsDue`).
+    public let foldInterval: Duration
     /// How long a generation of event ids takes ids, in microseconds (see `EventIds`).
     let eventIdSpan: Int64
     private let lockDescriptor: Int32
@@ -77,7 +79,8 @@ public final class SQLiteStore: LocalSyncStore {
     ///
     /// `eventIdGeneration` is how long each generation of event ids takes ids: expiry forgets a generation once
     /// all of it is older than the dedupe retention, so an id is remembered up to this much longer than that. A
-    /// seventh of the retention keeps 8 generations.
+    /// seventh of the retention keeps 8 generations. `foldInterval` is how old the journal's backlog gets before
+    /// the maintenance service folds it into the tables.
     ///
     /// - Throws: `StoreError` with a message for the operator when the directory is locked by another server,
     ///   the database is corrupt, or it was written by a newer schema.
@@ -85,13 +88,15 @@ public final class SQLiteStore: LocalSyncStore {
         directory: String,
         synchronous: Synchronous = .full,
         commitPath: CommitPath = .journal,
-        eventIdGeneration: Duration = .seconds(86_400)
+        eventIdGeneration: Duration = .seconds(86_400),
+        foldInterval: Duration = SQLiteStore.defaultFoldInterval
     ) throws {
         try self.init(
             directory: directory,
             synchronous: synchronous,
             commitPath: commitPath,
             eventIdGeneration: eventIdGeneration,
+            foldInterval: foldInterval,
             journalIO: .system
         )
     }
@@ -103,9 +108,11 @@ public final class SQLiteStore: LocalSyncStore {
         synchronous: Synchronous,
         commitPath: CommitPath = .journal,
         eventIdGeneration: Duration = .seconds(86_400),
+        foldInterval: Duration = SQLiteStore.defaultFoldInterval,
         journalIO: JournalIO
     ) throws {
         self.commitPath = commitPath
+        self.foldInterval = foldInterval
         let span = eventIdGeneration.components
         let eventIdSpan = max(1, span.seconds * 1_000_000 + span.attoseconds / 1_000_000_000_000)
         self.eventIdSpan = eventIdSpan

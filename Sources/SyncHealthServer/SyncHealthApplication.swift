@@ -109,7 +109,8 @@ public enum SyncHealthApplication {
             synchronous: configuration.sqliteSynchronous,
             commitPath: configuration.sqliteCommit,
             // Eight generations in the window: a lookup seeks each, and an id outlives the window by at most one.
-            eventIdGeneration: configuration.engine.dedupeRetention / 7
+            eventIdGeneration: configuration.engine.dedupeRetention / 7,
+            foldInterval: configuration.sqliteFoldInterval
         )
         return (.local(store), store.maintenance(logger: logger))
     }

@@ -73,6 +73,7 @@ import Testing
         ("--sqlite-synchronous", "off", "--sqlite-synchronous=off must be normal or full"),
         ("--log-level", "loud", "--log-level=loud must be trace, debug, info, notice, warning, error or critical"),
         ("--sqlite-commit", "wal", "--sqlite-commit=wal must be journal or tables"),
+        ("--fold-interval", "0", "--fold-interval=0 must be a duration of at least 1s"),
         ("--database-url", "mysql://x", "--database-url=mysql://x must be a postgres:// URL, e.g. postgres://user:password@host:5432/database"),
     ])
     func aValueThatCannotBeUsedIsRefusedWithItsNameAndReason(flag: String, value: String, message: String) {

@@ -99,6 +99,9 @@ struct JournalBacklog: Sendable {
     /// deletes the device's alerts). A fold keeps its entries here until they are committed.
     var changesAlerts: Bool { entries.contains { !$0.alerts.isEmpty || $0.erases } }
 
+    /// Whether an entry not yet written into the tables holds webhook messages for the outbox.
+    var holdsOutboxMessages: Bool { entries.contains { !$0.outbox.isEmpty } }
+
     func contains(_ hash: Int64, _ id: [UInt8]) -> Bool {
         let id = EventIdBytes(id)
         if ids[hash]?.contains(id) == true { return true }

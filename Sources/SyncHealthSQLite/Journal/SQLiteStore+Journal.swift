@@ -14,10 +14,11 @@ import Darwin
 #endif
 
 extension SQLiteStore {
-    /// A fold starts once the backlog is this old, or this large. A fold rewrites each page its groups touch
-    /// once, however many of them touch it, so larger folds write fewer bytes an event; in exchange the backlog
-    /// holds more in memory, and a restart after a crash replays more (docs/benchmarks-log.md#larger-folds-and-a-folds-frees-off-the-journals-queue).
-    static let foldInterval = Duration.seconds(2)
+    /// A fold starts once the backlog is `foldInterval` old (this by default, `--fold-interval`), or this large. A
+    /// fold rewrites each page its groups touch once, however many of them touch it, so larger folds write fewer
+    /// bytes an event; in exchange the backlog holds more in memory, and a restart after a crash replays more
+    /// (docs/benchmarks-log.md#larger-folds-and-a-folds-frees-off-the-journals-queue).
+    public static let defaultFoldInterval = Duration.seconds(2)
     static let foldBytes = 16 << 20
     /// A commit that finds more than this in the backlog folds it before it returns, so that a writer that falls
     /// behind slows ingestion down instead of growing the backlog without bound.
@@ -47,7 +48,7 @@ extension SQLiteStore {
     func foldIsDue(now: ContinuousClock.Instant = .now) -> Bool {
         backlog.withLock { b in
             guard let since = b.since else { return false }
-            return b.bytes >= Self.foldBytes || now - since >= Self.foldInterval
+            return b.bytes >= Self.foldBytes || now - since >= foldInterval
         }
     }
 

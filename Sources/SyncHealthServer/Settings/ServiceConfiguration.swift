@@ -35,6 +35,8 @@ public struct ServiceConfiguration: Sendable {
     public var sqliteSynchronous: SQLiteStore.Synchronous = .full
     /// How a commit to SQLite becomes durable: in the commit journal, or straight in the tables.
     public var sqliteCommit: SQLiteStore.CommitPath = .journal
+    /// How old SQLite's journal backlog gets before it is folded into the tables.
+    public var sqliteFoldInterval: Duration = SQLiteStore.defaultFoldInterval
     /// Token buckets per device and per key.
     public var rateLimits = RateLimits()
     /// Most open connections; more wait in the listen backlog until one closes.

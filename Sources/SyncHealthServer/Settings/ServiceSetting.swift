@@ -222,6 +222,12 @@ extension ServiceSetting {
             "journal (append each group to a journal, fold into the tables later) or tables (one transaction in the tables a group).",
             \.sqliteCommit
         ),
+        duration(
+            "fold-interval",
+            "SQLite journal: how old its backlog gets before a fold writes it into the tables. Longer folds write fewer bytes an event, and hold more in memory and in the journal to replay after a crash.",
+            \.sqliteFoldInterval,
+            atLeast: .seconds(1)
+        ),
         choice("log-level", "The least level logged.", \.logLevel),
         path(
             "tls-certificate",
