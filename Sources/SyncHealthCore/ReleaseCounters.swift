@@ -52,7 +52,9 @@ public struct ReleaseCounts: Hashable, Sendable {
             .prefix(limit).map { $0 }
     }
 
-    mutating func note(firstSeenAt: Timestamp, lastSeenAt: Timestamp) {
+    /// Counts `arrived` in (a device that moved here), and notes the times of a device counted here.
+    mutating func count(_ arrived: FleetContribution?, firstSeenAt: Timestamp, lastSeenAt: Timestamp) {
+        if let arrived { add(arrived, 1) }
         self.firstSeenAt = min(self.firstSeenAt ?? firstSeenAt, firstSeenAt)
         self.lastSeenAt = max(self.lastSeenAt ?? lastSeenAt, lastSeenAt)
     }
@@ -85,17 +87,20 @@ public struct ReleaseCounters: Sendable {
     /// Moves one device from its old contribution (`nil` for a new device) to its new one, and notes when it was
     /// first and last seen on the new one.
     public mutating func replace(_ old: FleetContribution?, with new: FleetContribution?, firstSeenAt: Timestamp, lastSeenAt: Timestamp) {
-        if let old, old != new {
+        // Compared once: most groups find a device where it was, and only its times move.
+        let moved = old != new
+        if moved, let old {
             for dimension in ReleaseDimension.allCases {
                 cuts[Cut(appId: old.appId, dimension: dimension), default: [:]][old.release(dimension), default: ReleaseCounts()].add(old, -1)
             }
         }
         guard let new else { return }
         for dimension in ReleaseDimension.allCases {
-            let cut = Cut(appId: new.appId, dimension: dimension)
-            let release = new.release(dimension)
-            if old != new { cuts[cut, default: [:]][release, default: ReleaseCounts()].add(new, 1) }
-            cuts[cut, default: [:]][release, default: ReleaseCounts()].note(firstSeenAt: firstSeenAt, lastSeenAt: lastSeenAt)
+            cuts[Cut(appId: new.appId, dimension: dimension), default: [:]][new.release(dimension), default: ReleaseCounts()].count(
+                moved ? new : nil,
+                firstSeenAt: firstSeenAt,
+                lastSeenAt: lastSeenAt
+            )
         }
     }
 

@@ -290,7 +290,7 @@ private struct GroupPlanner {
             plan.counters.replace(old, with: new)
             plan.releases?.replace(old, with: new, firstSeenAt: item.record.firstSeenAt, lastSeenAt: item.record.lastSeenAt)
             if let c = old?.containerId { containers.insert(c) }
-            if let c = new?.containerId { containers.insert(c) }
+            if let c = new?.containerId, c != old?.containerId { containers.insert(c) }
             if let new { plan.touched[s].contribution = new }
         }
         plan.containers = containers.sorted()
