@@ -60,7 +60,7 @@ extension SQLiteStore {
 
     /// Folds before a read of the outbox when the backlog holds messages for it, so that the read sees every
     /// committed message. Only then: the sender reads the outbox each time it wakes, at least once a minute, and a
-    /// fold needs nothing else to do.
+    /// fold there without a message in the backlog would write the tables for no reader.
     private func foldForOutbox() async throws {
         if backlog.withLock({ $0.holdsOutboxMessages }) { try await fold() }
     }
