@@ -22,10 +22,10 @@ extension EventBatch {
 
     /// Decodes and validates a JSON body held in memory (a request's buffer, without copying it).
     public static func decode(utf8 bytes: UnsafeRawBufferPointer) throws(BatchValidationError) -> EventBatch {
-        let root: JSONValue
+        let document: JSONDocument
         do {
-            root = try JSONParser.parse(bytes.assumingMemoryBound(to: UInt8.self))
-        } catch  where error.limit != nil {
+            document = try JSONDocument.parse(bytes.assumingMemoryBound(to: UInt8.self))
+        } catch where error.limit != nil {
             switch error.limit {
             case .inner?:
                 throw BatchValidationError("", "an object or array inside an event holds more than \(JSONParser.maxInnerCount) members or elements")
@@ -40,52 +40,56 @@ extension EventBatch {
         } catch {
             throw BatchValidationError("", "the body is not valid JSON")
         }
-        return try decode(root)
+        return try decode(document)
     }
 
-    static func decode(_ root: JSONValue) throws(BatchValidationError) -> EventBatch {
-        guard case .object = root else { throw BatchValidationError("", root == .null ? "expected an object, found null" : "expected an object") }
+    static func decode(_ document: JSONDocument) throws(BatchValidationError) -> EventBatch {
+        let root = document.root
+        guard document.kind(root) == .object else {
+            throw BatchValidationError("", document.isNull(root) ? "expected an object, found null" : "expected an object")
+        }
         // Type errors in the envelope are reported one at a time, in field order. The device's fields are kept by
         // their place in `DeviceField`, not in a dictionary: a request reads them about fifteen times.
         var device = DeviceFields()
         var hasDevice = false
-        if let value = root["device"], value != .null {
-            guard case .object = value else { throw BatchValidationError("/device", "expected an object") }
+        if let value = document.member(root, "device"), !document.isNull(value) {
+            guard document.kind(value) == .object else { throw BatchValidationError("/device", "expected an object") }
             hasDevice = true
             for field in DeviceField.allCases {
-                switch value[field.name] {
-                case nil, .null?: break
-                case .string(let text)?: device[field] = text
-                default: throw BatchValidationError("/device/\(field.name)", "expected a string")
-                }
+                guard let member = document.member(value, field.key), !document.isNull(member) else { continue }
+                guard let text = document.string(member) else { throw BatchValidationError("/device/\(field.name)", "expected a string") }
+                device[field] = text
             }
         }
-        var rawEvents: [JSONValue]?
-        switch root["events"] {
-        case nil, .null?: break
-        case .array(let elements)?: rawEvents = elements
-        default: throw BatchValidationError("/events", "expected an array")
+        var rawEvents: [JSONDocument.Index]?
+        if let value = document.member(root, "events") {
+            switch document.kind(value) {
+            case .null: break
+            case .array: rawEvents = document.elements(value)
+            default: throw BatchValidationError("/events", "expected an array")
+            }
         }
         guard hasDevice else { throw BatchValidationError("/device", "device is required") }
 
         var problems: [BatchValidationError.Item] = []
         for field in [DeviceField.deviceId, .appId] {
-            let name = field.name
             guard let value = device[field] else {
-                problems.append(.init(pointer: "/device/\(name)", detail: "\(name) is required"))
+                problems.append(.init(pointer: "/device/\(field.name)", detail: "\(field.name) is required"))
                 continue
             }
             if !DeviceKey.isValidId(value) {
-                problems.append(.init(pointer: "/device/\(name)", detail: "\(name) must be 1-128 characters of A-Z a-z 0-9 . _ : -"))
+                problems.append(.init(pointer: "/device/\(field.name)", detail: "\(field.name) must be 1-128 characters of A-Z a-z 0-9 . _ : -"))
             }
         }
         for field in [DeviceField.containerId, .platform, .osVersion, .appVersion] {
-            let name = field.name
             guard let value = device[field] else { continue }
-            if value.count > Limits.maxFieldLength {
-                problems.append(.init(pointer: "/device/\(name)", detail: "\(name) is longer than \(Limits.maxFieldLength) characters"))
+            // Characters are at most as many as UTF-8 bytes: counting them (grapheme breaking) is needed only past the limit.
+            if value.utf8.count > Limits.maxFieldLength, value.count > Limits.maxFieldLength {
+                problems.append(.init(pointer: "/device/\(field.name)", detail: "\(field.name) is longer than \(Limits.maxFieldLength) characters"))
             } else if EventBatch.hasControlCharacter(value) {
-                problems.append(.init(pointer: "/device/\(name)", detail: "\(name) must not hold control characters (U+0000-U+001F, U+007F)"))
+                problems.append(
+                    .init(pointer: "/device/\(field.name)", detail: "\(field.name) must not hold control characters (U+0000-U+001F, U+007F)")
+                )
             }
         }
         guard let rawEvents else {
@@ -103,7 +107,7 @@ extension EventBatch {
         var rejected: [Rejection] = []
         for (index, raw) in rawEvents.enumerated() {
             do {
-                events.append(try EventFields.decodeEvent(raw))
+                events.append(try EventFields.decodeEvent(raw, in: document))
             } catch {
                 rejected.append(Rejection(index: index, detail: error.detail))
             }
@@ -127,7 +131,7 @@ enum DeviceField: Int, CaseIterable {
     case deviceId, appId, containerId, platform, osVersion, appVersion
 
     /// The field's name in the body.
-    var name: String {
+    var key: StaticString {
         switch self {
         case .deviceId: "deviceId"
         case .appId: "appId"
@@ -137,6 +141,9 @@ enum DeviceField: Int, CaseIterable {
         case .appVersion: "appVersion"
         }
     }
+
+    /// The field's name, for messages.
+    var name: String { key.description }
 }
 
 /// The values of a body's `DeviceField`s.
@@ -156,39 +163,40 @@ struct EventProblem: Error {
 
 /// Reads and checks the fields of one event.
 enum EventFields {
-    static func decodeEvent(_ raw: JSONValue) throws(EventProblem) -> DeviceEvent {
-        guard case .object = raw else { throw EventProblem(detail: "an event must be a JSON object") }
-        let eventId = try required(raw, "eventId", string)
+    typealias Index = JSONDocument.Index
+
+    static func decodeEvent(_ raw: Index, in document: JSONDocument) throws(EventProblem) -> DeviceEvent {
+        guard document.kind(raw) == .object else { throw EventProblem(detail: "an event must be a JSON object") }
+        let eventId = try required(raw, "eventId", string, document)
         guard !eventId.isEmpty, eventId.utf8.count <= EventBatch.Limits.maxIdLength else {
             throw EventProblem(detail: "eventId must be 1-\(EventBatch.Limits.maxIdLength) characters")
         }
-        guard let occurredAt = try timestamp(raw, "occurredAt") else { throw EventProblem(detail: "occurredAt is required") }
-        let kind = try required(raw, "kind", string)
+        guard let occurredAt = try timestamp(raw, "occurredAt", document) else { throw EventProblem(detail: "occurredAt is required") }
+        let kind = try required(raw, "kind", text, document)
         let body: DeviceEvent.Body
-        switch kind {
-        case "activity":
-            let phase = try enumValue(raw, "phase", Phase.self)
-            let state = try enumValue(raw, "state", ActivityState.self)
-            let activityId = try field(raw, "activityId", string)
+        if document.textEquals(kind, "activity") {
+            let phase = try enumValue(raw, "phase", Phase.self, document)
+            let state = try enumValue(raw, "state", ActivityState.self, document)
+            let activityId = try field(raw, "activityId", string, document)
             if let activityId, activityId.utf8.count > EventBatch.Limits.maxIdLength {
                 throw EventProblem(detail: "activityId must be at most \(EventBatch.Limits.maxIdLength) characters")
             }
-            let startedAt = try timestamp(raw, "startedAt")
-            let endedAt = state == .started ? nil : try timestamp(raw, "endedAt")
-            let error = try decodeError(raw)
+            let startedAt = try timestamp(raw, "startedAt", document)
+            let endedAt = state == .started ? nil : try timestamp(raw, "endedAt", document)
+            let error = try decodeError(raw, document)
             body = .activity(.init(phase: phase, state: state, startedAt: startedAt, endedAt: endedAt, activityId: activityId, error: error))
-        case "network":
-            body = .network(available: try required(raw, "available", bool))
-        case "account":
-            body = .account(try enumValue(raw, "status", AccountStatus.self))
-        case "pending":
-            let count = try required(raw, "pendingChanges", int)
+        } else if document.textEquals(kind, "network") {
+            body = .network(available: try required(raw, "available", bool, document))
+        } else if document.textEquals(kind, "account") {
+            body = .account(try enumValue(raw, "status", AccountStatus.self, document))
+        } else if document.textEquals(kind, "pending") {
+            let count = try required(raw, "pendingChanges", int, document)
             guard count >= 0 else { throw EventProblem(detail: "pendingChanges must be an integer >= 0") }
-            body = .pending(count: count, oldestPendingAt: try timestamp(raw, "oldestPendingAt"))
-        case "heartbeat":
-            let summary = try field(raw, "clientSummary", string)
+            body = .pending(count: count, oldestPendingAt: try timestamp(raw, "oldestPendingAt", document))
+        } else if document.textEquals(kind, "heartbeat") {
+            let summary = try field(raw, "clientSummary", string, document)
             body = .heartbeat(clientSummary: summary.flatMap(SyncStateSummary.init(rawValue:)))
-        default:
+        } else {
             throw EventProblem(detail: "kind must be one of activity, network, account, pending, heartbeat")
         }
         return DeviceEvent(eventId: eventId, occurredAt: occurredAt, body: body)
@@ -197,72 +205,87 @@ enum EventFields {
     /// Reads a JSON value as `T`, or `nil` when it is of another type. The name is what messages call it.
     struct Reader<T>: Sendable {
         var typeName: String
-        var read: @Sendable (JSONValue) -> T?
+        var read: @Sendable (JSONDocument, Index) -> T?
     }
 
-    static let string = Reader<String>(typeName: "a string") { if case .string(let s) = $0 { s } else { nil } }
-    static let bool = Reader<Bool>(typeName: "a boolean") { if case .bool(let b) = $0 { b } else { nil } }
-    static let int = Reader<Int>(typeName: "a number") { if case .number(_, let n?) = $0 { n } else { nil } }
-    static let double = Reader<Double>(typeName: "a number") { if case .number(let d, _) = $0 { d } else { nil } }
+    static let string = Reader<String>(typeName: "a string") { $0.string($1) }
+    /// A string, left in the document (its node).
+    static let text = Reader<Index>(typeName: "a string") { $0.kind($1) == .string ? $1 : nil }
+    static let bool = Reader<Bool>(typeName: "a boolean") { $0.bool($1) }
+    static let int = Reader<Int>(typeName: "a number") { $0.number($1)?.int }
+    static let double = Reader<Double>(typeName: "a number") { $0.number($1)?.double }
     /// Most distinct members of `partialErrors` kept; the rest are counted as read but dropped.
     static let maxPartialErrors = 64
 
     /// An object of integers: its first `maxPartialErrors` distinct names, in body order. Linear in the members
     /// (one set look-up each): a body can hold an object of `JSONParser.maxInnerCount` members.
-    static let intMap = Reader<[(String, Int)]>(typeName: "an object") { value in
-        guard case .object(let members) = value else { return nil }
+    static let intMap = Reader<[(String, Int)]>(typeName: "an object") { document, value in
+        guard document.kind(value) == .object else { return nil }
         var out: [(String, Int)] = []
         var seen = Set<String>()
-        for (name, item) in members {
-            guard case .number(_, let n?) = item else { return nil }
+        for (name, item) in document.members(value) {
+            guard let n = document.number(item)?.int else { return nil }
             // A repeated name: the first one counts, as for the other members.
-            if out.count < maxPartialErrors, seen.insert(name).inserted { out.append((name, n)) }
+            if out.count < maxPartialErrors, let name = document.string(name), seen.insert(name).inserted { out.append((name, n)) }
         }
         return out
     }
 
     /// A field that may be absent or null; any other type is a problem named `prefix + name`.
-    static func field<T>(_ object: JSONValue, _ name: String, _ reader: Reader<T>, prefix: String = "") throws(EventProblem) -> T? {
-        guard let value = object[name], value != .null else { return nil }
-        guard let read = reader.read(value) else { throw EventProblem(detail: "\(prefix)\(name) must be \(reader.typeName)") }
+    static func field<T>(
+        _ object: Index,
+        _ name: StaticString,
+        _ reader: Reader<T>,
+        _ document: JSONDocument,
+        prefix: String = ""
+    ) throws(EventProblem) -> T? {
+        guard let value = document.member(object, name), !document.isNull(value) else { return nil }
+        guard let read = reader.read(document, value) else { throw EventProblem(detail: "\(prefix)\(name) must be \(reader.typeName)") }
         return read
     }
 
-    static func required<T>(_ object: JSONValue, _ name: String, _ reader: Reader<T>) throws(EventProblem) -> T {
-        guard let value = try field(object, name, reader) else { throw EventProblem(detail: "\(name) is required") }
+    static func required<T>(_ object: Index, _ name: StaticString, _ reader: Reader<T>, _ document: JSONDocument) throws(EventProblem) -> T {
+        guard let value = try field(object, name, reader, document) else { throw EventProblem(detail: "\(name) is required") }
         return value
     }
 
-    static func timestamp(_ object: JSONValue, _ name: String) throws(EventProblem) -> Timestamp? {
-        guard let text = try field(object, name, string) else { return nil }
-        guard let time = Timestamp(rfc3339: text) else { throw EventProblem(detail: "\(name) must be an RFC 3339 date-time") }
+    /// Parsed from the body's bytes: no `String` is made for it.
+    static func timestamp(_ object: Index, _ name: StaticString, _ document: JSONDocument) throws(EventProblem) -> Timestamp? {
+        guard let node = try field(object, name, text, document) else { return nil }
+        guard let time = document.withUTF8(node, { Timestamp(rfc3339UTF8: $0) }) ?? nil else {
+            throw EventProblem(detail: "\(name) must be an RFC 3339 date-time")
+        }
         return time
     }
 
-    static func enumValue<E: RawRepresentable & CaseIterable>(_ object: JSONValue, _ name: String, _ type: E.Type) throws(EventProblem) -> E
-    where E.RawValue == String {
-        let text = try required(object, name, string)
+    static func enumValue<E: RawRepresentable & CaseIterable>(
+        _ object: Index,
+        _ name: StaticString,
+        _ type: E.Type,
+        _ document: JSONDocument
+    ) throws(EventProblem) -> E where E.RawValue == String {
+        let text = try required(object, name, string, document)
         guard let value = E(rawValue: text) else {
             throw EventProblem(detail: "\(name) must be one of " + E.allCases.map(\.rawValue).joined(separator: ", "))
         }
         return value
     }
 
-    static func decodeError(_ event: JSONValue) throws(EventProblem) -> SyncErrorReport? {
-        guard let e = event["error"], e != .null else { return nil }
-        guard case .object = e else { throw EventProblem(detail: "error must be an object") }
+    static func decodeError(_ event: Index, _ document: JSONDocument) throws(EventProblem) -> SyncErrorReport? {
+        guard let e = document.member(event, "error"), !document.isNull(e) else { return nil }
+        guard document.kind(e) == .object else { throw EventProblem(detail: "error must be an object") }
         let limit = EventBatch.Limits.maxFieldLength
-        guard let domain = try field(e, "domain", string, prefix: "error."), !domain.isEmpty, domain.utf8.count <= limit else {
+        guard let domain = try field(e, "domain", string, document, prefix: "error."), !domain.isEmpty, domain.utf8.count <= limit else {
             throw EventProblem(detail: "error.domain is required (1-\(limit) characters)")
         }
         guard !EventBatch.hasControlCharacter(domain) else {
             throw EventProblem(detail: "error.domain must not hold control characters (U+0000-U+001F, U+007F)")
         }
-        guard let code = try field(e, "code", int, prefix: "error.") else { throw EventProblem(detail: "error.code is required") }
-        let message = try field(e, "message", string, prefix: "error.").map { String($0.prefix(EventBatch.Limits.maxMessageLength)) }
-        let retryAfter = try field(e, "retryAfterSeconds", double, prefix: "error.")
+        guard let code = try field(e, "code", int, document, prefix: "error.") else { throw EventProblem(detail: "error.code is required") }
+        let message = try field(e, "message", string, document, prefix: "error.").map { String($0.prefix(EventBatch.Limits.maxMessageLength)) }
+        let retryAfter = try field(e, "retryAfterSeconds", double, document, prefix: "error.")
         var partial: [Int: Int]?
-        if let raw = try field(e, "partialErrors", intMap, prefix: "error.") {
+        if let raw = try field(e, "partialErrors", intMap, document, prefix: "error.") {
             var items: [Int: Int] = [:]
             for (key, count) in raw {
                 guard let itemCode = Int(key), count >= 0 else {

@@ -119,4 +119,34 @@ struct EventBatchDecodingTests {
         let tooMany = "[" + Array(repeating: "{}", count: 1001).joined(separator: ",") + "]"
         #expect(problems(#"{"device": {"appId": "a", "deviceId": "d"}, "events": "# + tooMany + "}") == ["/events"])
     }
+
+    @Test("names and values written with escapes or non-ASCII text read as their text")
+    func escapedNamesAndValues() throws {
+        // The decoder compares plainly written names byte by byte; written any other way, they are decoded first.
+        let json = #"""
+            {"\u0064evice": {"deviceId": "d", "app\u0049d": "a", "platform": "i\u004fS \u00e9t\u00e9"},
+             "even\u0074s": [
+              {"\u0065ventId": "caf\u00e9", "occurredAt": "2026-11-22T10:00:00\u005A", "kind": "netw\u006frk", "available": true},
+              {"eventId": "é", "occurredAt": "2026-11-22T10:00:01Z", "kind": "network", "availablé": true}
+             ]}
+            """#
+        let batch = try EventBatch.decode(json: Data(json.utf8))
+        #expect(batch.key == DeviceKey(appId: "a", deviceId: "d"))
+        #expect(batch.info.platform == "iOS été")
+        #expect(batch.events.map(\.eventId) == ["café"])
+        #expect(batch.events.first?.occurredAt == Timestamp(rfc3339: "2026-11-22T10:00:00Z"))
+        #expect(batch.events.first?.body == .network(available: true))
+        #expect(batch.rejected.map(\.detail) == ["available is required"])
+    }
+
+    @Test("an events array written with an escaped name still has the events limit")
+    func escapedEventsLimit() {
+        let tooMany = "[" + Array(repeating: "{}", count: 1001).joined(separator: ",") + "]"
+        do {
+            _ = try EventBatch.decode(json: Data((#"{"device": {"appId": "a", "deviceId": "d"}, "\u0065vents": "# + tooMany + "}").utf8))
+            Issue.record("decoded")
+        } catch {
+            #expect(error.errors == [.init(pointer: "/events", detail: "events must hold 1 to 1000 events")])
+        }
+    }
 }

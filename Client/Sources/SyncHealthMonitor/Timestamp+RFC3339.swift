@@ -15,6 +15,13 @@ extension Timestamp {
         self.init(microseconds: microseconds)
     }
 
+    /// Parses an RFC 3339 date-time from its UTF-8, as `init?(rfc3339:)` does: for a decoder that reads it from a
+    /// buffer, without making a `String` of it first.
+    public init?(rfc3339UTF8 utf8: UnsafeBufferPointer<UInt8>) {
+        guard let microseconds = Self.rfc3339Microseconds(utf8) else { return nil }
+        self.init(microseconds: microseconds)
+    }
+
     /// The microseconds `utf8` (an RFC 3339 date-time) stands for, or `nil`.
     static func rfc3339Microseconds(_ utf8: UnsafeBufferPointer<UInt8>) -> Int64? {
         guard utf8.count >= 20, utf8.count <= 64 else { return nil }
