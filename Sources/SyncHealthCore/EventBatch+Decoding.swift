@@ -25,7 +25,7 @@ extension EventBatch {
         let document: JSONDocument
         do {
             document = try JSONDocument.parse(bytes.assumingMemoryBound(to: UInt8.self))
-        } catch where error.limit != nil {
+        } catch  where error.limit != nil {
             switch error.limit {
             case .inner?:
                 throw BatchValidationError("", "an object or array inside an event holds more than \(JSONParser.maxInnerCount) members or elements")
