@@ -41,10 +41,45 @@ struct FastStatement {
     /// Binds `values` to the parameters in order and runs the statement; returns how many rows it changed.
     @discardableResult
     func run(_ values: Value...) throws -> Int32 {
+        try run(values)
+    }
+
+    /// Binds `values` to the parameters in order and runs the statement; returns how many rows it changed.
+    @discardableResult
+    func run(_ values: [Value]) throws -> Int32 {
         let raw = statement.sqliteStatement
         var code = bind(values)
         if code == SQLITE_OK { code = sqlite3_step(raw) }
         sqlite3_reset(raw)
+        guard code == SQLITE_DONE else { throw error(code) }
+        return sqlite3_changes(db.sqliteConnection)
+    }
+
+    /// Binds parameters where they lie, for one run: what `Binder` binds must stay valid until `bind`'s caller is done
+    /// with the run, and the bindings are cleared before it returns.
+    struct Binder {
+        let raw: OpaquePointer
+
+        func int(_ index: Int32, _ value: Int64) -> Int32 { sqlite3_bind_int64(raw, index, value) }
+
+        func blob(_ index: Int32, _ bytes: UnsafeRawBufferPointer) -> Int32 {
+            // A null pointer would bind NULL, not an empty blob. A nil destructor is SQLITE_STATIC: no copy.
+            guard let base = bytes.baseAddress, !bytes.isEmpty else { return sqlite3_bind_zeroblob(raw, index, 0) }
+            return sqlite3_bind_blob(raw, index, base, Int32(bytes.count), nil)
+        }
+    }
+
+    /// Binds the parameters with `bind` (many at once, without copies) and runs the statement; returns how many rows
+    /// it changed.
+    @discardableResult
+    func run(_ bind: (Binder) -> Int32) throws -> Int32 {
+        let raw = statement.sqliteStatement
+        sqlite3_reset(raw)
+        var code = bind(Binder(raw: raw))
+        if code == SQLITE_OK { code = sqlite3_step(raw) }
+        sqlite3_reset(raw)
+        // The statement is cached: it must not keep pointers into memory its caller is about to let go.
+        sqlite3_clear_bindings(raw)
         guard code == SQLITE_DONE else { throw error(code) }
         return sqlite3_changes(db.sqliteConnection)
     }

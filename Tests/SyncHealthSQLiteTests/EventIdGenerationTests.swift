@@ -55,6 +55,28 @@ struct EventIdGenerationTests {
         try await store.close()
     }
 
+    @Test("a fold writes ids by whole statements and one by one, in key order, each generation its own, every id once")
+    func foldWritesChunksAndRest() async throws {
+        let dir = temporaryDirectory()
+        let store = try SQLiteStore(directory: dir, synchronous: .normal, eventIdGeneration: .seconds(10))
+        let a = DeviceKey(appId: "app", deviceId: "a")
+        let b = DeviceKey(appId: "app", deviceId: "b")
+        // More than two statements' worth in the first generation, out of order and from two devices; fewer than one
+        // in the second.
+        let first = (0..<(2 * EventIds.insertChunk + 7)).reversed().map { "id-\($0)" }
+        #expect(try await store.record(first, of: a, at: seconds(1)).isEmpty)
+        #expect(try await store.record(Array(first.prefix(5)), of: b, at: seconds(2)).isEmpty, "another device's ids are its own")
+        let second = (0..<(EventIds.insertChunk - 3)).map { "late-\($0)" }
+        #expect(try await store.record(second, of: a, at: seconds(12)).isEmpty)
+        try await store.fold()
+        #expect(try Self.count(dir, "SELECT count(*) FROM event_ids WHERE gen = 1") == first.count + 5)
+        #expect(try Self.count(dir, "SELECT count(*) FROM event_ids WHERE gen = 2") == second.count)
+        // Read back from the tables alone (the fold emptied the journal), every id is known, and only for its device.
+        #expect(try await store.seenEventIds([(key: a, eventIds: first + second)]) == [Set(first + second)])
+        #expect(try await store.seenEventIds([(key: b, eventIds: first)]) == [Set(first.prefix(5))])
+        try await store.close()
+    }
+
     @Test("an erased device's ids are deleted by the sweep, a step at a time; the ids it sends after, in the same fold, stay")
     func erasureSweep() async throws {
         let dir = temporaryDirectory()

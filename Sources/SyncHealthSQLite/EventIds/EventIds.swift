@@ -1,4 +1,5 @@
 import GRDB
+import GRDBSQLite
 import SyncHealthCore
 import SyncHealthStore
 
@@ -97,10 +98,15 @@ enum EventIds {
     /// Records `ids` (each with its device's hash and when it was recorded) in the generation of their time: the
     /// current one, or a new one of `span` microseconds when the current one has ended. An id its generation holds
     /// already is not added again. The caller raises the devices' ceilings (`JournalEntry.write`).
+    ///
+    /// The rows go in in key order, `insertChunk` to a statement (#66): one statement's cursor walks the table
+    /// from each row to the next instead of each row's statement starting again, and ids that grow with time land
+    /// at the table's right edge, where SQLite needs no descent from the root.
     static func record(_ ids: some Sequence<(hash: Int64, id: [UInt8], at: Int64)>, span: Int64, _ db: Database) throws {
-        let insert = try FastStatement(db, "INSERT OR IGNORE INTO event_ids (gen, id, device_hash) VALUES (?, ?, ?)")
         let open = try FastStatement(db, "INSERT INTO event_id_generations (gen, ends_at) VALUES (?, ?)")
         var current = try generations(db).last
+        var rows: [Row] = []
+        rows.reserveCapacity(ids.underestimatedCount)
         for (hash, id, at) in ids {
             // A time before the current generation's (a clock set back) stays in it: kept longer, never shorter.
             if current.map({ at >= $0.endsAt }) ?? true {
@@ -109,8 +115,59 @@ enum EventIds {
                 current = next
             }
             guard let gen = current?.gen else { continue }
-            try insert.run(.int(gen), .blob(id), .int(hash))
+            rows.append(Row(gen: gen, id: id, hash: hash))
         }
+        rows.sort()
+        var rest = rows[...]
+        if rows.count >= insertChunk {
+            let chunk = try FastStatement(db, insertSQL(rows: insertChunk))
+            // The chunk's ids side by side, bound where they lie (no copy a blob) while the statement runs.
+            var bytes: [UInt8] = []
+            while rest.count >= insertChunk {
+                let rows = rest.prefix(insertChunk)
+                bytes.removeAll(keepingCapacity: true)
+                for row in rows { bytes += row.id }
+                try bytes.withUnsafeBytes { bytes in
+                    try chunk.run { binder in
+                        var code = SQLITE_OK
+                        var offset = 0
+                        for (n, row) in zip(Int32(0)..., rows) where code == SQLITE_OK {
+                            code = binder.int(3 * n + 1, row.gen)
+                            if code == SQLITE_OK {
+                                code = binder.blob(3 * n + 2, UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + row.id.count]))
+                            }
+                            if code == SQLITE_OK { code = binder.int(3 * n + 3, row.hash) }
+                            offset += row.id.count
+                        }
+                        return code
+                    }
+                }
+                rest = rest.dropFirst(insertChunk)
+            }
+        }
+        guard !rest.isEmpty else { return }
+        let one = try FastStatement(db, insertSQL(rows: 1))
+        for row in rest { try one.run(.int(row.gen), .blob(row.id), .int(row.hash)) }
+    }
+
+    /// Rows an insert statement of `record` takes at once.
+    static let insertChunk = 32
+
+    /// One row of `event_ids`, ordered as its key: SQLite compares blobs as `memcmp`, then by length.
+    struct Row: Comparable {
+        var gen: Int64
+        var id: [UInt8]
+        var hash: Int64
+
+        static func < (a: Row, b: Row) -> Bool {
+            if a.gen != b.gen { return a.gen < b.gen }
+            if a.id != b.id { return a.id.lexicographicallyPrecedes(b.id) }
+            return a.hash < b.hash
+        }
+    }
+
+    static func insertSQL(rows: Int) -> String {
+        "INSERT OR IGNORE INTO event_ids (gen, id, device_hash) VALUES " + Array(repeating: "(?, ?, ?)", count: rows).joined(separator: ", ")
     }
 
     /// Raises the ceilings kept apart from device rows (`event_id_ceilings`) to `highest`, for ids recorded without
