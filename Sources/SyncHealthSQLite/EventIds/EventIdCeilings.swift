@@ -72,11 +72,10 @@ struct EventIdCeilings: Sendable {
         return true
     }
 
-    /// Raises the device's ceiling to cover `id`, if it has one (an append recorded `id`).
-    mutating func raise(_ hash: Int64, toCover id: [UInt8]) {
-        guard let ceiling = ceilings[hash] else { return }
-        let prefix = Prefix(id)
-        if ceiling < prefix { ceilings[hash] = prefix }
+    /// Raises the device's ceiling to `prefix`, if it has one and it is lower (an append recorded an id of it).
+    mutating func raise(_ hash: Int64, toCover prefix: Prefix) {
+        guard let ceiling = ceilings[hash], ceiling < prefix else { return }
+        ceilings[hash] = prefix
     }
 
     /// Gives the device a ceiling, from its ids found before any later append (or keeps a higher one).

@@ -47,9 +47,16 @@ struct JournalBacklog: Sendable {
     var ceilings = EventIdCeilings()
 
     mutating func add(_ entry: JournalEntry, bytes: Int, at now: ContinuousClock.Instant) {
-        for (hash, id) in entry.ids {
-            ids[hash, default: []].insert(EventIdBytes(id))
-            ceilings.raise(hash, toCover: id)
+        // An entry's ids come a device at a time: one look-up and one ceiling a device, not an id.
+        var start = entry.ids.startIndex
+        while start < entry.ids.endIndex {
+            let hash = entry.ids[start].hash
+            var end = start + 1
+            while end < entry.ids.endIndex, entry.ids[end].hash == hash { end += 1 }
+            let run = entry.ids[start..<end]
+            Self.insert(run, into: &ids[hash, default: []])
+            ceilings.raise(hash, toCover: run.lazy.map { EventIdCeilings.Prefix($0.id) }.max() ?? .zero)
+            start = end
         }
         for removal in entry.removals {
             let hash = removal.key.stableHash
@@ -65,6 +72,11 @@ struct JournalBacklog: Sendable {
         sizes.append(bytes)
         self.bytes += bytes
         if since == nil { since = now }
+    }
+
+    private static func insert(_ run: ArraySlice<(hash: Int64, id: [UInt8])>, into set: inout Set<EventIdBytes>) {
+        set.reserveCapacity(set.count + run.count)
+        for (_, id) in run { set.insert(EventIdBytes(id)) }
     }
 
     /// The entries for a fold to write (those it has not written yet, it filters after the lock). Ids added from
