@@ -82,4 +82,49 @@ struct GroupPlanTests {
         #expect(plan.touched.map(\.record.key.deviceId) == ["a", "b"])
         #expect(plan.receipts.map(\.accepted) == [2, 5, 1])
     }
+
+    @Test("a device touched only to settle its flapping line keeps its timers")
+    func settlingKeepsTimers() throws {
+        var configuration = EngineConfiguration()
+        configuration.forgetAfter = .seconds(86_400)
+        let key = DeviceKey(appId: "com.example.notes", deviceId: "a")
+        let broken = try Self.decoded(
+            batch(device: "a", [event("n", #""kind": "network", "available": true"#), event("f", "2026-11-22T10:00:01Z", urgentError)])
+        )
+        var policy = NotificationPolicy()
+        func plan(_ batches: [EventBatch], over cache: LocalCache, at now: Timestamp) -> GroupPlan {
+            GroupPlan.make(
+                batches: batches,
+                seen: batches.map { _ in [] },
+                due: [],
+                devices: cache.devices,
+                counters: cache.counters,
+                releases: cache.releases,
+                fleetAlerts: cache.fleetAlerts,
+                policy: &policy,
+                now: now,
+                configuration: configuration,
+                subscribers: { _, _ in [Self.hook] }
+            )
+        }
+        var cache = LocalCache()
+        cache.install(plan([broken], over: cache, at: testStart))
+        // The device's line flaps (four fires within the window), and its last resolve is held.
+        let line = AlertLine.device(key, .syncError)
+        for i in 0..<4 {
+            let at = testStart + .seconds(10 * i + 1)
+            _ = policy.decide(key: line, transition: AlertTransition(kind: .syncError, change: .fire, startsAt: at), now: at)
+            _ = policy.decide(
+                key: line,
+                transition: AlertTransition(kind: .syncError, change: .resolve, startsAt: at, endsAt: at + .seconds(5)),
+                now: at + .seconds(5)
+            )
+        }
+        // Quiet for the window: a group with no requests settles the line, touching the device for that alone.
+        let settling = plan([], over: cache, at: testStart + .seconds(36 + 3_600))
+        #expect(settling.changes.outbox.count == 1, "the settled resolve is told")
+        #expect(settling.touched.map(\.record.key) == [key])
+        let deadline = try #require(settling.changes.deadlines[key], "a settled device's timers are written with it, not dropped")
+        #expect(deadline <= testStart + .seconds(86_400), "at the latest, when it is to be forgotten")
+    }
 }

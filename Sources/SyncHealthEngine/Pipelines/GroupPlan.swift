@@ -108,23 +108,21 @@ private struct GroupPlanner {
         self.plan = plan
     }
 
-    /// The slot of `key`, touching it first if needed: a new device starts as `make()` builds it.
-    mutating func touch(_ key: DeviceKey, make: () -> DeviceRecord) -> Int {
+    /// The slot of `key`, touching it first if needed: a new device starts as `make()` builds it. Its `deadline` is
+    /// left for the caller to set, unless `keepingTimers` (a device touched only to settle a line keeps its timers).
+    mutating func touch(_ key: DeviceKey, keepingTimers: Bool = false, make: () -> DeviceRecord) -> Int {
         if let s = slot[key] { return s }
         let index = devices.index[key]
         let record = index.map { devices.records[$0] } ?? make()
         let contribution = index.map { devices.contributions[$0] } ?? record.fleetContribution(now: now, configuration: configuration.alerts)
-        // A device touched only to settle a line keeps its timers: start from what they are now.
-        var probe = record
-        let evaluation = probe.evaluateAlerts(now: now, configuration: configuration.alerts)
-        plan.touched.append(
-            GroupPlan.Touched(
-                index: index,
-                record: record,
-                contribution: contribution,
-                deadline: evaluation.transitions.isEmpty ? configuration.deadline(evaluation.nextDeadline, for: record) : now
-            )
-        )
+        var deadline: Timestamp?
+        if keepingTimers {
+            // Start from what its timers are now.
+            var probe = record
+            let evaluation = probe.evaluateAlerts(now: now, configuration: configuration.alerts)
+            deadline = evaluation.transitions.isEmpty ? configuration.deadline(evaluation.nextDeadline, for: record) : now
+        }
+        plan.touched.append(GroupPlan.Touched(index: index, record: record, contribution: contribution, deadline: deadline))
         slot[key] = plan.touched.count - 1
         return plan.touched.count - 1
     }
@@ -263,7 +261,7 @@ private struct GroupPlanner {
         for (line, transition) in policy.settle(now: now) {
             guard let key = line.deviceKey, let i = devices.index[key] else { continue }
             let stored = devices.records[i]
-            let s = touch(key) { stored }
+            let s = touch(key, keepingTimers: true) { stored }
             guard plan.touched[s].removal == nil else { continue }
             let alert = AlertText.record(for: transition, device: plan.touched[s].record)
             let context = AlertContext(device: plan.touched[s].record)
