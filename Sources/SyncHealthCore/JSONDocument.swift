@@ -229,7 +229,7 @@ struct JSONParser: ~Copyable {
         i += count
     }
 
-    /// Appends a container's node, to be completed by `close` once its contents follow it.
+    /// Appends a container's node, to be completed by `complete` once its contents follow it.
     private mutating func open(_ kind: JSONDocument.Kind) throws(JSONSyntaxError) -> Int {
         depth += 1
         guard depth <= Self.maxDepth else { throw failure }
@@ -238,7 +238,7 @@ struct JSONParser: ~Copyable {
         return document.nodes.count - 1
     }
 
-    private mutating func close(_ index: Int, count: Int) {
+    private mutating func complete(_ index: Int, count: Int) {
         depth -= 1
         document.nodes[index].a = UInt32(count)
         document.nodes[index].b = UInt32(document.nodes.count)
@@ -249,7 +249,7 @@ struct JSONParser: ~Copyable {
         skipWhitespace()
         if i < bytes.count, bytes[i] == UInt8(ascii: "}") {
             i += 1
-            close(index, count: 0)
+            complete(index, count: 0)
             return
         }
         var count = 0
@@ -265,17 +265,25 @@ struct JSONParser: ~Copyable {
             try value()
             count += 1
             if count > Self.maxInnerCount { throw JSONSyntaxError(offset: i, limit: depth >= 3 ? .inner : .envelope) }
-            skipWhitespace()
-            guard i < bytes.count else { throw failure }
-            if bytes[i] == UInt8(ascii: ",") {
-                i += 1
-                continue
+            if try closes(with: UInt8(ascii: "}")) {
+                complete(index, count: count)
+                return
             }
-            guard bytes[i] == UInt8(ascii: "}") else { throw failure }
-            i += 1
-            close(index, count: count)
-            return
         }
+    }
+
+    /// After a member or an element: whether `closer` ends the container there (it is consumed), or a comma (also
+    /// consumed) says another follows.
+    private mutating func closes(with closer: UInt8) throws(JSONSyntaxError) -> Bool {
+        skipWhitespace()
+        guard i < bytes.count else { throw failure }
+        if bytes[i] == UInt8(ascii: ",") {
+            i += 1
+            return false
+        }
+        guard bytes[i] == closer else { throw failure }
+        i += 1
+        return true
     }
 
     private mutating func array() throws(JSONSyntaxError) {
@@ -283,7 +291,7 @@ struct JSONParser: ~Copyable {
         skipWhitespace()
         if i < bytes.count, bytes[i] == UInt8(ascii: "]") {
             i += 1
-            close(index, count: 0)
+            complete(index, count: 0)
             return
         }
         var count = 0
@@ -295,16 +303,10 @@ struct JSONParser: ~Copyable {
             if count > Self.maxEnvelopeElements {
                 throw JSONSyntaxError(offset: i, limit: depth == 2 && inEvents ? .events : .envelope)
             }
-            skipWhitespace()
-            guard i < bytes.count else { throw failure }
-            if bytes[i] == UInt8(ascii: ",") {
-                i += 1
-                continue
+            if try closes(with: UInt8(ascii: "]")) {
+                complete(index, count: count)
+                return
             }
-            guard bytes[i] == UInt8(ascii: "]") else { throw failure }
-            i += 1
-            close(index, count: count)
-            return
         }
     }
 
