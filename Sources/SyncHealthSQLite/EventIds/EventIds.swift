@@ -99,9 +99,8 @@ enum EventIds {
     /// current one, or a new one of `span` microseconds when the current one has ended. An id its generation holds
     /// already is not added again. The caller raises the devices' ceilings (`JournalEntry.write`).
     ///
-    /// The rows go in in key order, `insertChunk` to a statement (#66): one statement's cursor walks the table
-    /// from each row to the next instead of each row's statement starting again, and ids that grow with time land
-    /// at the table's right edge, where SQLite needs no descent from the root.
+    /// The rows go in in key order, `insertChunk` to a statement (#66): one statement's start, bindings and end
+    /// serve that many rows, and rows that follow each other go to the same pages.
     static func record(_ ids: some Sequence<(hash: Int64, id: [UInt8], at: Int64)>, span: Int64, _ db: Database) throws {
         let open = try FastStatement(db, "INSERT INTO event_id_generations (gen, ends_at) VALUES (?, ?)")
         var current = try generations(db).last
@@ -121,7 +120,7 @@ enum EventIds {
         var rest = rows[...]
         if rows.count >= insertChunk {
             let chunk = try FastStatement(db, insertSQL(rows: insertChunk))
-            // The chunk's ids side by side, bound where they lie (no copy a blob) while the statement runs.
+            // The chunk's ids side by side, bound where they lie (no copy of each) while the statement runs.
             var bytes: [UInt8] = []
             while rest.count >= insertChunk {
                 let rows = rest.prefix(insertChunk)
