@@ -229,13 +229,19 @@ struct JSONParser: ~Copyable {
         i += count
     }
 
-    /// Appends a container's node, to be completed by `complete` once its contents follow it.
-    private mutating func open(_ kind: JSONDocument.Kind) throws(JSONSyntaxError) -> Int {
+    /// Appends a container's node, to be completed by `complete` once its contents follow it; `nil` when `closer`
+    /// follows at once (the empty container is completed already).
+    private mutating func open(_ kind: JSONDocument.Kind, closer: UInt8) throws(JSONSyntaxError) -> Int? {
         depth += 1
         guard depth <= Self.maxDepth else { throw failure }
         i += 1
         document.nodes.append(.init(kind: kind))
-        return document.nodes.count - 1
+        let index = document.nodes.count - 1
+        skipWhitespace()
+        guard i < bytes.count, bytes[i] == closer else { return index }
+        i += 1
+        complete(index, count: 0)
+        return nil
     }
 
     private mutating func complete(_ index: Int, count: Int) {
@@ -245,13 +251,7 @@ struct JSONParser: ~Copyable {
     }
 
     private mutating func object() throws(JSONSyntaxError) {
-        let index = try open(.object)
-        skipWhitespace()
-        if i < bytes.count, bytes[i] == UInt8(ascii: "}") {
-            i += 1
-            complete(index, count: 0)
-            return
-        }
+        guard let index = try open(.object, closer: UInt8(ascii: "}")) else { return }
         var count = 0
         while true {
             skipWhitespace()
@@ -287,13 +287,7 @@ struct JSONParser: ~Copyable {
     }
 
     private mutating func array() throws(JSONSyntaxError) {
-        let index = try open(.array)
-        skipWhitespace()
-        if i < bytes.count, bytes[i] == UInt8(ascii: "]") {
-            i += 1
-            complete(index, count: 0)
-            return
-        }
+        guard let index = try open(.array, closer: UInt8(ascii: "]")) else { return }
         var count = 0
         while true {
             skipWhitespace()
