@@ -124,7 +124,7 @@ final class PostgresGroup: SharedGroup {
     }
 }
 
-/// The arguments of `synchealth_write_group` (`PostgresGroupSQL.writeFunctionV9`), in its order.
+/// The arguments of `synchealth_write_group` (`PostgresGroupSQL.writeFunctionV9`, whose body v17 replaced), in its order.
 struct WriteGroupStatement: PostgresPreparedStatement {
     static let name = "synchealth_write_group_v9"
     static let sql = """

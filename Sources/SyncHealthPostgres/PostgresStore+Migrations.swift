@@ -299,12 +299,17 @@ extension PostgresStore {
             "v16: incidents of attested devices only",
             ["ALTER TABLE incidents ADD COLUMN attested_only BOOLEAN NOT NULL DEFAULT false"]
         ),
+        (
+            // Additive: the same function and effects, with look-ups no cached plan makes a table scan.
+            "v17: the group write probes devices by key whatever the statistics",
+            [PostgresQuery(unsafeSQL: PostgresGroupSQL.writeFunctionV17)]
+        ),
     ]
 
     /// The migrations a replica of the release before runs on unchanged (they only add): recorded with each
     /// migration, so that a replica that does not know a migration can tell whether it may start on the schema
     /// (docs/operations.md, "Upgrading"). Every migration from v8 on that only adds belongs here.
-    static let additive: Set<Int> = [8, 9, 10, 11, 12, 13, 14, 15, 16]
+    static let additive: Set<Int> = [8, 9, 10, 11, 12, 13, 14, 15, 16, 17]
 
     /// Applies the missing migrations, one replica at a time (under a transaction-scoped advisory lock). A database
     /// that a newer release has migrated is used if every migration this release does not know only adds (a
