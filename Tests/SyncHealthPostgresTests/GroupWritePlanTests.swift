@@ -12,13 +12,15 @@ import Testing
 /// out as a scan of the whole table, and each write then costs as much as the fleet is large.
 @Suite("PostgreSQL group write: plans", .enabled(if: PostgresTesting.baseURL != nil))
 struct GroupWritePlanTests {
-    @Test("a group's write probes devices and alerts by key, even under plans made while the tables were empty")
-    func writeProbesByKey() async throws {
+    @Test("a group's write and read probe devices, alerts and event ids by key, even under plans made while the tables were empty")
+    func groupProbesByKey() async throws {
         try await withPostgresStore { store in
             let (d1, d2) = (DeviceKey(appId: "com.example", deviceId: "d1"), DeviceKey(appId: "com.example", deviceId: "d2"))
+            let d3 = DeviceKey(appId: "com.example", deviceId: "d3")
             var first = StoreChanges(recordedAt: t0)
             first.devices = [richRecord("d1"), richRecord("d2"), richRecord("d3")]
             first.alerts = [alert("a2", .syncError, .firing, device: "d2")]
+            first.eventIds = [(d1, "e1"), (d3, "e3")]
             let stored = try await store.group {
                 try await $0.write(GroupWrite(changes: first, versions: [:], fleetAlertsRead: [:], counters: FleetCounters()))
             }
@@ -37,7 +39,7 @@ struct GroupWritePlanTests {
                 func counts() async throws -> [String: Int64] {
                     var counts: [String: Int64] = [:]
                     let rows = try await connection.query(
-                        "SELECT relname::text, seq_scan FROM pg_stat_xact_user_tables WHERE relname IN ('devices', 'alerts')",
+                        "SELECT relname::text, seq_scan FROM pg_stat_xact_user_tables WHERE relname IN ('devices', 'alerts', 'seen_events')",
                         logger: logger
                     )
                     for try await (table, count) in rows.decode((String, Int64).self) { counts[table] = count }
@@ -47,9 +49,19 @@ struct GroupWritePlanTests {
                 try await connection.query("SET LOCAL plan_cache_mode = force_generic_plan", logger: logger)
                 let before = try await counts()
                 try await PostgresGroup.write(write, shard: 0, on: connection, logger: logger)
+                // The next group's read: two devices, their event ids, the due timers.
+                let group = PostgresGroup(connection: connection, logger: logger, shard: 0, timerLease: .seconds(30), loadWebhooks: { [] })
+                let claims: [EventIdClaim] = [(d1, ["e1", "e2"]), (d3, ["e3"])]
+                let snapshot = try await group.read(
+                    GroupRead(keys: [d1, d3], claims: claims, now: t0 + .seconds(100_000), dueLimit: 10, containers: ["iCloud.x"])
+                )
+                #expect(snapshot.seen == [["e1"], ["e3"]])
                 return try await counts().merging(before) { after, before in after - before }
             }
-            #expect(scans["devices"] == 0 && scans["alerts"] == 0, "sequential scans in the write: \(scans)")
+            #expect(
+                scans["devices"] == 0 && scans["alerts"] == 0 && scans["seen_events"] == 0,
+                "sequential scans in the write and the read: \(scans)"
+            )
 
             // And the write did what it says.
             let read = try await store.group {
