@@ -121,7 +121,8 @@ public struct FleetCounts: Hashable, Sendable {
         ErrorClass.allCases.enumerated().map { ($0.element, byErrorClassCounts[$0.offset]) }
     }
 
-    mutating func add(_ c: FleetContribution, _ sign: Int) {
+    /// Counts a device's part in (`sign` 1) or out (-1).
+    public mutating func add(_ c: FleetContribution, _ sign: Int) {
         devices += sign
         if c.silent { silent += sign } else { active += sign }
         if c.summary.isBroken {

@@ -34,17 +34,14 @@ struct DeviceRemovalTests {
             due: due,
             erasures: erasures,
             devices: cache.devices,
-            counters: cache.counters,
-            releases: cache.releases,
             fleetAlerts: cache.fleetAlerts,
             policy: &policy,
             now: now,
             configuration: configuration,
             subscribers: { _, _ in [GroupPlanTests.hook] }
         )
-        let counters = plan.counters
         plan.evaluateFleet(
-            counts: { counters[FleetScope(containerId: $0)] },
+            before: { cache.counters[FleetScope(containerId: $0)] },
             now: now,
             configuration: configuration,
             subscribers: { _, _ in [GroupPlanTests.hook] }
@@ -92,10 +89,11 @@ struct DeviceRemovalTests {
         #expect(plan.changes.alerts.first?.deviceId == a.deviceId)
         let told = Self.payloads(plan).compactMap { $0["data"] as? [String: Any] }
         #expect(told.map { $0["reason"] as? String } == ["forgotten"], "the resolve is told, with its reason")
-        #expect(plan.counters[FleetScope()].devices == 0)
-        #expect(plan.releases?.releases(appId: "com.example.notes", by: .appVersion).values.allSatisfy { $0.counts.devices == 0 } == true)
+        #expect(plan.counterDeltas[FleetScope()].devices == -2, "the group's change: both leave")
 
         cache.install(plan)
+        #expect(cache.counters[FleetScope()].devices == 0)
+        #expect(cache.releases.releases(appId: "com.example.notes", by: .appVersion).isEmpty)
         #expect(cache.devices.liveCount == 0)
         #expect(cache.devices.index[a] == nil)
         #expect(cache.firing[.syncError] == 0)
@@ -124,9 +122,10 @@ struct DeviceRemovalTests {
         #expect(plan.erased == [true, false])
         #expect(plan.changes.removals == [DeviceRemoval(key: a, reason: .erased)])
         #expect(plan.changes.alerts.isEmpty && plan.changes.outbox.isEmpty && plan.changes.devices.isEmpty)
-        #expect(plan.counters[FleetScope()].devices == 1)
-        #expect(plan.counters[FleetScope()].broken == 0)
+        #expect(plan.counterDeltas[FleetScope()].devices == -1, "the group's change")
         cache.install(plan)
+        #expect(cache.counters[FleetScope()].devices == 1)
+        #expect(cache.counters[FleetScope()].broken == 0)
         #expect(cache.devices.liveCount == 1)
         #expect(cache.firing[.syncError] == 0, "its firing alert no longer counts")
     }
@@ -140,7 +139,7 @@ struct DeviceRemovalTests {
         #expect(plan.erased == [true])
         #expect(plan.changes.devices.isEmpty)
         #expect(plan.changes.removals == [DeviceRemoval(key: key, reason: .erased)])
-        #expect(plan.counters[FleetScope()].devices == 0)
+        #expect(plan.counterDeltas[FleetScope()].devices == 0)
     }
 }
 

@@ -28,7 +28,7 @@ struct SharedGroupStateMachineTests {
     static func plan(writes: Bool = true) -> GroupPlan {
         var changes = StoreChanges(recordedAt: now)
         if writes { changes.devices = [DeviceRecord(key: a, firstSeenAt: now)] }
-        return GroupPlan(changes: changes, counters: FleetCounters(), fleetAlerts: FleetAlerts())
+        return GroupPlan(changes: changes, fleetAlerts: FleetAlerts())
     }
 
     static func stored(_ key: DeviceKey, version: Int64) -> StoredDevice {

@@ -21,6 +21,15 @@ struct GroupPlan {
         var removal: DeviceRemoval.Reason?
     }
 
+    /// A device's part of the counters before the group (`nil`: new) and after it (`nil`: it left), and when it was
+    /// first and last seen (release counters note them).
+    struct CounterMove {
+        var old: FleetContribution?
+        var new: FleetContribution?
+        var firstSeenAt: Timestamp
+        var lastSeenAt: Timestamp
+    }
+
     /// An alert that fired or resolved in the group.
     struct Transition: Equatable {
         var id: String
@@ -35,11 +44,11 @@ struct GroupPlan {
     var receipts: [IngestReceipt] = []
     /// In first-touch order.
     var touched: [Touched] = []
-    /// The counters after the group (the shared pipeline starts from zero: these are then its deltas).
-    var counters: FleetCounters
-    /// The release counters after the group; `nil` for the shared pipeline, which counts releases from its devices
-    /// when asked.
-    var releases: ReleaseCounters?
+    /// How each device the group touched moves in the fleet and release counters, in order: the local pipeline
+    /// applies them to its counters in place (`LocalCache.install`), the shared one writes their sum
+    /// (`counterDeltas`). Not a copy of the counters, changed: a copy's first change rewrites it whole, every scope
+    /// and release of every app, for a group that touched one device.
+    var moves: [CounterMove] = []
     var fleetAlerts: FleetAlerts
     var transitions: [Transition] = []
     /// Containers a touched device left or joined, sorted: the fleet rule is evaluated for these.
@@ -60,8 +69,6 @@ struct GroupPlan {
         due: [Int],
         erasures: [DeviceKey] = [],
         devices: DeviceTable,
-        counters: FleetCounters,
-        releases: ReleaseCounters? = nil,
         fleetAlerts: FleetAlerts,
         policy: inout NotificationPolicy,
         now: Timestamp,
@@ -73,7 +80,7 @@ struct GroupPlan {
             now: now,
             configuration: configuration,
             subscribers: subscribers,
-            plan: GroupPlan(changes: StoreChanges(recordedAt: now), counters: counters, releases: releases, fleetAlerts: fleetAlerts)
+            plan: GroupPlan(changes: StoreChanges(recordedAt: now), fleetAlerts: fleetAlerts)
         )
         planner.apply(batches, seen: seen, policy: &policy)
         planner.evaluate(due: due, policy: &policy)
@@ -277,16 +284,15 @@ private struct GroupPlanner {
         }
     }
 
-    /// The fleet counters after the group, and the containers whose fleet rule must be evaluated. A device that
-    /// leaves takes its part of the counters with it.
+    /// How the group moves the counters, and the containers whose fleet rule must be evaluated. A device that leaves
+    /// takes its part of the counters with it.
     mutating func count() {
         var containers = Set<String>()
         for s in plan.touched.indices {
             let item = plan.touched[s]
             let old = item.index.map { _ in item.contribution }
             let new = item.removal == nil ? item.record.fleetContribution(now: now, configuration: configuration.alerts) : nil
-            plan.counters.replace(old, with: new)
-            plan.releases?.replace(old, with: new, firstSeenAt: item.record.firstSeenAt, lastSeenAt: item.record.lastSeenAt)
+            plan.moves.append(GroupPlan.CounterMove(old: old, new: new, firstSeenAt: item.record.firstSeenAt, lastSeenAt: item.record.lastSeenAt))
             if let c = old?.containerId { containers.insert(c) }
             if let c = new?.containerId, c != old?.containerId { containers.insert(c) }
             if let new { plan.touched[s].contribution = new }
@@ -305,15 +311,35 @@ private struct GroupPlanner {
 }
 
 extension GroupPlan {
-    /// Evaluates the fleet rule of every container the group touched, given their counts after the group.
+    /// The group's changes to the fleet counters, as counters that start empty.
+    var counterDeltas: FleetCounters {
+        var deltas = FleetCounters()
+        for move in moves { deltas.replace(move.old, with: move.new) }
+        return deltas
+    }
+
+    /// The group's changes to the counts of each container it moved a device out of or into.
+    private var containerDeltas: [String: FleetCounts] {
+        var deltas: [String: FleetCounts] = [:]
+        for move in moves where move.old != move.new {
+            if let old = move.old, let c = old.containerId { deltas[c, default: FleetCounts()].add(old, -1) }
+            if let new = move.new, let c = new.containerId { deltas[c, default: FleetCounts()].add(new, 1) }
+        }
+        return deltas
+    }
+
+    /// Evaluates the fleet rule of every container the group touched, on their counts after the group: `before`,
+    /// as the counters had them, plus the group's own moves.
     mutating func evaluateFleet(
-        counts countsOf: (String) -> FleetCounts,
+        before countsBefore: (String) -> FleetCounts,
         now: Timestamp,
         configuration: EngineConfiguration,
         subscribers: (AlertRecord, AlertContext) -> [WebhookSubscription]
     ) {
+        let deltas = containers.isEmpty ? [:] : containerDeltas
         for container in containers {
-            let counts = countsOf(container)
+            var counts = countsBefore(container)
+            if let delta = deltas[container] { counts.add(delta) }
             guard let transition = fleetAlerts.evaluate(containerId: container, counts: counts, now: now, configuration: configuration.alerts) else {
                 continue
             }

@@ -133,8 +133,11 @@ struct LocalCache {
             setDeadline(item.deadline, for: i)
         }
         if devices.wantsCompaction { compact() } else { compactDeadlinesIfNeeded() }
-        counters = plan.counters
-        if let planned = plan.releases { releases = planned }
+        // In place: the plan moved no copy of the counters (`GroupPlan.moves`).
+        for move in plan.moves {
+            counters.replace(move.old, with: move.new)
+            releases.replace(move.old, with: move.new, firstSeenAt: move.firstSeenAt, lastSeenAt: move.lastSeenAt)
+        }
         fleetAlerts = plan.fleetAlerts
         policy.keepChanges()
         for t in plan.transitions { firing[t.kind, default: 0] += t.change == .fire ? 1 : -1 }

@@ -291,17 +291,14 @@ public final class LocalMonitor: MonitorEngine, GroupPipeline {
                 due: due,
                 erasures: erasures,
                 devices: c.devices,
-                counters: c.counters,
-                releases: c.releases,
                 fleetAlerts: c.fleetAlerts,
                 policy: &c.policy,
                 now: now,
                 configuration: configuration,
                 subscribers: webhooks.subscribers(for:context:)
             )
-            let counters = plan.counters
             plan.evaluateFleet(
-                counts: { counters[FleetScope(containerId: $0)] },
+                before: { c.counters[FleetScope(containerId: $0)] },
                 now: now,
                 configuration: configuration,
                 subscribers: webhooks.subscribers(for:context:)

@@ -119,7 +119,7 @@ struct SharedGroupStateMachine {
             changes: plan.changes,
             versions: versions,
             fleetAlertsRead: snapshot.fleetAlerts,
-            counters: plan.counters,
+            counters: plan.counterDeltas,
             claimedTimers: Set(claimedDue)
         )
         return .write(write, first: writingFirst)

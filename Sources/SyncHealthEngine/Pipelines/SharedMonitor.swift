@@ -335,14 +335,12 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
             // An attempt starts from the decisions before the first.
             p.discardChanges()
             p.beginChanges()
-            // The counters start at zero: the plan's counters are the group's deltas.
             return GroupPlan.make(
                 batches: jobs.lazy.map(\.batch),
                 seen: snapshot.seen,
                 due: due,
                 erasures: erasures,
                 devices: devices,
-                counters: FleetCounters(),
                 fleetAlerts: FleetAlerts(firing: snapshot.fleetAlerts),
                 policy: &p,
                 now: now,
@@ -362,13 +360,8 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
         if everyContainer {
             plan.containers = Array(Set(plan.containers).union(snapshot.counts.keys).union(snapshot.fleetAlerts.keys)).sorted()
         }
-        let deltas = plan.counters
         plan.evaluateFleet(
-            counts: { container in
-                var counts = snapshot.counts[container] ?? FleetCounts()
-                counts.add(deltas[FleetScope(containerId: container)])
-                return counts
-            },
+            before: { snapshot.counts[$0] ?? FleetCounts() },
             now: now,
             configuration: configuration,
             subscribers: webhooks.subscribers(for:context:)
