@@ -67,6 +67,28 @@ struct BackupEndpointTests {
         }
     }
 
+    @Test("a client that asks again as soon as it has the whole copy finds the slot free: backups back to back are never refused")
+    func backToBack() async throws {
+        let directory = temporaryDirectory()
+        let service = TestService(store: .local(try SQLiteStore(directory: directory, synchronous: .normal)))
+        try await service.test(.live) { client in
+            try await client.post(batch(notSyncingEvents))
+            let port = try #require(client.port)
+            var statuses: [String] = []
+            var whole = 0
+            for _ in 0..<100 {
+                // A new connection each time, sent as soon as the last byte of the copy before has arrived.
+                let connection = try #require(RawConnection(port: port))
+                connection.send("GET /v1/backup HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(adminKey)\r\nConnection: close\r\n\r\n")
+                let response = connection.receiveWholeResponse()
+                statuses.append(response.status)
+                if response.whole { whole += 1 }
+            }
+            #expect(statuses.allSatisfy { $0 == "200" }, "\(statuses.filter { $0 != "200" }) of 100")
+            #expect(whole == 100, "every answer read to its content-length")
+        }
+    }
+
     @Test("an ingest or read key gets 403, no key 401")
     func adminOnly() async throws {
         let service = TestService(store: .local(try SQLiteStore(directory: temporaryDirectory(), synchronous: .normal)))
@@ -88,5 +110,33 @@ struct BackupEndpointTests {
             #expect((problem["type"] as? String)?.hasSuffix("backup-unsupported") == true)
             #expect((problem["detail"] as? String)?.contains("pg_dump") == true)
         }
+    }
+}
+
+extension RawConnection {
+    /// Reads one response to its last byte (its `content-length`), as bytes: its status code, and whether its body
+    /// came whole.
+    func receiveWholeResponse() -> (status: String, whole: Bool) {
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        let separator = Array("\r\n\r\n".utf8)
+        var headerEnd: Int?
+        var length: Int?
+        while true {
+            if headerEnd == nil, let end = bytes.indices.dropLast(3).first(where: { Array(bytes[$0..<$0 + 4]) == separator }) {
+                headerEnd = end + 4
+                let head = String(decoding: bytes[..<end], as: UTF8.self).lowercased()
+                length =
+                    head.split(separator: "\r\n").first { $0.hasPrefix("content-length:") }
+                    .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) } ?? 0
+            }
+            if let headerEnd, let length, bytes.count - headerEnd >= length { break }
+            let n = read(fd, &buffer, buffer.count)
+            if n <= 0 { break }
+            bytes += buffer[0..<n]
+        }
+        let status = String(decoding: bytes.prefix(12), as: UTF8.self).split(separator: " ").dropFirst().first.map(String.init) ?? "none"
+        let whole = headerEnd.map { end in length.map { bytes.count - end == $0 } ?? false } ?? false
+        return (status, whole)
     }
 }

@@ -29,6 +29,25 @@ final class BackupGuard: Sendable {
     }
 }
 
+/// Deletes a copy and frees the backup slot, once, whichever comes first: the copy's last bytes about to be
+/// written, or its body ending any other way.
+final class BackupRelease: Sendable {
+    private let released = Mutex(false)
+    private let action: @Sendable () -> Void
+
+    init(_ action: @escaping @Sendable () -> Void) {
+        self.action = action
+    }
+
+    func callAsFunction() {
+        let first = released.withLock { released in
+            defer { released = true }
+            return !released
+        }
+        if first { action() }
+    }
+}
+
 /// Closes a connection when no write completes within `timeout`: each write re-arms it.
 final class StallWatchdog: Sendable {
     private let channel: any Channel
@@ -59,12 +78,20 @@ final class StallWatchdog: Sendable {
     }
 }
 
-/// A body writer whose every write must complete within the watchdog's timeout.
+/// A body writer whose every write must complete within the watchdog's timeout, and which releases the backup
+/// before its last bytes go out: a client can have them, and ask again, before the write is reported complete,
+/// and must then find the slot free.
 struct WatchedBodyWriter: ResponseBodyWriter {
     var base: any ResponseBodyWriter
     let watchdog: StallWatchdog
+    /// Bytes still to write, of the body's `content-length`.
+    var remaining: Int
+    let release: BackupRelease
 
     mutating func write(_ buffer: ByteBuffer) async throws {
+        remaining -= buffer.readableBytes
+        // The copy is read whole by now (the last bytes are in `buffer`): the file can go.
+        if remaining <= 0 { release() }
         watchdog.arm()
         try await base.write(buffer)
     }

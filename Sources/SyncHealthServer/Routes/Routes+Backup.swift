@@ -22,7 +22,7 @@ struct BackupRoutes {
         try context.requireGlobal()
         guard let store else { throw APIError.backupUnsupported }
         guard limits.begin() else { throw APIError.backupRunning }
-        // Freed when the copy is sent or deleted: on every path below, through the body's `defer` or this one.
+        // Freed when the copy is sent or deleted: on every path below, through `BackupRelease` or this `defer`.
         var handedOver = false
         defer { if !handedOver { limits.end() } }
         let path = (store.backupDirectory as NSString).appendingPathComponent("\(BackupRoutes.filePrefix)\(UUID().uuidString).sqlite")
@@ -48,6 +48,10 @@ struct BackupRoutes {
         // The copy goes once it is sent, or the client went away or stopped reading.
         let limits = limits
         let watchdog = StallWatchdog(channel: context.channel, timeout: limits.stallTimeout)
+        let release = BackupRelease {
+            unlink(path)
+            limits.end()
+        }
         handedOver = true
         return Response(
             status: .ok,
@@ -55,10 +59,9 @@ struct BackupRoutes {
             body: ResponseBody(contentLength: size) { writer in
                 defer {
                     watchdog.disarm()
-                    unlink(path)
-                    limits.end()
+                    release()
                 }
-                try await body.write(WatchedBodyWriter(base: writer, watchdog: watchdog))
+                try await body.write(WatchedBodyWriter(base: writer, watchdog: watchdog, remaining: size, release: release))
             }
         )
     }
