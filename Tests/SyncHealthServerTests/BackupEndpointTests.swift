@@ -25,6 +25,7 @@ struct BackupEndpointTests {
             let response = try await client.get("/v1/backup", key: adminKey)
             #expect(response.status == .ok)
             #expect(response.headers[.contentType] == "application/vnd.sqlite3")
+            #expect(response.headers[.connection] == "close", "the connection ends with the copy, and says so")
             let file = (temporaryDirectory() as NSString).appendingPathComponent("backup.sqlite")
             try Data(response.body.readableBytesView).write(to: URL(fileURLWithPath: file))
             let contents = try SQLiteStore.checkBackup(at: file)

@@ -45,6 +45,9 @@ struct BackupRoutes {
         var headers = HTTPFields()
         headers[.contentType] = "application/vnd.sqlite3"
         headers[.contentDisposition] = "attachment; filename=\"synchealth-backup.sqlite\""
+        // The connection ends with the copy (watching for the client to go away consumes its inbound side): said, so
+        // that a keep-alive client does not send its next request on it.
+        headers[.connection] = "close"
         // The copy goes once it is sent, or the client went away or stopped reading.
         let limits = limits
         let watchdog = StallWatchdog(channel: context.channel, timeout: limits.stallTimeout)
