@@ -207,6 +207,8 @@ let package = Package(
             dependencies: [
                 "SyncHealthServer",
                 "SyncHealthBuildInfo",
+                // `synchealth app-attest verify`.
+                "SyncHealthAttest",
                 // `synchealth simulate` sends through the client package's delivery.
                 .product(name: "SyncHealthClient", package: "Client"),
                 "SyncHealthCore",

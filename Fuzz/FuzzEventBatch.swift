@@ -9,11 +9,11 @@ public func fuzzEventBatch(_ start: UnsafePointer<UInt8>, _ count: Int) -> CInt 
     guard let batch = try? EventBatch.decode(json: data) else { return 0 }
     // Device text that reaches labels and chat messages holds no control character.
     for text in [batch.info.containerId, batch.info.platform, batch.info.osVersion, batch.info.appVersion] {
-        if let text, EventBatch.hasControlCharacter(text) { fatalError("a control character passed the decoder") }
+        if let text, EventBatch.hasControlOrFormatCharacter(text) { fatalError("a control character passed the decoder") }
     }
     for event in batch.events {
         if case .activity(let activity) = event.body, let error = activity.error {
-            if EventBatch.hasControlCharacter(error.domain) { fatalError("a control character passed in an error's domain") }
+            if EventBatch.hasControlOrFormatCharacter(error.domain) { fatalError("a control character passed in an error's domain") }
             if (error.partialErrors?.count ?? 0) > 64 { fatalError("more than 64 partial errors kept") }
         }
     }

@@ -27,4 +27,37 @@ public enum AppAttestFailure: Error, Sendable, Hashable {
     case unknownKey
     /// The app requires attestation and the request carries no assertion.
     case required
+    /// The service could not verify in time (too many attestations at once); nothing was decided.
+    case busy
+}
+
+extension AppAttestFailure {
+    /// The problem type's last part (`urn:synchealth:problem:<slug>`): one for each step, the same in the API's
+    /// answers, the metrics and `synchealth app-attest verify`.
+    public var slug: String {
+        switch self {
+        case .malformed: "attestation-malformed"
+        case .certificateChain: "attestation-chain"
+        case .nonce: "attestation-nonce"
+        case .keyId: "attestation-key-id"
+        case .appId: "attestation-app-id"
+        case .counter: "attestation-counter"
+        case .environment: "attestation-environment"
+        case .challenge: "attestation-challenge"
+        case .assertionMalformed: "assertion-malformed"
+        case .signature: "assertion-signature"
+        case .replayed: "assertion-replayed"
+        case .unknownKey: "assertion-unknown-key"
+        case .required: "attestation-required"
+        case .busy: "attestation-busy"
+        }
+    }
+
+    /// What the step found, where it says more than its slug.
+    public var detail: String? {
+        switch self {
+        case .malformed(let why), .certificateChain(let why), .environment(let why), .challenge(let why), .assertionMalformed(let why): why
+        default: nil
+        }
+    }
 }

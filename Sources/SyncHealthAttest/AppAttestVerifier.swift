@@ -1,7 +1,7 @@
 import Crypto
 public import Foundation
 import SwiftASN1
-@_spi(FixedExpiryValidationTime) public import X509
+public import X509
 
 /// A device's App Attest key as the service keeps it after verifying its attestation.
 public struct AttestedKey: Sendable, Hashable {
@@ -12,13 +12,26 @@ public struct AttestedKey: Sendable, Hashable {
     public var environment: AppAttestEnvironment
     /// Apple's receipt (PKCS #7), kept for asking Apple for the device's fraud-risk metric later.
     public var receipt: [UInt8]
+    /// `apple_validation_category_01` where the device wrote it (iOS 27 and later): how the app was signed.
+    public var validationCategory: UInt32?
+    /// `apple_bundle_version_01` where the device wrote it.
+    public var bundleVersion: String?
 
     /// Creates a key record.
-    public init(keyId: [UInt8], publicKey: [UInt8], environment: AppAttestEnvironment, receipt: [UInt8]) {
+    public init(
+        keyId: [UInt8],
+        publicKey: [UInt8],
+        environment: AppAttestEnvironment,
+        receipt: [UInt8],
+        validationCategory: UInt32? = nil,
+        bundleVersion: String? = nil
+    ) {
         self.keyId = keyId
         self.publicKey = publicKey
         self.environment = environment
         self.receipt = receipt
+        self.validationCategory = validationCategory
+        self.bundleVersion = bundleVersion
     }
 }
 
@@ -49,8 +62,8 @@ public struct AppAttestVerifier: Sendable {
         self.init(roots: try documents.map { try Certificate(pemDocument: $0) })
     }
 
-    /// Verifies an attestation object made for `challenge` by the key `keyId`, for `app`, at `now`; returns the key
-    /// to keep. Every step of Apple's list, in its order, each failing with its own case.
+    /// Verifies an attestation object made for `challenge` by the key `keyId`, for `app`, at `now`: the service's own
+    /// protocol, in which the app passes SHA-256 of the challenge as `clientDataHash`.
     public func verifyAttestation(
         _ object: [UInt8],
         keyId: [UInt8],
@@ -58,16 +71,43 @@ public struct AppAttestVerifier: Sendable {
         app: AppAttestApp,
         environments: Set<AppAttestEnvironment>,
         now: Date
-    ) async throws(AppAttestFailure) -> AttestedKey {
+    ) throws(AppAttestFailure) -> AttestedKey {
+        try verifyAttestation(
+            object,
+            keyId: keyId,
+            clientDataHash: Array(SHA256.hash(data: challenge)),
+            app: app,
+            environments: environments,
+            now: now
+        )
+    }
+
+    /// Verifies an attestation object that the key `keyId` made over `clientDataHash` (exactly the bytes the app
+    /// passed to `attestKey`), for `app`, at `now`; returns the key to keep. Every step of Apple's list, in its
+    /// order, each failing with its own case. The work is bounded whatever the input: two certificates, at most one
+    /// signature check each per trusted root.
+    public func verifyAttestation(
+        _ object: [UInt8],
+        keyId: [UInt8],
+        clientDataHash: [UInt8],
+        app: AppAttestApp,
+        environments: Set<AppAttestEnvironment>,
+        now: Date
+    ) throws(AppAttestFailure) -> AttestedKey {
         let parsed: CBORValue
         do { parsed = try CBORValue.decode(object) } catch { throw .malformed("the attestation is not CBOR: \(error)") }
         guard parsed["fmt"] == .text("apple-appattest") else { throw .malformed("fmt is not apple-appattest") }
-        guard let statement = parsed["attStmt"], case .array(let chain)? = statement["x5c"], !chain.isEmpty,
+        guard let statement = parsed["attStmt"], case .array(let chain)? = statement["x5c"],
             let authBytes = parsed["authData"]?.byteString
         else { throw .malformed("the attestation lacks attStmt.x5c or authData") }
         let receipt = statement["receipt"]?.byteString ?? []
 
-        // 1. The chain, from the credential certificate, to the root at `now`.
+        // 1. The chain: Apple's shape and nothing more, the credential certificate then its intermediate, each
+        // checked against the next directly. No path search: a chain of other lengths is refused before any
+        // signature is checked.
+        guard chain.count == 2 else {
+            throw .certificateChain("x5c holds \(chain.count) certificates; App Attest sends the credential certificate and one intermediate")
+        }
         var certificates: [Certificate] = []
         for item in chain {
             guard let der = item.byteString, let certificate = try? Certificate(derEncoded: der) else {
@@ -76,15 +116,9 @@ public struct AppAttestVerifier: Sendable {
             certificates.append(certificate)
         }
         let credential = certificates[0]
-        var verifier = Verifier(rootCertificates: CertificateStore(roots)) { RFC5280Policy(fixedExpiryValidationTime: now) }
-        switch await verifier.validate(leaf: credential, intermediates: CertificateStore(certificates.dropFirst())) {
-        case .validCertificate: break
-        case .couldNotValidate(let failures):
-            throw .certificateChain(failures.first.map { "\($0.policyFailureReason)" } ?? "no chain to the App Attestation root")
-        }
+        try Self.checkChain(credential: credential, intermediate: certificates[1], roots: roots, now: now)
 
-        // 2-4. clientDataHash = SHA-256(challenge); nonce = SHA-256(authData ‖ clientDataHash) = the certificate's.
-        let clientDataHash = Array(SHA256.hash(data: challenge))
+        // 2-4. nonce = SHA-256(authData ‖ clientDataHash) = the certificate's.
         let nonce = Array(SHA256.hash(data: authBytes + clientDataHash))
         guard let stated = try? Self.nonce(in: credential) else { throw .malformed("the credential certificate has no readable nonce") }
         guard stated == nonce else { throw .nonce }
@@ -97,7 +131,7 @@ public struct AppAttestVerifier: Sendable {
         guard Array(SHA256.hash(data: x963)) == keyId else { throw .keyId }
 
         // 6-9. The App ID, the counter, the environment, the credential id.
-        let auth = try AuthenticatorData(authBytes)
+        let auth = try AuthenticatorData(attestation: authBytes)
         guard auth.rpIdHash == app.rpIdHash else { throw .appId }
         guard auth.counter == 0 else { throw .counter }
         guard let aaguid = auth.aaguid, let environment = AppAttestEnvironment(aaguid: aaguid) else {
@@ -105,7 +139,53 @@ public struct AppAttestVerifier: Sendable {
         }
         guard environments.contains(environment) else { throw .environment("\(environment.rawValue) keys are not accepted") }
         guard auth.credentialId == keyId else { throw .keyId }
-        return AttestedKey(keyId: keyId, publicKey: x963, environment: environment, receipt: receipt)
+        return AttestedKey(
+            keyId: keyId,
+            publicKey: x963,
+            environment: environment,
+            receipt: receipt,
+            validationCategory: auth.validationCategory,
+            bundleVersion: auth.bundleVersion
+        )
+    }
+
+    /// The credential certificate signed by the intermediate, the intermediate by one of `roots`, each valid at
+    /// `now`; the intermediate a CA that may sign certificates, the credential certificate not a CA.
+    static func checkChain(credential: Certificate, intermediate: Certificate, roots: [Certificate], now: Date) throws(AppAttestFailure) {
+        func valid(_ certificate: Certificate, _ name: String) throws(AppAttestFailure) {
+            guard certificate.notValidBefore <= now, now <= certificate.notValidAfter else {
+                throw .certificateChain(
+                    "the \(name) is not valid at \(now): valid from \(certificate.notValidBefore) to \(certificate.notValidAfter)"
+                )
+            }
+        }
+        func known(_ certificate: Certificate, _ name: String) throws(AppAttestFailure) {
+            let understood: Set<ASN1ObjectIdentifier> = [.X509ExtensionID.basicConstraints, .X509ExtensionID.keyUsage]
+            for ext in certificate.extensions where ext.critical && !understood.contains(ext.oid) {
+                throw .certificateChain("the \(name) has a critical extension this service does not understand (\(ext.oid))")
+            }
+        }
+        try valid(credential, "credential certificate")
+        try known(credential, "credential certificate")
+        if case .isCertificateAuthority? = try? credential.extensions.basicConstraints {
+            throw .certificateChain("the credential certificate is a CA")
+        }
+        guard credential.issuer == intermediate.subject, intermediate.publicKey.isValidSignature(credential.signature, for: credential) else {
+            throw .certificateChain("the credential certificate is not signed by the intermediate that follows it in x5c")
+        }
+        try valid(intermediate, "intermediate certificate")
+        try known(intermediate, "intermediate certificate")
+        guard case .isCertificateAuthority? = try? intermediate.extensions.basicConstraints else {
+            throw .certificateChain("the intermediate certificate is not a CA")
+        }
+        if let usage = try? intermediate.extensions.keyUsage, !usage.keyCertSign {
+            throw .certificateChain("the intermediate certificate may not sign certificates")
+        }
+        let issuers = roots.filter { $0.subject == intermediate.issuer }
+        guard let root = issuers.first(where: { $0.publicKey.isValidSignature(intermediate.signature, for: intermediate) }) else {
+            throw .certificateChain("the intermediate certificate is not signed by a trusted App Attestation root")
+        }
+        try valid(root, "root certificate")
     }
 
     /// The nonce a credential certificate states: `SEQUENCE { [1] EXPLICIT OCTET STRING }` under the nonce OID.
@@ -119,8 +199,9 @@ public struct AppAttestVerifier: Sendable {
         }
     }
 
-    /// Verifies an assertion over `clientData` (the bytes the request carried) with the device's stored key;
-    /// returns the assertion's counter, which must be above `lastCounter`. The caller keeps the new counter.
+    /// Verifies an assertion over `clientData` (the bytes the request carried, or the bytes the app signed) with the
+    /// device's stored key; returns the assertion's counter, which must be above `lastCounter`. The caller keeps the
+    /// new counter.
     public static func verifyAssertion(
         _ assertion: [UInt8],
         clientData: some Sequence<UInt8>,
@@ -134,7 +215,12 @@ public struct AppAttestVerifier: Sendable {
             throw .assertionMalformed("the assertion lacks signature or authenticatorData")
         }
         let auth: AuthenticatorData
-        do { auth = try AuthenticatorData(authBytes) } catch { throw .assertionMalformed("the authenticator data is shorter than 37 bytes") }
+        do {
+            auth = try AuthenticatorData(assertion: authBytes)
+        } catch {
+            guard case .malformed(let why) = error else { throw error }
+            throw .assertionMalformed(why)
+        }
         guard let key = try? P256.Signing.PublicKey(x963Representation: publicKey) else { throw .unknownKey }
         guard let signature = try? P256.Signing.ECDSASignature(derRepresentation: signatureBytes) else {
             throw .assertionMalformed("the signature is not a DER ECDSA signature")

@@ -84,11 +84,21 @@ extension CBORValue {
     public static let maximumDepth = 16
 
     /// Reads exactly one data item that fills `bytes`.
-    public static func decode(_ bytes: some Collection<UInt8>) throws(CBORError) -> CBORValue {
-        var reader = CBORReader(bytes: Array(bytes))
-        let value = try reader.item(depth: 0)
-        guard reader.offset == reader.bytes.count else { throw CBORError("bytes follow the CBOR item") }
+    public static func decode(_ bytes: some Collection<UInt8>, maximumDepth: Int = maximumDepth) throws(CBORError) -> CBORValue {
+        let (value, length) = try decodePrefix(bytes, maximumDepth: maximumDepth)
+        guard length == bytes.count else { throw CBORError("bytes follow the CBOR item") }
         return value
+    }
+
+    /// Reads one data item from the start of `bytes`; returns it and how many bytes it took. For the authenticator
+    /// data, where a CBOR map (the COSE key, the extensions) is followed by more bytes.
+    public static func decodePrefix(
+        _ bytes: some Collection<UInt8>,
+        maximumDepth: Int = maximumDepth
+    ) throws(CBORError) -> (value: CBORValue, length: Int) {
+        var reader = CBORReader(bytes: Array(bytes), maximumDepth: maximumDepth)
+        let value = try reader.item(depth: 0)
+        return (value, reader.offset)
     }
 
     /// Writes this item in CBOR's definite-length form (preferred serialisation of lengths): for tests and for
@@ -138,6 +148,7 @@ extension CBORValue {
 /// document claiming a gigabyte costs nothing.
 private struct CBORReader {
     let bytes: [UInt8]
+    let maximumDepth: Int
     var offset = 0
 
     mutating func byte() throws(CBORError) -> UInt8 {
@@ -167,7 +178,7 @@ private struct CBORReader {
     }
 
     mutating func item(depth: Int) throws(CBORError) -> CBORValue {
-        guard depth <= CBORValue.maximumDepth else { throw CBORError("the CBOR item nests too deep") }
+        guard depth <= maximumDepth else { throw CBORError("the CBOR item nests too deep") }
         let initial = try byte()
         let major = initial >> 5
         let info = initial & 0x1F
@@ -199,9 +210,11 @@ private struct CBORReader {
             guard argument <= UInt64(bytes.count - offset) / 2 else { throw CBORError("a map claims more pairs than bytes") }
             var pairs: [(CBORValue, CBORValue)] = []
             pairs.reserveCapacity(Int(argument))
+            // A set, not a scan of the pairs so far: a hostile map of n pairs costs n look-ups, not n²/2 comparisons.
+            var keys = Set<CBORValue>(minimumCapacity: Int(argument))
             for _ in 0..<argument {
                 let key = try item(depth: depth + 1)
-                guard !pairs.contains(where: { $0.0 == key }) else { throw CBORError("a map repeats a key") }
+                guard keys.insert(key).inserted else { throw CBORError("a map repeats a key") }
                 pairs.append((key, try item(depth: depth + 1)))
             }
             return .map(pairs)

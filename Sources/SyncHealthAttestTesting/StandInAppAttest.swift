@@ -83,6 +83,34 @@ public struct StandInAppAttest: Sendable {
     }
 }
 
+extension StandInAppAttest {
+    /// The red team's x5c: `count` certificates with one subject (Apple's intermediate's name) and one key, each
+    /// with a different SAN, so that every one issues every other. Handed to a path builder as intermediates it makes
+    /// it try about e·count! partial paths; appended to an attestation's x5c it must cost nothing.
+    public static func loopingCertificates(_ count: Int, now: Date = Date()) throws -> [[UInt8]] {
+        let key = P256.Signing.PrivateKey()
+        let name = try DistinguishedName { CommonName("Apple App Attestation CA 1") }
+        return try (0..<count).map { index in
+            let certificate = try Certificate(
+                version: .v3,
+                serialNumber: Certificate.SerialNumber(),
+                publicKey: Certificate.PublicKey(key.publicKey),
+                notValidBefore: now - 3600,
+                notValidAfter: now + 86_400,
+                issuer: name,
+                subject: name,
+                signatureAlgorithm: .ecdsaWithSHA256,
+                extensions: try Certificate.Extensions {
+                    Critical(BasicConstraints.isCertificateAuthority(maxPathLength: nil))
+                    SubjectAlternativeNames([.dnsName("\(index).loop.example")])
+                },
+                issuerPrivateKey: Certificate.PrivateKey(key)
+            )
+            return try StandInAppAttestKey.der(certificate)
+        }
+    }
+}
+
 /// One app install's App Attest key, in software: what `DCAppAttestService` does on a device.
 public struct StandInAppAttestKey: Sendable {
     public let privateKey: P256.Signing.PrivateKey
@@ -117,19 +145,24 @@ public struct StandInAppAttestKey: Sendable {
         public var issuerKey: P256.Signing.PrivateKey
         /// Whether the intermediate goes into x5c.
         public var includeIntermediate = true
+        /// DER certificates appended to x5c after the intermediate.
+        public var extraCertificates: [[UInt8]] = []
         /// Seconds the credential certificate stays valid.
         public var validFor: TimeInterval = 3 * 86_400
     }
 
-    /// The parts of an honest attestation.
-    public func parts() -> AttestationParts {
+    /// The parts of an honest attestation, in the layout devices write: flags 0x40, the credential, the COSE key,
+    /// and, as iOS 27 writes it, `extensions` after the key (the ED bit 0x80 set only where `extendedFlag` says).
+    public func parts(extensions: [UInt8]? = nil, extendedFlag: Bool = false) -> AttestationParts {
         AttestationParts(
             authenticatorData: AuthenticatorData(
                 rpIdHash: Array(SHA256.hash(data: Array(appIdentifier.utf8))),
-                flags: 0x40,
+                flags: extendedFlag ? 0xC0 : 0x40,
                 counter: 0,
                 aaguid: environment.aaguid,
-                credentialId: keyId
+                credentialId: keyId,
+                credentialPublicKey: AuthenticatorData.coseKey(x963: Array(privateKey.publicKey.x963Representation)),
+                extensions: extensions
             ),
             certifiedKey: privateKey.publicKey,
             issuerKey: pki.intermediateKey
@@ -149,10 +182,16 @@ public struct StandInAppAttestKey: Sendable {
             issuerKey: parts.issuerKey,
             now: pki.now,
             notAfter: parts.validFor,
-            extensions: try Certificate.Extensions { StandInAppAttest.nonceExtension(nonce) }
+            extensions: try Certificate.Extensions {
+                // As Apple writes a credential certificate: not a CA, a signing key, then the nonce.
+                Critical(BasicConstraints.notCertificateAuthority)
+                Critical(KeyUsage(digitalSignature: true, nonRepudiation: true, keyEncipherment: true, dataEncipherment: true))
+                StandInAppAttest.nonceExtension(nonce)
+            }
         )
         var chain: [CBORValue] = [.bytes(try Self.der(credential))]
         if parts.includeIntermediate { chain.append(.bytes(try Self.der(pki.intermediate))) }
+        chain += parts.extraCertificates.map { .bytes($0) }
         return CBORValue.map([
             (.text("fmt"), .text(parts.fmt)),
             (.text("attStmt"), .map([(.text("x5c"), .array(chain)), (.text("receipt"), .bytes(Array("stand-in receipt".utf8)))])),
@@ -167,12 +206,19 @@ public struct StandInAppAttestKey: Sendable {
         return try assertion(clientData: clientData, counter: counter)
     }
 
-    /// An assertion with a counter of the caller's choice (for replays and going backwards).
-    public func assertion(clientData: some Sequence<UInt8>, counter: UInt32, appIdentifier: String? = nil) throws -> [UInt8] {
+    /// An assertion with a counter of the caller's choice (for replays and going backwards), in the layout devices
+    /// write: 37 bytes with flags 0x40 and no credential after them, then `extensions` where given.
+    public func assertion(
+        clientData: some Sequence<UInt8>,
+        counter: UInt32,
+        appIdentifier: String? = nil,
+        extensions: [UInt8]? = nil
+    ) throws -> [UInt8] {
         let auth = AuthenticatorData(
             rpIdHash: Array(SHA256.hash(data: Array((appIdentifier ?? self.appIdentifier).utf8))),
-            flags: 0,
-            counter: counter
+            flags: 0x40,
+            counter: counter,
+            extensions: extensions
         ).bytes
         let nonce = Array(SHA256.hash(data: auth + Array(SHA256.hash(data: Array(clientData)))))
         let signature = try privateKey.signature(for: nonce)
@@ -180,7 +226,8 @@ public struct StandInAppAttestKey: Sendable {
             .encoded()
     }
 
-    static func der(_ certificate: Certificate) throws -> [UInt8] {
+    /// A certificate's DER.
+    public static func der(_ certificate: Certificate) throws -> [UInt8] {
         var serializer = DER.Serializer()
         try serializer.serialize(certificate)
         return serializer.serializedBytes

@@ -5,10 +5,18 @@ public import Foundation
 #endif
 
 extension EventBatch {
-    /// Whether `text` holds a C0 control character or DEL. Device text travels to logs, Prometheus labels and chat
-    /// messages, where a line break or escape character would be read as structure; identifiers never need one.
-    public static func hasControlCharacter(_ text: String) -> Bool {
-        text.utf8.contains { $0 < 0x20 || $0 == 0x7F }
+    /// Whether `text` holds a control character (C0, DEL, C1) or a Unicode format character (category Cf: zero-width
+    /// and bidirectional marks such as U+200B and U+202E, U+FEFF). Device text travels to logs, Prometheus labels,
+    /// the dashboard and chat messages: a line break or escape would be read as structure there, and an invisible or
+    /// reordering mark makes one scope look like another (`iCloud.team\u{200B}U`). Identifiers never need either.
+    public static func hasControlOrFormatCharacter(_ text: String) -> Bool {
+        var ascii = true
+        for byte in text.utf8 {
+            if byte < 0x20 || byte == 0x7F { return true }
+            if byte >= 0x80 { ascii = false }
+        }
+        guard !ascii else { return false }
+        return text.unicodeScalars.contains { (0x80..<0xA0).contains($0.value) || $0.properties.generalCategory == .format }
     }
 
     /// Decodes and validates a JSON body. Each event is judged alone; only a bad envelope throws.
@@ -86,9 +94,13 @@ extension EventBatch {
             // Characters are at most as many as UTF-8 bytes: counting them (grapheme breaking) is needed only past the limit.
             if value.utf8.count > Limits.maxFieldLength, value.count > Limits.maxFieldLength {
                 problems.append(.init(pointer: "/device/\(field.name)", detail: "\(field.name) is longer than \(Limits.maxFieldLength) characters"))
-            } else if EventBatch.hasControlCharacter(value) {
+            } else if EventBatch.hasControlOrFormatCharacter(value) {
                 problems.append(
-                    .init(pointer: "/device/\(field.name)", detail: "\(field.name) must not hold control characters (U+0000-U+001F, U+007F)")
+                    .init(
+                        pointer: "/device/\(field.name)",
+                        detail:
+                            "\(field.name) must not hold control or format characters (U+0000-U+001F, U+007F-U+009F, Unicode category Cf such as U+200B or U+202E)"
+                    )
                 )
             }
         }
@@ -278,8 +290,11 @@ enum EventFields {
         guard let domain = try field(e, "domain", string, document, prefix: "error."), !domain.isEmpty, domain.utf8.count <= limit else {
             throw EventProblem(detail: "error.domain is required (1-\(limit) characters)")
         }
-        guard !EventBatch.hasControlCharacter(domain) else {
-            throw EventProblem(detail: "error.domain must not hold control characters (U+0000-U+001F, U+007F)")
+        guard !EventBatch.hasControlOrFormatCharacter(domain) else {
+            throw EventProblem(
+                detail:
+                    "error.domain must not hold control or format characters (U+0000-U+001F, U+007F-U+009F, Unicode category Cf such as U+200B or U+202E)"
+            )
         }
         guard let code = try field(e, "code", int, document, prefix: "error.") else { throw EventProblem(detail: "error.code is required") }
         let message = try field(e, "message", string, document, prefix: "error.").map { String($0.prefix(EventBatch.Limits.maxMessageLength)) }

@@ -52,7 +52,12 @@ public enum SyncHealthApplication {
         let audit = AuditLog(store: keys.store, clock: engine.clock)
         let devices = DeviceRoutes(engine: engine, audit: audit, attestation: attestation)
         let fleet = FleetRoutes(engine: engine, attestation: attestation)
-        let attest = AttestRoutes(gate: attestation)
+        let attest = AttestRoutes(
+            gate: attestation,
+            keyLimiter: RateLimiter(limit: limits.attestPerKey),
+            deviceLimiter: RateLimiter(limit: limits.attestPerDevice),
+            clock: engine.clock
+        )
         let hooks = WebhookRoutes(webhooks: engine.webhooks, audit: audit)
         let silences = SilenceRoutes(silences: engine.webhooks.silences, audit: audit)
         let stream = StreamRoutes(engine: engine)
@@ -141,6 +146,14 @@ public enum SyncHealthApplication {
         let keys = try resolveKeys(configuration, logger: logger)
         let tls = try configuration.tlsCertificate.map { certificate throws(TLSCertificateError) in
             try TLSCertificates(certificatePath: certificate, keyPath: configuration.tlsKey ?? "")
+        }
+        if tls != nil, configuration.metricsKey == nil {
+            // TLS served by the service itself means its port is the public side: /metrics names apps, containers
+            // and versions to anyone who asks.
+            logger.warning(
+                "Metrics are open on a public port: set SYNCHEALTH_METRICS_KEY",
+                metadata: ["metrics.path": "/metrics", "tls.certificate": "\(configuration.tlsCertificate ?? "")"]
+            )
         }
         let verifier = try configuration.appAttestRoot.map { path in
             try AppAttestVerifier(pem: String(contentsOfFile: path, encoding: .utf8))
@@ -265,6 +278,11 @@ public struct RateLimits: Sendable {
     public var perDevice: RateLimit? = .init(perSecond: 20, burst: 100)
     /// Per key: off by default, since one ingest key usually serves a whole fleet.
     public var perKey: RateLimit?
+    /// Per key on `POST /v1/attest/challenge` and `POST /v1/attest` together: each challenge is a durable write and
+    /// each attestation a verification, while a fleet attests once an install.
+    public var attestPerKey: RateLimit? = .init(perSecond: 50, burst: 500)
+    /// Per device id on `POST /v1/attest`: an install attests once, and retries a few times at most.
+    public var attestPerDevice: RateLimit? = .init(perSecond: 0.2, burst: 10)
 
     /// The defaults.
     public init() {}

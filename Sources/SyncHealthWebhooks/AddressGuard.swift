@@ -95,6 +95,19 @@ public struct AddressGuard: Sendable {
         if b[0..<10].allSatisfy({ $0 == 0 }) && ((b[10] == 0xff && b[11] == 0xff) || (b[10] == 0 && b[11] == 0)) {
             return isPublicIPv4(Array(b[12..<16]))
         }
+        // SIIT's IPv4-translated form (::ffff:0:a.b.c.d) is judged as IPv4 too.
+        if b[0..<8].allSatisfy({ $0 == 0 }) && b[8] == 0xff && b[9] == 0xff && b[10] == 0 && b[11] == 0 {
+            return isPublicIPv4(Array(b[12..<16]))
+        }
+        // 6to4 (2002:a.b.c.d::/48) carries the IPv4 address a relay sends to: judged as that address.
+        if b[0] == 0x20 && b[1] == 0x02 { return isPublicIPv4(Array(b[2..<6])) }
+        // Teredo (2001:0::/32) embeds a server and an obfuscated client address, either of which can be made to
+        // name a private one; no webhook receiver needs it.
+        if b[0] == 0x20 && b[1] == 0x01 && b[2] == 0 && b[3] == 0 { return false }
+        if b[0] == 0x20 && b[1] == 0x01 && b[2] == 0x0d && b[3] == 0xb8 { return false }  // 2001:db8::/32 documentation
+        // 64:ff9b:1::/48, local-use NAT64.
+        if b[0] == 0x00 && b[1] == 0x64 && b[2] == 0xff && b[3] == 0x9b && b[4] == 0x00 && b[5] == 0x01 { return false }
+        if b[0] == 0x01 && b[1] == 0x00 && b[2..<8].allSatisfy({ $0 == 0 }) { return false }  // 100::/64 discard
         if b.allSatisfy({ $0 == 0 }) { return false }  // ::
         if b[0..<15].allSatisfy({ $0 == 0 }) && b[15] == 1 { return false }  // ::1
         if b[0] & 0xfe == 0xfc { return false }  // fc00::/7 unique local (incl. fd00:ec2::254)

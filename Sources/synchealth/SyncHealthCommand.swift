@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import SyncHealthBuildInfo
 
 #if canImport(Glibc)
@@ -14,7 +15,7 @@ struct SyncHealthCommand: AsyncParsableCommand {
         commandName: "synchealth",
         abstract: "Sync health for apps that sync through iCloud: the server side of CloudKitSyncMonitor.",
         version: BuildInfo.version,
-        subcommands: [Serve.self, Simulate.self, Backup.self, Restore.self, Compact.self, Version.self],
+        subcommands: [Serve.self, Simulate.self, Backup.self, Restore.self, Compact.self, AppAttestCommand.self, Version.self],
         defaultSubcommand: Serve.self
     )
 
@@ -30,6 +31,11 @@ struct SyncHealthCommand: AsyncParsableCommand {
                 try command.run()
             }
         } catch {
+            // `app-attest verify` documents 2 for bad arguments, since 1 means "refused".
+            if CommandLine.arguments.dropFirst().first == AppAttestCommand.configuration.commandName, exitCode(for: error) == .validationFailure {
+                FileHandle.standardError.write(Data((fullMessage(for: error) + "\n").utf8))
+                exit(withError: ExitCode(AppAttestCommand.usageExitCode))
+            }
             exit(withError: error)
         }
     }

@@ -23,8 +23,8 @@ struct AttestationVerificationTests {
         challenge: [UInt8]? = nil,
         environments: Set<AppAttestEnvironment> = [.production],
         at now: Date? = nil
-    ) async throws(AppAttestFailure) -> AttestedKey {
-        try await pki.verifier.verifyAttestation(
+    ) throws(AppAttestFailure) -> AttestedKey {
+        try pki.verifier.verifyAttestation(
             object,
             keyId: keyId ?? device.keyId,
             challenge: challenge ?? self.challenge,
@@ -34,9 +34,9 @@ struct AttestationVerificationTests {
         )
     }
 
-    func failure(_ body: () async throws(AppAttestFailure) -> AttestedKey) async -> AppAttestFailure? {
+    func failure(_ body: () throws(AppAttestFailure) -> AttestedKey) -> AppAttestFailure? {
         do {
-            _ = try await body()
+            _ = try body()
             return nil
         } catch {
             return error
@@ -45,7 +45,7 @@ struct AttestationVerificationTests {
 
     @Test("an honest attestation gives the device's key, its environment and the receipt")
     func honest() async throws {
-        let key = try await verify(try device.attestation(challenge: challenge))
+        let key = try verify(try device.attestation(challenge: challenge))
         #expect(key.keyId == device.keyId)
         #expect(key.publicKey == Array(device.privateKey.publicKey.x963Representation))
         #expect(key.environment == .production)
@@ -89,7 +89,7 @@ struct AttestationVerificationTests {
 
         for (name, parts, expected) in cases {
             let object = try device.attestation(challenge: challenge, parts: parts)
-            let failure = await failure { () async throws(AppAttestFailure) in try await verify(object) }
+            let failure = failure { () throws(AppAttestFailure) in try verify(object) }
             #expect(failure.map { Self.sameStep($0, expected) } == true, "\(name): \(String(describing: failure))")
         }
     }
@@ -97,13 +97,13 @@ struct AttestationVerificationTests {
     @Test("another challenge, another key id, garbage and a credential expired at the time of verification are refused")
     func wrongInputs() async throws {
         let object = try device.attestation(challenge: challenge)
-        #expect(await failure { () async throws(AppAttestFailure) in try await verify(object, challenge: Array(repeating: 9, count: 32)) } == .nonce)
-        #expect(await failure { () async throws(AppAttestFailure) in try await verify(object, keyId: Array(repeating: 0, count: 32)) } == .keyId)
+        #expect(failure { () throws(AppAttestFailure) in try verify(object, challenge: Array(repeating: 9, count: 32)) } == .nonce)
+        #expect(failure { () throws(AppAttestFailure) in try verify(object, keyId: Array(repeating: 0, count: 32)) } == .keyId)
         let late = pki.now + 4 * 86_400
-        let expired = await failure { () async throws(AppAttestFailure) in try await verify(object, at: late) }
+        let expired = failure { () throws(AppAttestFailure) in try verify(object, at: late) }
         #expect(expired.map { Self.sameStep($0, .certificateChain("")) } == true, "\(String(describing: expired))")
         for garbage in [[], [0xA0], Array(object.dropLast()), object + [0], [0xBF, 0xFF], [0x5B] + Array(repeating: 0xFF, count: 8)] {
-            let refused = await failure { () async throws(AppAttestFailure) in try await verify(garbage) }
+            let refused = failure { () throws(AppAttestFailure) in try verify(garbage) }
             #expect(refused.map { Self.sameStep($0, .malformed("")) } == true, "\(garbage.prefix(4)): \(String(describing: refused))")
         }
     }
@@ -112,7 +112,7 @@ struct AttestationVerificationTests {
     func development() async throws {
         let dev = StandInAppAttestKey(pki: pki, appIdentifier: Self.app.appIdentifier, environment: .development)
         let object = try dev.attestation(challenge: challenge)
-        let key = try await verify(object, keyId: dev.keyId, environments: [.production, .development])
+        let key = try verify(object, keyId: dev.keyId, environments: [.production, .development])
         #expect(key.environment == .development)
     }
 
@@ -121,7 +121,7 @@ struct AttestationVerificationTests {
         let apple = try AppAttestVerifier.apple()
         let object = try device.attestation(challenge: challenge)
         do {
-            _ = try await apple.verifyAttestation(
+            _ = try apple.verifyAttestation(
                 object,
                 keyId: device.keyId,
                 challenge: challenge,

@@ -27,7 +27,7 @@ struct RealAttestationTests {
         let verifier = try AppAttestVerifier.apple()
         let at = try #require(ISO8601DateFormatter().date(from: "2022-08-25T06:00:00Z"))
         do {
-            _ = try await verifier.verifyAttestation(
+            _ = try verifier.verifyAttestation(
                 object,
                 keyId: Self.bytes(hex: Self.keyIdHex),
                 challenge: Array("unknown".utf8),
@@ -47,7 +47,7 @@ struct RealAttestationTests {
         let verifier = try AppAttestVerifier.apple()
         let at = try #require(ISO8601DateFormatter().date(from: "2023-08-25T06:00:00Z"))
         do {
-            _ = try await verifier.verifyAttestation(
+            _ = try verifier.verifyAttestation(
                 object,
                 keyId: Self.bytes(hex: Self.keyIdHex),
                 challenge: [],
@@ -68,7 +68,7 @@ struct RealAttestationTests {
     func fields() throws {
         let parsed = try CBORValue.decode(object)
         #expect(parsed["fmt"] == .text("apple-appattest"))
-        let auth = try AuthenticatorData(try #require(parsed["authData"]?.byteString))
+        let auth = try AuthenticatorData(attestation: try #require(parsed["authData"]?.byteString))
         #expect(auth.rpIdHash == Self.app.rpIdHash)
         #expect(auth.counter == 0)
         #expect(auth.aaguid.flatMap(AppAttestEnvironment.init(aaguid:)) == .development)

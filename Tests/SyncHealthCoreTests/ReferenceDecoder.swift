@@ -6,6 +6,11 @@ import Foundation
 /// Kept here as the reference that the differential tests compare the production decoder against.
 
 enum ReferenceDecoder {
+    /// Control characters (C0, DEL, C1) and Unicode's format characters (category Cf), scalar by scalar.
+    static func forbidden(_ scalar: Unicode.Scalar) -> Bool {
+        scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) || scalar.properties.generalCategory == .format
+    }
+
     /// Decodes and validates a JSON body. Each event is judged alone; only a bad envelope throws.
     static func decode(json: Data) throws(BatchValidationError) -> EventBatch {
         let envelope: ReferenceEnvelope
@@ -32,8 +37,14 @@ enum ReferenceDecoder {
         ] {
             if let value, value.count > EventBatch.Limits.maxFieldLength {
                 problems.append(.init(pointer: "/device/\(name)", detail: "\(name) is longer than \(EventBatch.Limits.maxFieldLength) characters"))
-            } else if let value, value.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
-                problems.append(.init(pointer: "/device/\(name)", detail: "\(name) must not hold control characters (U+0000-U+001F, U+007F)"))
+            } else if let value, value.unicodeScalars.contains(where: Self.forbidden) {
+                problems.append(
+                    .init(
+                        pointer: "/device/\(name)",
+                        detail:
+                            "\(name) must not hold control or format characters (U+0000-U+001F, U+007F-U+009F, Unicode category Cf such as U+200B or U+202E)"
+                    )
+                )
             }
         }
         guard let rawEvents = envelope.events else {
@@ -220,8 +231,11 @@ struct ReferenceRawEvent: Decodable {
         guard let domain = try get(.domain, String.self), !domain.isEmpty, domain.utf8.count <= EventBatch.Limits.maxFieldLength else {
             throw ReferenceEventProblem(detail: "error.domain is required (1-\(EventBatch.Limits.maxFieldLength) characters)")
         }
-        if domain.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
-            throw ReferenceEventProblem(detail: "error.domain must not hold control characters (U+0000-U+001F, U+007F)")
+        if domain.unicodeScalars.contains(where: ReferenceDecoder.forbidden) {
+            throw ReferenceEventProblem(
+                detail:
+                    "error.domain must not hold control or format characters (U+0000-U+001F, U+007F-U+009F, Unicode category Cf such as U+200B or U+202E)"
+            )
         }
         guard let code = try get(.code, Int.self) else { throw ReferenceEventProblem(detail: "error.code is required") }
         let message = try get(.message, String.self).map { String($0.prefix(EventBatch.Limits.maxMessageLength)) }

@@ -56,11 +56,16 @@ struct HostileInputTests {
         }
     }
 
-    @Test("control characters in device text are 400 with the field's pointer; in an error's domain, the event is rejected")
+    @Test(
+        "control and format characters (bidirectional and zero-width marks) in device text are 400 with the field's pointer; in an error's domain, the event is rejected"
+    )
     func controlCharacters() async throws {
         try await TestService().test { client in
             for field in ["containerId", "appVersion", "platform", "osVersion"] {
-                for text in [#"crlf\r\ninjected 42\r\n#"#, #"tab\there"#, #"nul\u0000"#, #"del\u007f"#] {
+                for text in [
+                    #"crlf\r\ninjected 42\r\n#"#, #"tab\there"#, #"nul\u0000"#, #"del\u007f"#, #"c1\u0085"#, #"iCloud.team\u200bU"#,
+                    #"rtl\u202eevil"#, #"isolate\u2066x\u2069"#, #"bom\ufeff"#, "raw\u{202E}mark",
+                ] {
                     let body =
                         #"{"device": {"deviceId": "d", "appId": "a", "\#(field)": "\#(text)"}, "events": [\#(event("e", #""kind": "heartbeat""#))]}"#
                     let response = try await client.post(ByteBuffer(string: body))
@@ -70,11 +75,14 @@ struct HostileInputTests {
                     #expect(errors.contains { $0["pointer"] as? String == "/device/\(field)" }, "\(problem)")
                 }
             }
-            let domain = event("x", #""kind": "activity", "phase": "export", "state": "failed", "error": {"domain": "CK\nErrorDomain", "code": 5}"#)
+            let domain = event(
+                "x",
+                #""kind": "activity", "phase": "export", "state": "failed", "error": {"domain": "CK\u200bErrorDomain", "code": 5}"#
+            )
             let response = try await client.post(batch(device: "d2", [domain]))
             #expect(response.status == .accepted)
             let rejected = try json(response)["rejected"] as? [[String: Any]] ?? []
-            #expect((rejected.first?["detail"] as? String)?.contains("error.domain must not hold control characters") == true)
+            #expect((rejected.first?["detail"] as? String)?.contains("error.domain must not hold control or format characters") == true)
             // Text that is not a control character stays as sent: quotes, combining marks, emoji, markup.
             let fine =
                 #"{"device": {"deviceId": "d3", "appId": "a", "containerId": "q\"\u0301 \\ <b> 🚀"}, "events": [\#(event("e", #""kind": "heartbeat""#))]}"#

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import HummingbirdTesting
 import NIOCore
 import NIOEmbedded
 import SyncHealthTestSupport
@@ -44,7 +45,9 @@ struct OperatorHardeningTests {
         #expect(server == nil, "the server started with an 8-character key")
     }
 
-    @Test("with a metrics key, /metrics answers 401 without a key, 403 to an ingest key, 200 to the metrics, read or admin key")
+    @Test(
+        "with a metrics key, /metrics (and /metrics/, //metrics) answers 401 without a key, 403 to an ingest key, 200 to the metrics, read or admin key"
+    )
     func metricsKey() async throws {
         let metrics = "metrics-0123456789abcdef"
         let server = try LiveServer(environment: [
@@ -52,8 +55,12 @@ struct OperatorHardeningTests {
             "SYNCHEALTH_ADMIN_KEYS": "admin-0123456789abcdef", "SYNCHEALTH_METRICS_KEY": metrics,
         ])
         defer { server.stop() }
-        #expect(try await server.request("GET", "/metrics").status == 401)
-        #expect(try await server.request("GET", "/metrics", key: "ingest-0123456789abcdef").status == 403)
+        // Other spellings of the path are the same route under the same rule.
+        for path in ["/metrics", "/metrics/", "//metrics", "/metrics//", "///metrics/"] {
+            #expect(try await server.request("GET", path).status == 401, "\(path)")
+            #expect(try await server.request("GET", path, key: "ingest-0123456789abcdef").status == 403, "\(path)")
+        }
+        #expect(try await server.request("GET", "/metrics/", key: metrics).status == 200)
         for key in [metrics, "read-0123456789abcdef", "admin-0123456789abcdef"] {
             let response = try await server.request("GET", "/metrics", key: key)
             #expect(response.status == 200)
@@ -62,6 +69,45 @@ struct OperatorHardeningTests {
         // The metrics key reads nothing else.
         #expect(try await server.request("GET", "/v1/summary", key: metrics).status == 403)
         #expect(try await server.request("GET", "/livez").status == 200)
+    }
+
+    @Test("answers that carry a secret say Cache-Control: no-store; answers that do not, do not")
+    func secretsNotCached() async throws {
+        try await TestService(webhooks: .privateAllowed).test { client in
+            let key = try await client.execute(
+                uri: "/v1/keys",
+                method: .post,
+                headers: headers(adminKey),
+                body: ByteBuffer(string: #"{"role": "read"}"#)
+            )
+            #expect(key.status == .created)
+            #expect(key.headers[.cacheControl] == "no-store")
+            let hook = try await client.execute(
+                uri: "/v1/webhooks",
+                method: .post,
+                headers: headers(adminKey),
+                body: ByteBuffer(string: #"{"url": "http://127.0.0.1:9/hook"}"#)
+            )
+            #expect(hook.status == .created, "\(String(buffer: hook.body))")
+            #expect(hook.headers[.cacheControl] == "no-store")
+            let list = try await client.get("/v1/keys", key: adminKey)
+            #expect(list.headers[.cacheControl] == nil)
+        }
+    }
+
+    @Test("a management body over its 64 KiB limit is 413 naming that limit, not the events endpoint's")
+    func managementBodyLimit() async throws {
+        try await TestService().test(.live) { client in
+            let padding = String(repeating: "x", count: 70 * 1024)
+            let response = try await client.execute(
+                uri: "/v1/keys",
+                method: .post,
+                headers: headers(adminKey),
+                body: ByteBuffer(string: #"{"role": "read", "description": "\#(padding)"}"#)
+            )
+            #expect(response.status == .contentTooLarge)
+            #expect(String(buffer: response.body).contains("at most 65536 bytes"), "\(String(buffer: response.body))")
+        }
     }
 
     @Test("without a metrics key, /metrics stays open")

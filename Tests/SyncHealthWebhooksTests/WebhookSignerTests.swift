@@ -54,6 +54,9 @@ struct AddressGuardTests {
             "127.0.0.1", "127.9.9.9", "10.0.0.1", "172.16.0.1", "172.31.255.255", "192.168.1.1",
             "169.254.169.254", "100.64.0.1", "0.0.0.0", "224.0.0.1", "255.255.255.255",
             "::1", "::", "fe80::1", "fd00:ec2::254", "fc00::1", "::ffff:127.0.0.1", "::ffff:10.0.0.1", "ff02::1",
+            // The red team's forms of loopback and private addresses: SIIT, 6to4, Teredo; and NAT64, documentation, discard.
+            "::ffff:0:7f00:1", "::ffff:0:a00:1", "2002:7f00:1::", "2002:a9fe:a9fe::1", "2002:c0a8:101::", "2001:0:4136:e378:8000:63bf:3fff:fdd2",
+            "2001::1", "64:ff9b:1::a00:1", "2001:db8::1", "100::1",
         ]
     )
     func nonPublic(text: String) throws {
@@ -61,7 +64,12 @@ struct AddressGuardTests {
         #expect(!AddressGuard.isPublic(a), "\(text)")
     }
 
-    @Test("public addresses pass", arguments: ["8.8.8.8", "1.1.1.1", "172.32.0.1", "100.128.0.1", "2001:4860:4860::8888", "::ffff:8.8.8.8"])
+    @Test(
+        "public addresses pass",
+        arguments: [
+            "8.8.8.8", "1.1.1.1", "172.32.0.1", "100.128.0.1", "2001:4860:4860::8888", "::ffff:8.8.8.8", "::ffff:0:808:808", "2002:808:808::1",
+        ]
+    )
     func publicAddresses(text: String) throws {
         let a = try #require(Self.address(text))
         #expect(AddressGuard.isPublic(a), "\(text)")

@@ -49,6 +49,7 @@ public enum APIError: Error, Sendable {
         case .backupUnsupported: .notImplemented
         case .backupRunning: .conflict
         case .attestation(.malformed), .attestation(.assertionMalformed): .badRequest
+        case .attestation(.busy): .serviceUnavailable
         case .attestation: .unauthorized
         case .attestationNotConfigured: .conflict
         }
@@ -233,65 +234,72 @@ extension AppAttestFailure {
     /// Each step its own problem type, so that a device (and ops reading the logs) can tell what failed.
     func problem(status: HTTPResponse.Status) -> Problem {
         switch self {
-        case .malformed(let why): Problem(slug: "attestation-malformed", title: "The attestation cannot be read", status: status, detail: why)
+        case .malformed(let why): Problem(slug: slug, title: "The attestation cannot be read", status: status, detail: why)
         case .certificateChain(let why):
-            Problem(slug: "attestation-chain", title: "The attestation's certificates do not chain to Apple's root", status: status, detail: why)
+            Problem(slug: slug, title: "The attestation's certificates do not chain to Apple's root", status: status, detail: why)
         case .nonce:
             Problem(
-                slug: "attestation-nonce",
+                slug: slug,
                 title: "The attestation was not made for this challenge",
                 status: status,
                 detail: "The credential certificate's nonce is not SHA-256(authData ‖ SHA-256(challenge))."
             )
         case .keyId:
             Problem(
-                slug: "attestation-key-id",
+                slug: slug,
                 title: "The key id does not match the attested key",
                 status: status,
                 detail: "keyId, the SHA-256 of the certificate's public key and the credential id must be equal."
             )
         case .appId:
             Problem(
-                slug: "attestation-app-id",
+                slug: slug,
                 title: "The key was made for another app",
                 status: status,
                 detail: "The App ID hash is another app's."
             )
         case .counter:
-            Problem(slug: "attestation-counter", title: "The attestation's counter is not 0", status: status, detail: "A new key's counter is 0.")
+            Problem(slug: slug, title: "The attestation's counter is not 0", status: status, detail: "A new key's counter is 0.")
         case .environment(let why):
-            Problem(slug: "attestation-environment", title: "The key's App Attest environment is not accepted", status: status, detail: why)
+            Problem(slug: slug, title: "The key's App Attest environment is not accepted", status: status, detail: why)
         case .challenge(let why):
-            Problem(slug: "attestation-challenge", title: "The challenge cannot be redeemed", status: status, detail: why)
+            Problem(slug: slug, title: "The challenge cannot be redeemed", status: status, detail: why)
         case .assertionMalformed(let why):
-            Problem(slug: "assertion-malformed", title: "The assertion cannot be read", status: status, detail: why)
+            Problem(slug: slug, title: "The assertion cannot be read", status: status, detail: why)
         case .signature:
             Problem(
-                slug: "assertion-signature",
+                slug: slug,
                 title: "The assertion's signature does not verify",
                 status: status,
                 detail: "The signature is not the device key's over this body; nothing was applied."
             )
         case .replayed:
             Problem(
-                slug: "assertion-replayed",
+                slug: slug,
                 title: "The assertion was used before",
                 status: status,
                 detail: "Its counter is not above the last accepted one: sign each upload, retries included, anew. Nothing was applied."
             )
         case .unknownKey:
             Problem(
-                slug: "assertion-unknown-key",
+                slug: slug,
                 title: "No attested key of this device has this id",
                 status: status,
                 detail: "Attest the key (POST /v1/attest) before signing uploads with it; nothing was applied."
             )
         case .required:
             Problem(
-                slug: "attestation-required",
+                slug: slug,
                 title: "This app's uploads must be attested",
                 status: status,
                 detail: "Send SyncHealth-Key-Id and SyncHealth-Assertion (App Attest); nothing was applied."
+            )
+        case .busy:
+            Problem(
+                slug: slug,
+                title: "The service is verifying too many attestations",
+                status: status,
+                detail: "Nothing was decided and the challenge is used up: ask for a new one and try again later."
             )
         }
     }

@@ -1,8 +1,10 @@
+import Crypto
 import Foundation
 import HTTPTypes
 import Logging
 import Metrics
 import NIOCore
+import NIOPosix
 import SyncHealthAttest
 import SyncHealthCore
 import SyncHealthEngine
@@ -62,10 +64,11 @@ struct AppAttestGate: Sendable {
         }
         let key: AttestedKey
         do {
-            key = try await verifier.verifyAttestation(
+            key = try await Self.verifyOffPool(
+                verifier,
                 attestation,
                 keyId: keyId,
-                challenge: challenge,
+                clientDataHash: Array(SHA256.hash(data: challenge)),
                 app: app,
                 environments: policy.environments,
                 now: Date(timeIntervalSince1970: Double(now.microseconds) / 1_000_000)
@@ -85,6 +88,50 @@ struct AppAttestGate: Sendable {
         try await storeCall { try await store.saveAttestation(record) }
         keys.forget(device: device)
         return record
+    }
+
+    /// Where attestations are verified: one thread of its own, so that certificate and signature checks (a few
+    /// milliseconds each) never hold the concurrency pool, `/livez` included. The work of one is bounded
+    /// (`AppAttestVerifier` checks two certificates directly); under a flood they queue here, and one that has
+    /// waited longer than `verificationDeadline` is answered `503` unverified instead of adding to the queue's wait.
+    static let verificationThread: NIOThreadPool = {
+        let pool = NIOThreadPool(numberOfThreads: 1)
+        pool.start()
+        return pool
+    }()
+
+    /// How long an attestation may wait for `verificationThread` before it is refused as busy.
+    static let verificationDeadline: Duration = .seconds(2)
+
+    static func verifyOffPool(
+        _ verifier: AppAttestVerifier,
+        _ attestation: [UInt8],
+        keyId: [UInt8],
+        clientDataHash: [UInt8],
+        app: AppAttestApp,
+        environments: Set<AppAttestEnvironment>,
+        now: Date
+    ) async throws(AppAttestFailure) -> AttestedKey {
+        let deadline = ContinuousClock.now + verificationDeadline
+        let result: Result<AttestedKey, AppAttestFailure>
+        do {
+            result = try await verificationThread.runIfActive {
+                guard ContinuousClock.now < deadline else { return .failure(.busy) }
+                return Result { () throws(AppAttestFailure) in
+                    try verifier.verifyAttestation(
+                        attestation,
+                        keyId: keyId,
+                        clientDataHash: clientDataHash,
+                        app: app,
+                        environments: environments,
+                        now: now
+                    )
+                }
+            }
+        } catch {
+            throw .busy
+        }
+        return try result.get()
     }
 
     /// The headers an attested upload carries.

@@ -3,12 +3,26 @@ import Hummingbird
 import Logging
 import NIOCore
 import SyncHealthCore
+import SyncHealthEngine
 import SyncHealthStore
 
 /// `POST /v1/attest/challenge`, `POST /v1/attest`: a device proves its install is genuine (App Attest).
 struct AttestRoutes {
     /// `nil` where the service was built without a store for it (router tests): every app is unlisted.
     let gate: AppAttestGate?
+    /// Per API key (by its id), both endpoints together.
+    var keyLimiter = RateLimiter<String>(limit: nil)
+    /// Per device id, `POST /v1/attest`.
+    var deviceLimiter = RateLimiter<DeviceKey>(limit: nil)
+    var clock: any ServiceClock = SystemClock()
+
+    /// Takes a token from `limiter`'s bucket for `key`; 429 with `Retry-After` when there is none.
+    func take<Key>(_ limiter: RateLimiter<Key>, _ key: Key) throws(APIError) {
+        let decision = limiter.take(key, now: clock.now)
+        guard decision.allowed else {
+            throw APIError.rateLimited(retryAfterSeconds: decision.retryAfterSeconds, limit: Int(limiter.limit?.burst ?? 0))
+        }
+    }
 
     struct ChallengeBody: Decodable {
         var appId: String?
@@ -43,6 +57,7 @@ struct AttestRoutes {
         }
         try Self.check(appId: appId)
         guard let gate else { throw APIError.attestationNotConfigured(appId: appId) }
+        try take(keyLimiter, context.keyId ?? "")
         let issued = try await gate.issueChallenge(appId: appId)
         return try JSONResponse.make(
             ChallengeDTO(challenge: Data(issued.challenge).base64EncodedString(), expiresAt: issued.expiresAt.rfc3339),
@@ -69,6 +84,8 @@ struct AttestRoutes {
             return Array(data)
         }
         guard let gate else { throw APIError.attestationNotConfigured(appId: body.appId) }
+        try take(keyLimiter, context.keyId ?? "")
+        try take(deviceLimiter, DeviceKey(appId: body.appId, deviceId: body.deviceId))
         let record = try await gate.attest(
             device: DeviceKey(appId: body.appId, deviceId: body.deviceId),
             keyId: bytes(body.keyId, "keyId"),

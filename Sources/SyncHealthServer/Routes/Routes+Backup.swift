@@ -45,6 +45,8 @@ struct BackupRoutes {
         var headers = HTTPFields()
         headers[.contentType] = "application/vnd.sqlite3"
         headers[.contentDisposition] = "attachment; filename=\"synchealth-backup.sqlite\""
+        // It holds every subscription's secret: no cache keeps a copy.
+        headers[.cacheControl] = "no-store"
         // The connection ends with the copy (watching for the client to go away consumes its inbound side): said, so
         // that a keep-alive client does not send its next request on it.
         headers[.connection] = "close"

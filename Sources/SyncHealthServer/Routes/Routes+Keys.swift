@@ -65,7 +65,7 @@ struct KeyRoutes {
         try await storeCall { try await keys.store.insertKey(key) }
         try await storeCall { try await keys.reload() }
         await audit.record(context, "key.create", key.id)
-        return try JSONResponse.make(KeyDTO(key, now: now, secret: secret), status: .created)
+        return try JSONResponse.secret(KeyDTO(key, now: now, secret: secret), status: .created)
     }
 
     func list(_ request: Request, context: AppRequestContext) async throws -> Response {

@@ -53,7 +53,7 @@ struct WebhookRoutes {
                 )
             )
             await audit.record(context, "webhook.create", subscription.id)
-            return try JSONResponse.make(WebhookDTO(subscription, includeSecret: true), status: .created)
+            return try JSONResponse.secret(WebhookDTO(subscription, includeSecret: true), status: .created)
         } catch WebhookError.invalidURL(let why) {
             throw APIError.invalidBody([.init(pointer: "/url", detail: why)])
         } catch WebhookError.invalidField(let pointer, let detail) {

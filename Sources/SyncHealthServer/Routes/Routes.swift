@@ -24,6 +24,14 @@ enum JSONResponse {
         let data = try encoder.encode(value)
         return Response(status: status, headers: [.contentType: contentType], body: .init(byteBuffer: ByteBuffer(bytes: data)))
     }
+
+    /// An answer that carries a secret (a key, a signing secret): `Cache-Control: no-store`, so that no cache or
+    /// browser keeps a copy.
+    static func secret<T: Encodable>(_ value: T, status: HTTPResponse.Status) throws -> Response {
+        var response = try make(value, status: status)
+        response.headers[.cacheControl] = "no-store"
+        return response
+    }
 }
 
 /// Typed access to query parameters; every bad value is a 400 naming the parameter.
@@ -95,9 +103,18 @@ func storeCall<T>(_ body: () async throws -> T) async throws -> T {
 }
 
 enum JSONRequest {
-    /// Reads at most 64 KiB and decodes it; anything that does not decode is a 400 naming the expected `shape`.
+    /// The largest management body read.
+    static let maxBodySize = 64 * 1024
+
+    /// Reads at most `maxBodySize` and decodes it; a larger body is a 413 naming this limit, anything that does not
+    /// decode is a 400 naming the expected `shape`.
     static func decode<T: Decodable>(_ type: T.Type, from request: Request, shape: String) async throws -> T {
-        let buffer = try await request.body.collect(upTo: 64 * 1024)
+        let buffer: ByteBuffer
+        do {
+            buffer = try await request.body.collect(upTo: maxBodySize)
+        } catch let error as any HTTPResponseError where error.status == .contentTooLarge {
+            throw APIError.bodyTooLarge(limit: maxBodySize)
+        }
         do {
             return try JSONDecoder().decode(type, from: Data(buffer: buffer))
         } catch {
@@ -106,10 +123,16 @@ enum JSONRequest {
     }
 }
 
+/// A device's rate-limit bucket: its attested uploads and its other uploads are limited apart.
+struct DeviceBucket: Hashable, Sendable {
+    var device: DeviceKey
+    var attested: Bool
+}
+
 /// `POST /v1/events`.
 struct EventsRoutes<Engine: MonitorEngine> {
     let engine: Engine
-    let deviceLimiter: RateLimiter<DeviceKey>
+    let deviceLimiter: RateLimiter<DeviceBucket>
     /// App Attest's check of each upload's assertion; `nil` where the service was built without it (router tests).
     var attestation: AppAttestGate? = nil
 
@@ -136,12 +159,14 @@ struct EventsRoutes<Engine: MonitorEngine> {
         case .failure(let error): throw APIError.invalidBody(error.errors)
         }
         if let apps = context.allowedApps, !apps.contains(batch.key.appId) { throw APIError.appNotAllowed(appId: batch.key.appId) }
-        let decision = deviceLimiter.take(batch.key, now: engine.now)
-        guard decision.allowed else {
-            throw APIError.rateLimited(retryAfterSeconds: decision.retryAfterSeconds, limit: Int(deviceLimiter.limit?.burst ?? 0))
-        }
+        // Attestation first, and a bucket for attested uploads apart from the rest: unsigned requests naming a
+        // genuine device (anyone with the ingest key can send them) cannot use up that device's limit.
         if let attestation {
             batch.attested = try await attestation.check(batch.key, appVersion: batch.info.appVersion, headers: request.headers, body: sent)
+        }
+        let decision = deviceLimiter.take(DeviceBucket(device: batch.key, attested: batch.attested), now: engine.now)
+        guard decision.allowed else {
+            throw APIError.rateLimited(retryAfterSeconds: decision.retryAfterSeconds, limit: Int(deviceLimiter.limit?.burst ?? 0))
         }
         let receipt: IngestReceipt
         do {

@@ -166,6 +166,16 @@ extension ServiceSetting {
         ),
         rateLimit("device-rate-limit", "Requests per second per device on POST /v1/events, as RATE/BURST, or off.", \.rateLimits.perDevice),
         rateLimit("key-rate-limit", "Requests per second per API key, as RATE/BURST, or off.", \.rateLimits.perKey),
+        rateLimit(
+            "attest-rate-limit",
+            "Requests per second per API key on POST /v1/attest/challenge and POST /v1/attest together, as RATE/BURST, or off.",
+            \.rateLimits.attestPerKey
+        ),
+        rateLimit(
+            "attest-device-rate-limit",
+            "Requests per second per device id on POST /v1/attest, as RATE/BURST, or off.",
+            \.rateLimits.attestPerDevice
+        ),
         ServiceSetting(
             flag: "max-connections",
             help: "Most open connections; more wait in the listen backlog.",
