@@ -36,24 +36,58 @@ extension PostgresStore {
         return count
     }
 
-    public func saveAttestation(_ a: DeviceAttestation) async throws {
-        _ = try await withTransaction { connection in
-            try await connection.query(
+    public func saveAttestation(_ a: DeviceAttestation, replacing: [UInt8]?) async throws -> AttestationSave {
+        // A first save of the same device or key on another replica can commit between this transaction's read and
+        // its insert (nothing to lock yet): the insert then does nothing, and the next attempt reads that row.
+        for _ in 0..<3 {
+            if let outcome = try await saveAttestationOnce(a, replacing: replacing) { return outcome }
+        }
+        throw StoreError.unavailable(path: "device_attestations", reason: "an attestation of this device or key kept changing")
+    }
+
+    private func saveAttestationOnce(_ a: DeviceAttestation, replacing: [UInt8]?) async throws -> AttestationSave? {
+        try await withTransaction { connection -> AttestationSave? in
+            let key = ByteBuffer(bytes: a.keyId)
+            // The key's row and the device's row, locked: a concurrent save of either waits for this one.
+            let rows = try await connection.query(
                 """
-                DELETE FROM device_attestations
-                WHERE (app_id = \(a.device.appId) AND device_id = \(a.device.deviceId)) OR key_id = \(ByteBuffer(bytes: a.keyId))
+                SELECT app_id, device_id, key_id FROM device_attestations
+                WHERE key_id = \(key) OR (app_id = \(a.device.appId) AND device_id = \(a.device.deviceId))
+                FOR UPDATE
                 """,
                 logger: logger
             )
-            try await connection.query(
+            var owner: DeviceKey?
+            var current: [UInt8]?
+            for try await (appId, deviceId, keyId) in rows.decode((String, String, ByteBuffer).self) {
+                let id = Array(buffer: keyId)
+                if id == a.keyId { owner = DeviceKey(appId: appId, deviceId: deviceId) }
+                if appId == a.device.appId && deviceId == a.device.deviceId { current = id }
+            }
+            if let owner { return owner == a.device ? .unchanged : .keyInUse }
+            if let current {
+                guard current == replacing else { return .deviceBound(keyId: current) }
+                try await connection.query("DELETE FROM device_attestations WHERE key_id = \(ByteBuffer(bytes: current))", logger: logger)
+                try await connection.query(
+                    """
+                    INSERT INTO attestation_revocations (app_id, key_id, revoked_at)
+                    VALUES (\(a.device.appId), \(ByteBuffer(bytes: current)), \(a.attestedAt.microseconds))
+                    """,
+                    logger: logger
+                )
+            }
+            let inserted = try await connection.query(
                 """
                 INSERT INTO device_attestations (key_id, app_id, device_id, public_key, environment, receipt, counter, attested_at)
-                VALUES (\(ByteBuffer(bytes: a.keyId)), \(a.device.appId), \(a.device.deviceId), \(ByteBuffer(bytes: a.publicKey)),
+                VALUES (\(key), \(a.device.appId), \(a.device.deviceId), \(ByteBuffer(bytes: a.publicKey)),
                         \(a.environment), \(ByteBuffer(bytes: a.receipt)), \(Int64(a.counter)), \(a.attestedAt.microseconds))
+                ON CONFLICT DO NOTHING
+                RETURNING counter
                 """,
                 logger: logger
             )
-            return true
+            for try await _ in inserted.decode(Int64.self) { return .saved(replaced: current) }
+            return nil
         }
     }
 
@@ -153,10 +187,55 @@ extension PostgresStore {
         return counts
     }
 
-    public func deleteAttestation(of device: DeviceKey) async throws {
+    public func deleteAttestation(of device: DeviceKey, at now: Timestamp) async throws {
+        // One statement: the key's row goes and its revocation is written together.
         try await run(
-            "DELETE FROM device_attestations WHERE app_id = \(device.appId) AND device_id = \(device.deviceId)",
+            """
+            WITH gone AS (
+                DELETE FROM device_attestations WHERE app_id = \(device.appId) AND device_id = \(device.deviceId) RETURNING key_id
+            )
+            INSERT INTO attestation_revocations (app_id, key_id, revoked_at) SELECT \(device.appId), key_id, \(now.microseconds) FROM gone
+            """,
             logger: logger
         )
+    }
+
+    public func deviceTokenSecrets() async throws -> [DeviceTokenSecret] {
+        let rows = try await run("SELECT id, secret, created_at FROM device_token_secrets ORDER BY created_at", logger: logger)
+        var secrets: [DeviceTokenSecret] = []
+        for try await (id, secret, createdAt) in rows.decode((ByteBuffer, ByteBuffer, Int64).self) {
+            secrets.append(DeviceTokenSecret(id: Array(buffer: id), secret: Array(buffer: secret), createdAt: Timestamp(microseconds: createdAt)))
+        }
+        return secrets
+    }
+
+    public func insertDeviceTokenSecret(_ secret: DeviceTokenSecret) async throws {
+        try await run(
+            """
+            INSERT INTO device_token_secrets (id, secret, created_at)
+            VALUES (\(ByteBuffer(bytes: secret.id)), \(ByteBuffer(bytes: secret.secret)), \(secret.createdAt.microseconds))
+            """,
+            logger: logger
+        )
+    }
+
+    public func deleteDeviceTokenSecrets(createdBefore cutoff: Timestamp) async throws {
+        try await run("DELETE FROM device_token_secrets WHERE created_at < \(cutoff.microseconds)", logger: logger)
+    }
+
+    public func attestationRevocations(after seq: Int64, limit: Int) async throws -> [AttestationRevocation] {
+        let rows = try await run(
+            "SELECT seq, app_id, key_id, revoked_at FROM attestation_revocations WHERE seq > \(seq) ORDER BY seq LIMIT \(limit)",
+            logger: logger
+        )
+        var found: [AttestationRevocation] = []
+        for try await (seq, appId, keyId, revokedAt) in rows.decode((Int64, String, ByteBuffer, Int64).self) {
+            found.append(AttestationRevocation(seq: seq, appId: appId, keyId: Array(buffer: keyId), revokedAt: Timestamp(microseconds: revokedAt)))
+        }
+        return found
+    }
+
+    public func pruneAttestationRevocations(before cutoff: Timestamp) async throws {
+        try await run("DELETE FROM attestation_revocations WHERE revoked_at < \(cutoff.microseconds)", logger: logger)
     }
 }

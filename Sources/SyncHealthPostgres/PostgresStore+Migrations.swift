@@ -304,12 +304,26 @@ extension PostgresStore {
             "v17: the group write probes devices by key whatever the statistics",
             [PostgresQuery(unsafeSQL: PostgresGroupSQL.writeFunctionV17)]
         ),
+        (
+            "v18: device tokens' secrets, and the attested keys revoked",
+            [
+                "CREATE TABLE device_token_secrets (id BYTEA PRIMARY KEY, secret BYTEA NOT NULL, created_at BIGINT NOT NULL)",
+                """
+                CREATE TABLE attestation_revocations (
+                    seq BIGSERIAL PRIMARY KEY,
+                    app_id TEXT NOT NULL,
+                    key_id BYTEA NOT NULL,
+                    revoked_at BIGINT NOT NULL
+                )
+                """,
+            ]
+        ),
     ]
 
     /// The migrations a replica of the release before runs on unchanged (they only add): recorded with each
     /// migration, so that a replica that does not know a migration can tell whether it may start on the schema
     /// (docs/operations.md, "Upgrading"). Every migration from v8 on that only adds belongs here.
-    static let additive: Set<Int> = [8, 9, 10, 11, 12, 13, 14, 15, 16, 17]
+    static let additive: Set<Int> = [8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18]
 
     /// Applies the missing migrations, one replica at a time (under a transaction-scoped advisory lock). A database
     /// that a newer release has migrated is used if every migration this release does not know only adds (a

@@ -35,18 +35,27 @@ extension SQLiteStore {
         }
     }
 
-    public func saveAttestation(_ a: DeviceAttestation) async throws {
+    public func saveAttestation(_ a: DeviceAttestation, replacing: [UInt8]?) async throws -> AttestationSave {
         try await pool.write { [counters] db in
-            let replaced = try Row.fetchAll(
+            if let owner = try Row.fetchOne(db, sql: "SELECT app_id, device_id FROM device_attestations WHERE key_id = ?", arguments: [Data(a.keyId)])
+            {
+                return (owner[0] as String) == a.device.appId && (owner[1] as String) == a.device.deviceId ? .unchanged : .keyInUse
+            }
+            var replaced: [UInt8]?
+            if let current = try Data.fetchOne(
                 db,
-                sql: "DELETE FROM device_attestations WHERE (app_id = ? AND device_id = ?) OR key_id = ? RETURNING app_id, key_id",
-                arguments: [a.device.appId, a.device.deviceId, Data(a.keyId)]
-            )
-            // In the transaction: a move of a replaced key is not written over the new row.
+                sql: "SELECT key_id FROM device_attestations WHERE app_id = ? AND device_id = ?",
+                arguments: [a.device.appId, a.device.deviceId]
+            ) {
+                guard [UInt8](current) == replacing else { return .deviceBound(keyId: [UInt8](current)) }
+                try db.execute(sql: "DELETE FROM device_attestations WHERE key_id = ?", arguments: [current])
+                try Self.revoke(db, appId: a.device.appId, keyId: [UInt8](current), at: a.attestedAt)
+                replaced = [UInt8](current)
+            }
+            // In the transaction: a move held for a replaced key is not written over the new row.
             counters.forget(
-                replaced.map { CounterBook.Key(appId: $0[0], keyId: [UInt8]($0[1] as Data)) } + [
-                    CounterBook.Key(appId: a.device.appId, keyId: a.keyId)
-                ]
+                [CounterBook.Key(appId: a.device.appId, keyId: a.keyId)]
+                    + (replaced.map { [CounterBook.Key(appId: a.device.appId, keyId: $0)] } ?? [])
             )
             try db.execute(
                 sql: """
@@ -58,6 +67,7 @@ extension SQLiteStore {
                     a.attestedAt.microseconds,
                 ]
             )
+            return .saved(replaced: replaced)
         }
     }
 
@@ -143,14 +153,62 @@ extension SQLiteStore {
         }
     }
 
-    public func deleteAttestation(of device: DeviceKey) async throws {
+    public func deleteAttestation(of device: DeviceKey, at now: Timestamp) async throws {
         try await pool.write { [counters] db in
             let deleted = try Row.fetchAll(
                 db,
                 sql: "DELETE FROM device_attestations WHERE app_id = ? AND device_id = ? RETURNING key_id",
                 arguments: [device.appId, device.deviceId]
             )
+            for row in deleted { try Self.revoke(db, appId: device.appId, keyId: [UInt8](row[0] as Data), at: now) }
             counters.forget(deleted.map { CounterBook.Key(appId: device.appId, keyId: [UInt8]($0[0] as Data)) })
+        }
+    }
+
+    static func revoke(_ db: Database, appId: String, keyId: [UInt8], at: Timestamp) throws {
+        try db.execute(
+            sql: "INSERT INTO attestation_revocations (app_id, key_id, revoked_at) VALUES (?, ?, ?)",
+            arguments: [appId, Data(keyId), at.microseconds]
+        )
+    }
+
+    public func deviceTokenSecrets() async throws -> [DeviceTokenSecret] {
+        try await pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT id, secret, created_at FROM device_token_secrets ORDER BY created_at").map {
+                DeviceTokenSecret(id: [UInt8]($0[0] as Data), secret: [UInt8]($0[1] as Data), createdAt: Timestamp(microseconds: $0[2]))
+            }
+        }
+    }
+
+    public func insertDeviceTokenSecret(_ secret: DeviceTokenSecret) async throws {
+        try await pool.write { db in
+            try db.execute(
+                sql: "INSERT INTO device_token_secrets (id, secret, created_at) VALUES (?, ?, ?)",
+                arguments: [Data(secret.id), Data(secret.secret), secret.createdAt.microseconds]
+            )
+        }
+    }
+
+    public func deleteDeviceTokenSecrets(createdBefore cutoff: Timestamp) async throws {
+        try await pool.write { db in
+            try db.execute(sql: "DELETE FROM device_token_secrets WHERE created_at < ?", arguments: [cutoff.microseconds])
+        }
+    }
+
+    public func attestationRevocations(after seq: Int64, limit: Int) async throws -> [AttestationRevocation] {
+        try await pool.read { db in
+            try Row.fetchAll(
+                db,
+                sql: "SELECT seq, app_id, key_id, revoked_at FROM attestation_revocations WHERE seq > ? ORDER BY seq LIMIT ?",
+                arguments: [seq, limit]
+            )
+            .map { AttestationRevocation(seq: $0[0], appId: $0[1], keyId: [UInt8]($0[2] as Data), revokedAt: Timestamp(microseconds: $0[3])) }
+        }
+    }
+
+    public func pruneAttestationRevocations(before cutoff: Timestamp) async throws {
+        try await pool.write { db in
+            try db.execute(sql: "DELETE FROM attestation_revocations WHERE revoked_at < ?", arguments: [cutoff.microseconds])
         }
     }
 

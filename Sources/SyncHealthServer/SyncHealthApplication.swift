@@ -56,7 +56,8 @@ public enum SyncHealthApplication {
             gate: attestation,
             keyLimiter: RateLimiter(limit: limits.attestPerKey),
             deviceLimiter: RateLimiter(limit: limits.attestPerDevice),
-            clock: engine.clock
+            clock: engine.clock,
+            audit: audit
         )
         let hooks = WebhookRoutes(webhooks: engine.webhooks, audit: audit)
         let silences = SilenceRoutes(silences: engine.webhooks.silences, audit: audit)
@@ -71,6 +72,7 @@ public enum SyncHealthApplication {
             APIRoute(.post, "/v1/events", events.ingest),
             APIRoute(.post, "/v1/attest/challenge", attest.challenge),
             APIRoute(.post, "/v1/attest", attest.attest),
+            APIRoute(.post, "/v1/attest/token", attest.token),
             APIRoute(.get, "/v1/devices", devices.list),
             APIRoute(.get, "/v1/devices/:deviceId", devices.status),
             APIRoute(.delete, "/v1/devices/:deviceId", devices.erase),
@@ -204,11 +206,13 @@ public enum SyncHealthApplication {
             auditRetention: configuration.engine.alertRetention,
             logger: logger
         )
+        let tokens = DeviceTokenKeys(store: store.store, lifetime: configuration.deviceTokenLifetime)
         let attestation = AppAttestGate(
             policy: configuration.appAttest,
             verifier: appAttestVerifier ?? AppAttestGate.apple,
             store: store.store,
-            clock: clock
+            clock: clock,
+            tokens: tokens
         )
         let router = makeRouter(
             engine: engine,
@@ -242,6 +246,8 @@ public enum SyncHealthApplication {
                 .http1(configuration: http1)
             }
         let tlsReload: [any Service] = tls.map { [TLSReloadService(certificates: $0, logger: logger)] } ?? []
+        // Device tokens exist only for apps that attest.
+        let tokenRefresh: [any Service] = configuration.appAttest.apps.isEmpty ? [] : [DeviceTokenRefresh(keys: tokens, clock: clock, logger: logger)]
         let application = Application(
             router: router,
             server: server,
@@ -252,7 +258,7 @@ public enum SyncHealthApplication {
             ),
             // Shutdown runs in reverse: the engine commits what it accepted before the pool stops.
             services: (storeService.map { [$0] } ?? []) + store.services(of: engine, logger: logger) + [directory, HeapTrimmer(logger: logger)]
-                + tlsReload,
+                + tokenRefresh + tlsReload,
             logger: logger
         )
         return (application, engine)

@@ -1,7 +1,7 @@
 public import SyncHealthCore
 
-/// A device's App Attest key, kept after its attestation verified (`POST /v1/attest`). One key a device: a newer
-/// attestation of the same device (a reinstall, or a key Apple invalidated) replaces the older.
+/// A device's App Attest key, kept after its attestation verified (`POST /v1/attest`). One key a device and one device
+/// a key: a newer key replaces the older only with a proof from the older (or after the device was erased).
 public struct DeviceAttestation: Sendable, Hashable {
     public var device: DeviceKey
     /// SHA-256 of the public key.
@@ -36,6 +36,53 @@ public struct DeviceAttestation: Sendable, Hashable {
     }
 }
 
+/// A secret that signs device tokens (`POST /v1/attest/token`), kept in the store so that every replica verifies
+/// what any replica signed. Rotated: new tokens are signed with the newest, older ones verify until they expire.
+public struct DeviceTokenSecret: Sendable, Hashable {
+    /// Eight random bytes, named in each token it signs.
+    public var id: [UInt8]
+    /// 32 random bytes, the HMAC-SHA256 key.
+    public var secret: [UInt8]
+    public var createdAt: Timestamp
+
+    /// Creates a secret record.
+    public init(id: [UInt8], secret: [UInt8], createdAt: Timestamp) {
+        self.id = id
+        self.secret = secret
+        self.createdAt = createdAt
+    }
+}
+
+/// A key that stopped being its device's (replaced by a new attestation, or the device erased): device tokens made
+/// for it are refused from then on, on every replica.
+public struct AttestationRevocation: Sendable, Hashable {
+    /// Increasing in the order revocations were written: a replica reads those after the last it saw.
+    public var seq: Int64
+    public var appId: String
+    public var keyId: [UInt8]
+    public var revokedAt: Timestamp
+
+    /// Creates a revocation record.
+    public init(seq: Int64, appId: String, keyId: [UInt8], revokedAt: Timestamp) {
+        self.seq = seq
+        self.appId = appId
+        self.keyId = keyId
+        self.revokedAt = revokedAt
+    }
+}
+
+/// What `saveAttestation` did.
+public enum AttestationSave: Sendable, Hashable {
+    /// Kept: the device had no key, or its key (the one `replacing` named) was replaced; `replaced` is that key.
+    case saved(replaced: [UInt8]?)
+    /// The key is already this device's: its row and counter are kept as they were.
+    case unchanged
+    /// The device has another key, and `replacing` did not name it.
+    case deviceBound(keyId: [UInt8])
+    /// The key is another device's.
+    case keyInUse
+}
+
 /// Where App Attest's one-time challenges and the devices' attested keys are kept: in the store, so that a challenge
 /// issued by one replica is redeemed on another, and a counter moved on one refuses a replay on all.
 public protocol AttestationStore: Sendable {
@@ -46,8 +93,11 @@ public protocol AttestationStore: Sendable {
     func consumeChallenge(_ challenge: [UInt8], appId: String, now: Timestamp) async throws -> Bool
     /// Forgets at most `limit` challenges that expired before `cutoff`; returns how many.
     func pruneChallenges(before cutoff: Timestamp, limit: Int) async throws -> Int
-    /// Keeps a device's attested key, replacing any key the device had.
-    func saveAttestation(_ attestation: DeviceAttestation) async throws
+    /// Keeps a device's attested key, atomically on every replica: a device id stays bound to its key, and a key to
+    /// its device id. The device's key is replaced only when `replacing` names it (the caller has checked a proof
+    /// from that key); the same key saved again for the same device keeps its row, counter included. A replaced key
+    /// is revoked (`attestationRevocations`) in the same write.
+    func saveAttestation(_ attestation: DeviceAttestation, replacing: [UInt8]?) async throws -> AttestationSave
     /// The attested key with this id, of any device of this app.
     func attestation(appId: String, keyId: [UInt8]) async throws -> DeviceAttestation?
     /// The device's attested key.
@@ -62,6 +112,16 @@ public protocol AttestationStore: Sendable {
     func attestedDevicesByAppVersion(appId: String) async throws -> [String: Int]
     /// How many devices of the app (every app when `nil`) have an attested key, by environment.
     func attestedDevices(appId: String?) async throws -> [String: Int]
-    /// Forgets a device's key (the device's erasure).
-    func deleteAttestation(of device: DeviceKey) async throws
+    /// Forgets a device's key (the device's erasure), and revokes it at `now` in the same write.
+    func deleteAttestation(of device: DeviceKey, at now: Timestamp) async throws
+    /// The secrets that sign device tokens, oldest first.
+    func deviceTokenSecrets() async throws -> [DeviceTokenSecret]
+    /// Keeps a new secret.
+    func insertDeviceTokenSecret(_ secret: DeviceTokenSecret) async throws
+    /// Forgets the secrets made before `cutoff` (no unexpired token names them).
+    func deleteDeviceTokenSecrets(createdBefore cutoff: Timestamp) async throws
+    /// At most `limit` revocations written after `seq`, in `seq` order.
+    func attestationRevocations(after seq: Int64, limit: Int) async throws -> [AttestationRevocation]
+    /// Forgets revocations made before `cutoff` (every token made for their keys has expired).
+    func pruneAttestationRevocations(before cutoff: Timestamp) async throws
 }

@@ -20,11 +20,21 @@ extension InMemoryStore {
         }
     }
 
-    public func saveAttestation(_ attestation: DeviceAttestation) async throws {
+    public func saveAttestation(_ attestation: DeviceAttestation, replacing: [UInt8]?) async throws -> AttestationSave {
         withState { s in
-            s.attestations.removeAll { $0.device == attestation.device || $0.keyId == attestation.keyId }
+            if let owner = s.attestations.first(where: { $0.keyId == attestation.keyId }) {
+                return owner.device == attestation.device ? .unchanged : .keyInUse
+            }
+            var replaced: [UInt8]?
+            if let current = s.attestations.first(where: { $0.device == attestation.device }) {
+                guard current.keyId == replacing else { return .deviceBound(keyId: current.keyId) }
+                s.attestations.removeAll { $0.device == attestation.device }
+                replaced = current.keyId
+                s.revoke(appId: current.device.appId, keyId: current.keyId, at: attestation.attestedAt)
+            }
             s.attestedVersions[attestation.device] = nil
             s.attestations.append(attestation)
+            return .saved(replaced: replaced)
         }
     }
 
@@ -66,7 +76,36 @@ extension InMemoryStore {
         }
     }
 
-    public func deleteAttestation(of device: DeviceKey) async throws {
-        withState { s in s.attestations.removeAll { $0.device == device } }
+    public func deleteAttestation(of device: DeviceKey, at now: Timestamp) async throws {
+        withState { s in
+            for gone in s.attestations where gone.device == device { s.revoke(appId: device.appId, keyId: gone.keyId, at: now) }
+            s.attestations.removeAll { $0.device == device }
+        }
+    }
+
+    public func deviceTokenSecrets() async throws -> [DeviceTokenSecret] {
+        withState { s in s.tokenSecrets.sorted { $0.createdAt < $1.createdAt } }
+    }
+
+    public func insertDeviceTokenSecret(_ secret: DeviceTokenSecret) async throws {
+        withState { s in s.tokenSecrets.append(secret) }
+    }
+
+    public func deleteDeviceTokenSecrets(createdBefore cutoff: Timestamp) async throws {
+        withState { s in s.tokenSecrets.removeAll { $0.createdAt < cutoff } }
+    }
+
+    public func attestationRevocations(after seq: Int64, limit: Int) async throws -> [AttestationRevocation] {
+        withState { s in Array(s.revocations.filter { $0.seq > seq }.prefix(limit)) }
+    }
+
+    public func pruneAttestationRevocations(before cutoff: Timestamp) async throws {
+        withState { s in s.revocations.removeAll { $0.revokedAt < cutoff } }
+    }
+}
+
+extension InMemoryStore.State {
+    mutating func revoke(appId: String, keyId: [UInt8], at: Timestamp) {
+        revocations.append(AttestationRevocation(seq: (revocations.last?.seq ?? 0) + 1, appId: appId, keyId: keyId, revokedAt: at))
     }
 }

@@ -21,6 +21,8 @@ public final class InMemoryStore: LocalSyncStore {
         var audit: [AuditEntry] = []
         var challenges: [[UInt8]: (appId: String, expiresAt: Timestamp)] = [:]
         var attestations: [DeviceAttestation] = []
+        var tokenSecrets: [DeviceTokenSecret] = []
+        var revocations: [AttestationRevocation] = []
         /// The app version of each attested device's last signed upload.
         var attestedVersions: [DeviceKey: String] = [:]
     }

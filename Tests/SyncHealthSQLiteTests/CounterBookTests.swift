@@ -37,7 +37,7 @@ struct CounterBookTests {
         let directory = temporaryDirectory()
         let store = try SQLiteStore(directory: directory, synchronous: .normal)
         let key = Array(repeating: UInt8(1), count: 32)
-        try await store.saveAttestation(Self.attestation("d1", key: 1))
+        _ = try await store.saveAttestation(Self.attestation("d1", key: 1), replacing: nil)
         #expect(try await store.advanceCounter(appId: "com.a", keyId: key, to: 5, appVersion: "1.0"))
         #expect(try await store.attestation(appId: "com.a", keyId: key)?.counter == 5, "read back before it is written")
         #expect(try await Self.stored(store, key: 1) == 0, "not written yet: no transaction of its own")
@@ -53,18 +53,22 @@ struct CounterBookTests {
         try await reopened.close()
     }
 
-    @Test("a key attested anew or deleted starts from its row, not from a move held for the old one")
+    @Test("a key replaced or deleted starts from its row, not from a move held for the old one; a key saved again keeps its counter")
     func replacedKeys() async throws {
         let store = try SQLiteStore(directory: temporaryDirectory(), synchronous: .normal)
         let key = Array(repeating: UInt8(2), count: 32)
-        try await store.saveAttestation(Self.attestation("d2", key: 2))
-        #expect(try await store.advanceCounter(appId: "com.a", keyId: key, to: 40, appVersion: nil))
-        try await store.saveAttestation(Self.attestation("d2", key: 2))
+        let old = Array(repeating: UInt8(3), count: 32)
+        _ = try await store.saveAttestation(Self.attestation("d2", key: 3), replacing: nil)
+        #expect(try await store.advanceCounter(appId: "com.a", keyId: old, to: 40, appVersion: nil))
+        #expect(try await store.saveAttestation(Self.attestation("d2", key: 3), replacing: nil) == .unchanged)
+        #expect(try await store.attestation(appId: "com.a", keyId: old)?.counter == 40, "saved again: no counter goes back")
+        #expect(try await store.saveAttestation(Self.attestation("d2", key: 2), replacing: old) == .saved(replaced: old))
         #expect(try await store.attestation(appId: "com.a", keyId: key)?.counter == 0)
         try await store.flushCounters()
-        #expect(try await Self.stored(store, key: 2) == 0, "the old key's move is not written over the new row")
+        #expect(try await Self.stored(store, key: 2) == 0)
+        #expect(try await Self.stored(store, key: 3) == nil, "the old key's move is not written back")
         #expect(try await store.advanceCounter(appId: "com.a", keyId: key, to: 1, appVersion: nil))
-        try await store.deleteAttestation(of: DeviceKey(appId: "com.a", deviceId: "d2"))
+        try await store.deleteAttestation(of: DeviceKey(appId: "com.a", deviceId: "d2"), at: Timestamp(microseconds: 1))
         #expect(try await !store.advanceCounter(appId: "com.a", keyId: key, to: 2, appVersion: nil), "a deleted key moves no more")
         try await store.close()
     }
@@ -73,7 +77,7 @@ struct CounterBookTests {
     func limit() async throws {
         let store = try SQLiteStore(directory: temporaryDirectory(), synchronous: .normal)
         let book = CounterBook(limit: 2)
-        for key in UInt8(1)...5 { try await store.saveAttestation(Self.attestation("d\(key)", key: key)) }
+        for key in UInt8(1)...5 { _ = try await store.saveAttestation(Self.attestation("d\(key)", key: key), replacing: nil) }
         func advance(_ key: UInt8, _ counter: UInt32) async throws -> Bool {
             try await book.advance(CounterBook.Key(appId: "com.a", keyId: Array(repeating: key, count: 32)), to: counter, appVersion: nil) {
                 let stored = try await Self.stored(store, key: key)

@@ -336,6 +336,23 @@ extension SQLiteStore {
         migrator.registerMigration("v19: incidents of attested devices only") { db in
             try db.execute(sql: "ALTER TABLE incidents ADD COLUMN attested_only INTEGER NOT NULL DEFAULT 0")
         }
+        migrator.registerMigration("v20: device tokens' secrets, and the attested keys revoked") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE device_token_secrets (
+                        id BLOB PRIMARY KEY,
+                        secret BLOB NOT NULL,
+                        created_at INTEGER NOT NULL
+                    );
+                    CREATE TABLE attestation_revocations (
+                        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                        app_id TEXT NOT NULL,
+                        key_id BLOB NOT NULL,
+                        revoked_at INTEGER NOT NULL
+                    );
+                    """
+            )
+        }
         return migrator
     }
 }

@@ -32,6 +32,12 @@ public enum APIError: Error, Sendable {
     case attestation(AppAttestFailure)
     /// `POST /v1/attest…` for an app that `SYNCHEALTH_APP_ATTEST` does not list.
     case attestationNotConfigured(appId: String)
+    /// `POST /v1/attest` for a device id bound to another key, without a proof from that key.
+    case attestationDeviceBound(deviceId: String)
+    /// `POST /v1/attest` with a key already attested for another device.
+    case attestationKeyInUse
+    /// An upload's `SyncHealth-Device-Token` was refused.
+    case deviceToken(DeviceTokenFailure)
 
     var status: HTTPResponse.Status {
         switch self {
@@ -50,8 +56,8 @@ public enum APIError: Error, Sendable {
         case .backupRunning: .conflict
         case .attestation(.malformed), .attestation(.assertionMalformed): .badRequest
         case .attestation(.busy): .serviceUnavailable
-        case .attestation: .unauthorized
-        case .attestationNotConfigured: .conflict
+        case .attestation, .deviceToken: .unauthorized
+        case .attestationNotConfigured, .attestationDeviceBound, .attestationKeyInUse: .conflict
         }
     }
 
@@ -162,6 +168,61 @@ public enum APIError: Error, Sendable {
             )
         case .attestation(let failure):
             failure.problem(status: status)
+        case .attestationDeviceBound(let deviceId):
+            Problem(
+                slug: "attestation-device-bound",
+                title: "This device id is bound to another key",
+                status: status,
+                detail: """
+                    \(deviceId) was attested with another key. Send currentKeyId and currentKeyAssertion (an assertion of that \
+                    key over this challenge), or have an admin erase the device (DELETE /v1/devices/{deviceId}) first.
+                    """
+            )
+        case .deviceToken(let failure):
+            switch failure {
+            case .malformed:
+                Problem(
+                    slug: failure.slug,
+                    title: "The device token cannot be read",
+                    status: status,
+                    detail: "Ask for a new one (POST /v1/attest/token)."
+                )
+            case .forged:
+                Problem(
+                    slug: failure.slug,
+                    title: "The device token was not made by this service",
+                    status: status,
+                    detail: "Its signature does not verify with any secret of this service. Ask for a new one; nothing was applied."
+                )
+            case .expired:
+                Problem(
+                    slug: failure.slug,
+                    title: "The device token has expired",
+                    status: status,
+                    detail: "Ask for a new one (POST /v1/attest/token)."
+                )
+            case .otherDevice:
+                Problem(
+                    slug: failure.slug,
+                    title: "The device token was made for another device",
+                    status: status,
+                    detail: "A token names one app and one device id; nothing was applied."
+                )
+            case .revoked:
+                Problem(
+                    slug: failure.slug,
+                    title: "The device token's key is no longer the device's",
+                    status: status,
+                    detail: "The key was replaced or the device erased: attest again and ask for a new token."
+                )
+            }
+        case .attestationKeyInUse:
+            Problem(
+                slug: "attestation-key-in-use",
+                title: "This key is attested for another device",
+                status: status,
+                detail: "One key attests one device id: generate a new key for this device."
+            )
         case .attestationNotConfigured(let appId):
             Problem(
                 slug: "attestation-not-configured",

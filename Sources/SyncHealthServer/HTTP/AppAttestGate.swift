@@ -23,6 +23,8 @@ struct AppAttestGate: Sendable {
     /// store only for the counter's move, which stays the arbiter of replays (a key replaced or erased on another
     /// replica fails there, and leaves this cache).
     let keys = AttestedKeyCache()
+    /// Device tokens' secrets and revocations; `nil` where tokens are not offered (router tests that build a gate alone).
+    var tokens: DeviceTokenKeys? = nil
 
     /// A verifier trusting Apple's App Attestation root, built once. The root is a constant of the source; were it
     /// unreadable, no root is trusted and every attestation is refused at the chain step.
@@ -56,7 +58,13 @@ struct AppAttestGate: Sendable {
 
     /// Verifies an attestation and keeps the device's key. The challenge is used up first, so an attestation that
     /// fails later cannot be retried with it.
-    func attest(device: DeviceKey, keyId: [UInt8], attestation: [UInt8], challenge: [UInt8]) async throws -> DeviceAttestation {
+    func attest(
+        device: DeviceKey,
+        keyId: [UInt8],
+        attestation: [UInt8],
+        challenge: [UInt8],
+        proof: Assertion? = nil
+    ) async throws -> (record: DeviceAttestation, replaced: [UInt8]?) {
         let app = try app(device.appId)
         let now = clock.now
         guard try await storeCall({ try await store.consumeChallenge(challenge, appId: device.appId, now: now) }) else {
@@ -85,9 +93,31 @@ struct AppAttestGate: Sendable {
             receipt: key.receipt,
             attestedAt: now
         )
-        try await storeCall { try await store.saveAttestation(record) }
-        keys.forget(device: device)
-        return record
+        // A device id stays bound to its key: a new key replaces it only with a proof from the current one, an
+        // assertion over this challenge (the device's erasure frees the id too).
+        var replacing: [UInt8]?
+        if let proof {
+            do {
+                try await verify(device, appVersion: nil, proof, body: ByteBuffer(bytes: challenge), app: app)
+            } catch let failure as AppAttestFailure {
+                Self.failures(failure).increment()
+                throw APIError.attestation(failure)
+            }
+            replacing = proof.keyId
+        }
+        let saved = try await storeCall { try await store.saveAttestation(record, replacing: replacing) }
+        switch saved {
+        case .saved(let replaced):
+            keys.forget(device: device)
+            if let replaced { tokens?.revoke(replaced, at: now) }
+            return (record, replaced)
+        case .unchanged:
+            return (try await storeCall { try await store.attestation(of: device) } ?? record, nil)
+        case .deviceBound:
+            throw APIError.attestationDeviceBound(deviceId: device.deviceId)
+        case .keyInUse:
+            throw APIError.attestationKeyInUse
+        }
     }
 
     /// Where attestations are verified: one thread of its own, so that certificate and signature checks (a few
@@ -145,6 +175,15 @@ struct AppAttestGate: Sendable {
     /// `report` mode a failed assertion only counts as unattested. Apps not listed pass unchecked.
     func check(_ device: DeviceKey, appVersion: String?, headers: HTTPFields, body: ByteBuffer) async throws -> Bool {
         guard let app = policy.apps[device.appId] else { return false }
+        if let text = headers[Self.deviceTokenHeader], let tokens {
+            switch try await storeCall({ try await tokens.check(Substring(text), device: device, now: clock.now) }) {
+            case .success: return true
+            case .failure(let failure):
+                Self.tokenFailures(failure).increment()
+                guard app.mode == .require else { return false }
+                throw APIError.deviceToken(failure)
+            }
+        }
         do {
             let assertion = try Assertion(
                 keyId: headers.first { $0.name.canonicalName == "synchealth-key-id" }?.value,
@@ -186,6 +225,37 @@ struct AppAttestGate: Sendable {
             throw AppAttestFailure.replayed
         }
         keys.moved(assertion.keyId, to: counter)
+    }
+
+    static let deviceTokenHeader = HTTPField.Name("SyncHealth-Device-Token")!
+
+    /// A device token for `device`'s attested key `keyId`: the device proves the key with an assertion over a fresh
+    /// challenge (used up first, like an attestation's), and the token then stands for assertions until it expires.
+    func issueToken(device: DeviceKey, keyId: [UInt8], challenge: [UInt8], assertion: [UInt8]) async throws -> (token: String, expiresAt: Timestamp) {
+        let app = try app(device.appId)
+        let now = clock.now
+        guard try await storeCall({ try await store.consumeChallenge(challenge, appId: device.appId, now: now) }) else {
+            throw APIError.attestation(.challenge("the challenge was not issued for this app by this service, has expired, or was used"))
+        }
+        do {
+            try await verify(device, appVersion: nil, Assertion(keyId: keyId, assertion: assertion), body: ByteBuffer(bytes: challenge), app: app)
+        } catch let failure as AppAttestFailure {
+            Self.failures(failure).increment()
+            throw APIError.attestation(failure)
+        }
+        var issued = tokens?.issue(device: device, keyId: keyId, now: now)
+        if issued == nil, let tokens {
+            // No secret read yet (the service has just started): read or make one now.
+            try await storeCall { try await tokens.refresh(now: now) }
+            issued = tokens.issue(device: device, keyId: keyId, now: now)
+        }
+        guard let issued else { throw APIError.unavailable("device tokens are not available yet") }
+        return issued
+    }
+
+    /// `synchealth_device_token_failures_total{type}`: one series a problem type.
+    static func tokenFailures(_ failure: DeviceTokenFailure) -> Counter {
+        Counter(label: "synchealth_device_token_failures_total", dimensions: [("type", failure.slug)])
     }
 
     /// `synchealth_attestation_failures_total{type}`: one series a problem type, so bounded.

@@ -15,6 +15,8 @@ struct AttestRoutes {
     /// Per device id, `POST /v1/attest`.
     var deviceLimiter = RateLimiter<DeviceKey>(limit: nil)
     var clock: any ServiceClock = SystemClock()
+    /// Where key replacements are recorded (`GET /v1/audit`).
+    var audit: AuditLog? = nil
 
     /// Takes a token from `limiter`'s bucket for `key`; 429 with `Retry-After` when there is none.
     func take<Key>(_ limiter: RateLimiter<Key>, _ key: Key) throws(APIError) {
@@ -39,6 +41,9 @@ struct AttestRoutes {
         var keyId: String
         var attestation: String
         var challenge: String
+        /// To replace the device's key: the current key's id and its assertion over the challenge's bytes.
+        var currentKeyId: String?
+        var currentKeyAssertion: String?
     }
 
     struct AttestedDTO: Encodable {
@@ -77,21 +82,32 @@ struct AttestRoutes {
             throw APIError.invalidBody([.init(pointer: "/deviceId", detail: "must be 1-128 characters of A-Z a-z 0-9 . _ : -")])
         }
         if let apps = context.allowedApps, !apps.contains(body.appId) { throw APIError.appNotAllowed(appId: body.appId) }
-        func bytes(_ text: String, _ name: String) throws(APIError) -> [UInt8] {
-            guard let data = Data(base64Encoded: text), !data.isEmpty else {
-                throw .invalidBody([.init(pointer: "/\(name)", detail: "must be standard base64")])
-            }
-            return Array(data)
-        }
+        let bytes = Self.bytes
         guard let gate else { throw APIError.attestationNotConfigured(appId: body.appId) }
         try take(keyLimiter, context.keyId ?? "")
         try take(deviceLimiter, DeviceKey(appId: body.appId, deviceId: body.deviceId))
-        let record = try await gate.attest(
+        var proof: AppAttestGate.Assertion?
+        switch (body.currentKeyId, body.currentKeyAssertion) {
+        case (nil, nil): break
+        case (let keyId?, let assertion?):
+            proof = .init(keyId: try bytes(keyId, "currentKeyId"), assertion: try bytes(assertion, "currentKeyAssertion"))
+        default: throw APIError.invalidBody([.init(pointer: "/currentKeyAssertion", detail: "currentKeyId and currentKeyAssertion go together")])
+        }
+        let (record, replaced) = try await gate.attest(
             device: DeviceKey(appId: body.appId, deviceId: body.deviceId),
             keyId: bytes(body.keyId, "keyId"),
             attestation: bytes(body.attestation, "attestation"),
-            challenge: bytes(body.challenge, "challenge")
+            challenge: bytes(body.challenge, "challenge"),
+            proof: proof
         )
+        if let replaced {
+            context.logger.notice("Device key replaced", metadata: ["app.id": "\(body.appId)"])
+            await audit?.record(
+                context,
+                "attestation.replace",
+                "\(body.appId)/\(body.deviceId): \(Data(replaced).base64EncodedString()) -> \(Data(record.keyId).base64EncodedString())"
+            )
+        }
         context.logger.info("Device attested", metadata: ["app.id": "\(body.appId)", "attestation.environment": "\(record.environment)"])
         return try JSONResponse.make(
             AttestedDTO(
@@ -102,6 +118,55 @@ struct AttestRoutes {
             ),
             status: .created
         )
+    }
+
+    struct TokenBody: Decodable {
+        var appId: String
+        var deviceId: String
+        var keyId: String
+        var challenge: String
+        var assertion: String
+    }
+
+    struct TokenDTO: Encodable {
+        var token: String
+        var expiresAt: String
+    }
+
+    /// `POST /v1/attest/token`: an attested device proves its key once (an assertion over a fresh challenge) and
+    /// gets a token that stands for an assertion on its uploads until it expires.
+    func token(_ request: Request, context: AppRequestContext) async throws -> Response {
+        try context.require(.ingest)
+        let body = try await JSONRequest.decode(
+            TokenBody.self,
+            from: request,
+            shape: #"{"appId", "deviceId", "keyId", "challenge", "assertion"} (the last three base64)"#
+        )
+        try Self.check(appId: body.appId)
+        guard DeviceKey.isValidId(body.deviceId) else {
+            throw APIError.invalidBody([.init(pointer: "/deviceId", detail: "must be 1-128 characters of A-Z a-z 0-9 . _ : -")])
+        }
+        if let apps = context.allowedApps, !apps.contains(body.appId) { throw APIError.appNotAllowed(appId: body.appId) }
+        guard let gate else { throw APIError.attestationNotConfigured(appId: body.appId) }
+        let device = DeviceKey(appId: body.appId, deviceId: body.deviceId)
+        try take(keyLimiter, context.keyId ?? "")
+        try take(deviceLimiter, device)
+        let issued = try await gate.issueToken(
+            device: device,
+            keyId: Self.bytes(body.keyId, "keyId"),
+            challenge: Self.bytes(body.challenge, "challenge"),
+            assertion: Self.bytes(body.assertion, "assertion")
+        )
+        context.logger.debug("Device token issued", metadata: ["app.id": "\(body.appId)"])
+        return try JSONResponse.secret(TokenDTO(token: issued.token, expiresAt: issued.expiresAt.rfc3339), status: .created)
+    }
+
+    /// Standard base64 of a body field, not empty; `400` naming the field otherwise.
+    static func bytes(_ text: String, _ name: String) throws(APIError) -> [UInt8] {
+        guard let data = Data(base64Encoded: text), !data.isEmpty else {
+            throw .invalidBody([.init(pointer: "/\(name)", detail: "must be standard base64")])
+        }
+        return Array(data)
     }
 
     /// An app id as events name them.

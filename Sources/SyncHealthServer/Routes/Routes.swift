@@ -294,8 +294,13 @@ struct DeviceRoutes<Engine: MonitorEngine> {
         guard context.sees(appId: appId) else { throw APIError.notFound("No device \(deviceId) in app \(appId).") }
         let key = DeviceKey(appId: appId, deviceId: deviceId)
         _ = try await engine.erase(key)
-        try await storeCall { try await attestation?.store.deleteAttestation(of: key) }
-        attestation?.keys.forget(device: key)
+        if let attestation {
+            // Its tokens are refused here at once; the other replicas read the revocation the store keeps.
+            let erased = try await storeCall { try await attestation.store.attestation(of: key) }
+            try await storeCall { try await attestation.store.deleteAttestation(of: key, at: engine.now) }
+            attestation.keys.forget(device: key)
+            if let erased { attestation.tokens?.revoke(erased.keyId, at: engine.now) }
+        }
         await audit.record(context, "device.erase", "\(appId)/\(deviceId)")
         return Response(status: .noContent)
     }

@@ -56,6 +56,8 @@ public struct ServiceConfiguration: Sendable {
     public var appAttest = AppAttestPolicy()
     /// A PEM file of roots that replaces Apple's App Attestation root (for tests, and for Apple's next root).
     public var appAttestRoot: String?
+    /// How long a device token (`POST /v1/attest/token`) is valid.
+    public var deviceTokenLifetime: Duration = .seconds(3600)
 
     /// The defaults of the contract.
     public init() {}

@@ -273,6 +273,12 @@ extension ServiceSetting {
             emptyDefault: "Apple's",
             \.appAttestRoot
         ),
+        duration(
+            "device-token-ttl",
+            "How long a device token (POST /v1/attest/token) lets an attested device upload without an assertion.",
+            \.deviceTokenLifetime,
+            atLeast: .seconds(60)
+        ),
     ]
 
     /// A setting that is on (`1`, `true`, `on`) or off (`0`, `false`, `off`).
