@@ -20,18 +20,29 @@ struct AppAttestHardeningTests {
         try await service.test(.live) { client in
             let device = AttestingDevice(pki: pki, deviceId: "looper")
             for count in [8, 10] {
+                // The hostile attestation is made first: only the service's answer is timed.
+                let challenge = try await AppAttestTests.challenge(client, appId: device.appId)
+                var parts = device.key.parts()
+                parts.includeIntermediate = false
+                parts.extraCertificates = try StandInAppAttest.loopingCertificates(count - 1)
+                let object = try device.key.attestation(challenge: challenge, parts: parts)
                 let started = ContinuousClock.now
-                async let attested = device.attest(client) { parts in
-                    parts.includeIntermediate = false
-                    parts.extraCertificates = (try? StandInAppAttest.loopingCertificates(count - 1)) ?? []
-                }
+                async let attested = AppAttestTests.attest(
+                    client,
+                    appId: device.appId,
+                    deviceId: device.deviceId,
+                    keyId: device.keyId,
+                    attestation: object,
+                    challenge: challenge
+                )
                 async let live = client.execute(uri: "/livez", method: .get)
                 let (answer, livez) = try await (attested, live)
+                let took = ContinuousClock.now - started
                 #expect(answer.status == .unauthorized, "\(count): \(String(buffer: answer.body))")
                 #expect(try AppAttestTests.problemType(answer) == "attestation-chain")
                 #expect(String(buffer: answer.body).contains("x5c holds \(count) certificates"))
                 #expect(livez.status == .ok)
-                #expect(ContinuousClock.now - started < .seconds(1), "\(count) certificates")
+                #expect(took < .seconds(1), "\(count) certificates: \(took)")
             }
         }
     }

@@ -16,9 +16,23 @@ public protocol AppAttestProvider: Sendable {
     func generateAssertion(_ keyId: String, clientData: Data) async throws -> Data
 }
 
-/// What a provider throws for a key the platform no longer knows (`DCError.invalidKey`: a reinstall, a restore from a
-/// backup): the reporter makes a new key and attests it.
+/// What a provider throws for a key the platform no longer knows, or that is attested already (`DCError.invalidKey`:
+/// a restore from a backup, a key Apple rejected): the reporter makes a new key and attests it.
 public struct AppAttestInvalidKey: Error, Sendable, Equatable {
+    /// Creates the error.
+    public init() {}
+}
+
+/// What a provider throws when Apple's App Attest service could not be reached (`DCError.serverUnavailable`): the
+/// reporter tries again later with the same key and the same challenge, as Apple asks.
+public struct AppAttestServerUnavailable: Error, Sendable, Equatable {
+    /// Creates the error.
+    public init() {}
+}
+
+/// What a provider throws where App Attest is not available whatever `isSupported` said (`DCError.featureUnsupported`,
+/// app extensions): the reporter sends unsigned for the rest of the process.
+public struct AppAttestUnsupported: Error, Sendable, Equatable {
     /// Creates the error.
     public init() {}
 }
@@ -56,25 +70,78 @@ struct UnsupportedAppAttest: AppAttestProvider {
     func generateAssertion(_ keyId: String, clientData: Data) async throws -> Data { throw AppAttestInvalidKey() }
 }
 
-/// The device's App Attest key id and whether the server accepted its attestation. Kept beside the device id in the
-/// reporter's directory: both live and die together (the directory is excluded from backups and goes with the app),
-/// as an App Attest key does. The Keychain would outlive a reinstall, which the key does not.
+/// The device's App Attest state, kept beside the device id in the reporter's directory: both live and die together
+/// (the directory is excluded from backups and goes with the app), as an App Attest key does. The Keychain would
+/// outlive a reinstall, which the key does not.
 struct AttestedKeyRecord: Codable, Equatable {
-    var keyId: String
-    var attested: Bool
+    /// The key made with `generateKey`; `nil` when there is none (never made, or discarded).
+    var keyId: String?
+    /// Whether the server accepted the key's attestation.
+    var attested = false
+    /// The challenge `attestKey` is called with (base64), kept so that a retry after `serverUnavailable` uses the same
+    /// `clientDataHash`, and the time the server said it expires.
+    var challenge: String?
+    var challengeExpiresAt: Date?
+    /// An attestation Apple made that the server has not acknowledged (base64): posted again before anything else,
+    /// since `attestKey` cannot be called twice for one key.
+    var attestation: String?
+    /// The device token and when it expires.
+    var token: String?
+    var tokenExpiresAt: Date?
+    /// When the last key was made, and when the server last refused an attestation: after a refusal, at most one new
+    /// key a day (Apple's per-device key counts cannot be reset; a misconfigured server must not burn them).
+    var keyMadeAt: Date?
+    var refusedAt: Date?
 
     static let fileName = "app-attest-key.json"
 
-    static func load(in directory: URL) -> AttestedKeyRecord? {
-        guard let data = try? Data(contentsOf: directory.appendingPathComponent(fileName)) else { return nil }
-        return try? JSONDecoder().decode(AttestedKeyRecord.self, from: data)
+    init() {}
+
+    init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        keyId = try c.decodeIfPresent(String.self, forKey: .keyId)
+        attested = try c.decodeIfPresent(Bool.self, forKey: .attested) ?? false
+        challenge = try c.decodeIfPresent(String.self, forKey: .challenge)
+        challengeExpiresAt = try c.decodeIfPresent(Date.self, forKey: .challengeExpiresAt)
+        attestation = try c.decodeIfPresent(String.self, forKey: .attestation)
+        token = try c.decodeIfPresent(String.self, forKey: .token)
+        tokenExpiresAt = try c.decodeIfPresent(Date.self, forKey: .tokenExpiresAt)
+        keyMadeAt = try c.decodeIfPresent(Date.self, forKey: .keyMadeAt)
+        refusedAt = try c.decodeIfPresent(Date.self, forKey: .refusedAt)
+    }
+
+    /// The record on disk; an empty one when there is none or it cannot be read.
+    static func load(in directory: URL) -> AttestedKeyRecord {
+        guard let data = try? Data(contentsOf: directory.appendingPathComponent(fileName)) else { return AttestedKeyRecord() }
+        return (try? JSONDecoder().decode(AttestedKeyRecord.self, from: data)) ?? AttestedKeyRecord()
     }
 
     func save(in directory: URL) throws {
         try JSONEncoder().encode(self).write(to: directory.appendingPathComponent(Self.fileName), options: .atomic)
     }
 
-    static func remove(in directory: URL) {
-        try? FileManager.default.removeItem(at: directory.appendingPathComponent(fileName))
+    /// Forgets the key and everything made with it; the budget (when keys were made and refused) stays.
+    mutating func discardKey() {
+        keyId = nil
+        attested = false
+        challenge = nil
+        challengeExpiresAt = nil
+        attestation = nil
+        token = nil
+        tokenExpiresAt = nil
+    }
+
+    /// Whether a new key may be made at `now`: always before any refusal; after one, not in the process that saw it
+    /// (`refusedThisLaunch`) and at most one a day.
+    func mayMakeKey(now: Date, refusedThisLaunch: Bool) -> Bool {
+        guard refusedAt != nil else { return true }
+        guard !refusedThisLaunch else { return false }
+        return keyMadeAt.map { now.timeIntervalSince($0) >= 86_400 } ?? true
+    }
+
+    /// The token, if it stays valid for `margin` more.
+    func validToken(now: Date, margin: TimeInterval = 300) -> String? {
+        guard let token, let tokenExpiresAt, tokenExpiresAt.timeIntervalSince(now) > margin else { return nil }
+        return token
     }
 }

@@ -33,11 +33,17 @@ struct DeviceCheckAppAttest: AppAttestProvider {
         }
     }
 
-    /// A completion handler's pair as a result; `DCError.invalidKey` as `AppAttestInvalidKey`.
+    /// A completion handler's pair as a result, `DCError`s as the reporter's own: `invalidKey` (a spent or lost key),
+    /// `serverUnavailable` (try the same key and challenge later), `featureUnsupported` (App Attest is not here).
     static func result<T: Sendable>(_ value: T?, _ error: (any Error)?) -> Result<T, any Error> {
         if let error {
-            if let deviceCheck = error as? DCError, deviceCheck.code == .invalidKey { return .failure(AppAttestInvalidKey()) }
-            return .failure(error)
+            guard let deviceCheck = error as? DCError else { return .failure(error) }
+            switch deviceCheck.code {
+            case .invalidKey: return .failure(AppAttestInvalidKey())
+            case .serverUnavailable: return .failure(AppAttestServerUnavailable())
+            case .featureUnsupported: return .failure(AppAttestUnsupported())
+            default: return .failure(error)
+            }
         }
         guard let value else { return .failure(DCError(.unknownSystemFailure)) }
         return .success(value)

@@ -120,6 +120,7 @@ extension SyncHealthReporter {
         var eventsURL: URL { endpoint.appendingPathComponent("v1").appendingPathComponent("events") }
         var attestURL: URL { endpoint.appendingPathComponent("v1").appendingPathComponent("attest") }
         var challengeURL: URL { attestURL.appendingPathComponent("challenge") }
+        var tokenURL: URL { attestURL.appendingPathComponent("token") }
     }
 }
 

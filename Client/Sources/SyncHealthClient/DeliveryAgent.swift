@@ -21,6 +21,11 @@ actor DeliveryAgent {
     private var random = SystemRandomNumberGenerator()
     /// App Attest is off for this process: the device cannot attest, or the server does not attest this app.
     private var attestationOff = false
+    /// The server refused an attestation in this process: no new key until the next launch.
+    private var attestationRefusedThisLaunch = false
+    /// No attempt to attest (or to get a token) before this: uploads go unsigned meanwhile.
+    private var attestRetryAt: ContinuousClock.Instant?
+    private var attestBackoff: Backoff
     private let clock = ContinuousClock()
 
     init(configuration: SyncHealthReporter.Configuration, shared: Locked<SyncHealthReporter.Shared>) {
@@ -28,6 +33,7 @@ actor DeliveryAgent {
         self.shared = shared
         ingestKey = configuration.ingestKey
         backoff = Backoff(minimum: configuration.minimumRetryDelay, maximum: configuration.maximumRetryDelay)
+        attestBackoff = Backoff(minimum: configuration.minimumRetryDelay, maximum: configuration.maximumRetryDelay)
         // The first scheduled send waits a whole interval too, so that what an app records at launch (account,
         // network, setup, import) goes out in one request.
         lastAttempt = clock.now
@@ -180,9 +186,9 @@ actor DeliveryAgent {
                         d.rejectedEvents += batch.count
                         d.lastError = .deliveryFailed("invalid batch: \(detail)")
                     }
-                case .assertionRefused(let type, let detail):
-                    // The server no longer knows the key (the device was erased there): attest a new one.
-                    if type.hasSuffix("assertion-unknown-key") { AttestedKeyRecord.remove(in: configuration.resolvedStorageDirectory) }
+                case .attestationProblem(let type, let detail):
+                    // Never a reason to drop the batch or stop sending: attest anew or refresh the token, sign anew.
+                    attestationRefused(type: type)
                     retryAt = clock.now + backoff.fail(using: &random)
                     let error = SyncHealthReporterError.deliveryFailed("App Attest: \(detail)")
                     note(error)
@@ -228,10 +234,7 @@ actor DeliveryAgent {
             headers["Content-Encoding"] = "gzip"
         }
         // Signed last: the assertion covers the body exactly as sent.
-        switch await attestationHeaders(body: body) {
-        case .headers(let signed): headers.merge(signed) { $1 }
-        case .failed(let outcome): return outcome
-        }
+        headers.merge(await attestationHeaders(body: body)) { $1 }
         do {
             let response = try await configuration.transport.post(body, to: configuration.eventsURL, headers: headers)
             return UploadOutcome(status: response.status, headers: response.headers, body: response.body, now: Date())
@@ -242,89 +245,309 @@ actor DeliveryAgent {
 
     // MARK: App Attest
 
-    /// The headers that sign `body`: none when App Attest is off; attests the key first when it is not yet. A failure
-    /// keeps the batch queued and backs off, as any failed send does.
-    private func attestationHeaders(body: Data) async -> Signing {
-        guard let provider = configuration.appAttest.provider, !attestationOff else { return .headers([:]) }
-        guard provider.isSupported else {
-            configuration.log("App Attest is not supported on this device: uploads are sent unsigned")
+    /// The headers that sign `body`: a device token, else an assertion, else none. Attestation never costs a report:
+    /// when it fails, the upload goes unsigned (the server's mode decides) and attestation is tried again later.
+    private func attestationHeaders(body: Data) async -> [String: String] {
+        guard let provider = configuration.appAttest.provider, !attestationOff else { return [:] }
+        guard provider.isSupported, !Self.isAppExtension else {
+            configuration.log("App Attest is not supported here: uploads are sent unsigned")
             attestationOff = true
-            return .headers([:])
+            return [:]
         }
         let directory = configuration.resolvedStorageDirectory
-        do {
-            guard let keyId = try await attestedKey(provider, directory: directory) else {
-                configuration.log("the server does not attest this app: uploads are sent unsigned")
-                attestationOff = true
-                return .headers([:])
+        var record = AttestedKeyRecord.load(in: directory)
+        let due = attestRetryAt.map { $0 <= clock.now } ?? true
+        if !record.attested {
+            guard due else { return [:] }
+            do {
+                try await attest(provider, record: &record, directory: directory)
+            } catch {
+                attestRetryAt = clock.now + attestBackoff.fail(using: &random)
+                configuration.log("App Attest: \(error); uploads are sent unsigned meanwhile")
+                return [:]
             }
+            guard record.attested else { return [:] }
+        }
+        guard let keyId = record.keyId else { return [:] }
+        if let token = record.validToken(now: Date()) { return ["SyncHealth-Device-Token": token] }
+        if due {
+            do {
+                try await refreshToken(provider, keyId: keyId, record: &record, directory: directory)
+                attestBackoff.succeed()
+                attestRetryAt = nil
+                if let token = record.validToken(now: Date()) { return ["SyncHealth-Device-Token": token] }
+            } catch is AppAttestInvalidKey {
+                keyLost(&record, directory: directory)
+                return [:]
+            } catch {
+                attestRetryAt = clock.now + attestBackoff.fail(using: &random)
+                // The server no longer knows the key: no assertion of it either; a new key is attested next time.
+                guard record.keyId != nil else { return [:] }
+                configuration.log("App Attest: no device token (\(error)); this upload carries an assertion")
+            }
+        }
+        // No token: an assertion over this body, which the server accepts as well.
+        do {
             let assertion = try await provider.generateAssertion(keyId, clientData: body)
-            return .headers(["SyncHealth-Key-Id": keyId, "SyncHealth-Assertion": assertion.base64EncodedString()])
+            return ["SyncHealth-Key-Id": keyId, "SyncHealth-Assertion": assertion.base64EncodedString()]
         } catch is AppAttestInvalidKey {
-            AttestedKeyRecord.remove(in: directory)
-            return .failed(.retry(after: nil, reason: "App Attest: the key is no longer valid; a new one is made"))
+            keyLost(&record, directory: directory)
+            return [:]
         } catch {
-            return .failed(.retry(after: nil, reason: "App Attest: \(error)"))
+            configuration.log("App Attest: no assertion (\(error)); this upload is sent unsigned")
+            return [:]
         }
     }
 
-    /// The id of the device's attested key, attesting it first if needed; `nil` when the server does not attest this
-    /// app (`409`). A key made but not yet attested is kept and attested again after a failure (Apple throttles new
-    /// keys; an attestation that failed in transit may be retried with the same key).
-    private func attestedKey(_ provider: any AppAttestProvider, directory: URL) async throws -> String? {
-        var record = AttestedKeyRecord.load(in: directory)
-        if let record, record.attested { return record.keyId }
-        let keyId: String
-        if let known = record?.keyId {
-            keyId = known
-        } else {
-            keyId = try await provider.generateKey()
-            record = AttestedKeyRecord(keyId: keyId, attested: false)
-            try record?.save(in: directory)
+    /// An app extension (other than watchOS, where extensions are how apps run): `generateKey` fails there whatever
+    /// `isSupported` says.
+    static var isAppExtension: Bool {
+        #if os(watchOS)
+        false
+        #else
+        Bundle.main.bundleURL.pathExtension == "appex"
+        #endif
+    }
+
+    /// Attests the device's key, making one first when allowed (after a challenge: a server that does not attest
+    /// this app costs no key). An attestation Apple made and the server did not acknowledge is posted again before
+    /// anything else (`attestKey` cannot be called twice for one key); after `serverUnavailable` the same key and
+    /// challenge are tried again. Throws when it did not succeed this time.
+    private func attest(_ provider: any AppAttestProvider, record: inout AttestedKeyRecord, directory: URL) async throws {
+        if record.attestation == nil {
+            // Before a challenge is asked for: a key that may not be made ends the attempt here.
+            if record.keyId == nil, !record.mayMakeKey(now: Date(), refusedThisLaunch: attestationRefusedThisLaunch) {
+                throw AttestationFailed(
+                    step: "a new key",
+                    status: 0,
+                    reason: "the server refused the last one; a new key waits for the next launch, one a day"
+                )
+            }
+            let challenge: String
+            if let kept = record.challenge, record.keyId != nil, (record.challengeExpiresAt ?? .distantPast) > Date() {
+                challenge = kept
+            } else {
+                guard let issued = try await newChallenge() else { return }  // the server does not attest this app
+                challenge = issued.text
+                record.challenge = issued.text
+                record.challengeExpiresAt = issued.expiresAt
+            }
+            if record.keyId == nil {
+                do {
+                    record.keyId = try await provider.generateKey()
+                } catch let error as AppAttestUnsupported {
+                    attestationOff = true
+                    throw error
+                }
+                record.keyMadeAt = Date()
+            }
+            try record.save(in: directory)
+            guard let keyId = record.keyId else { return }
+            let attestation: Data
+            do {
+                attestation = try await provider.attestKey(keyId, clientData: Data(base64Encoded: challenge) ?? Data())
+            } catch is AppAttestServerUnavailable {
+                throw AttestationFailed(
+                    step: "attestKey",
+                    status: 0,
+                    reason: "Apple's service is unavailable; the same key and challenge are tried later"
+                )
+            } catch let error as AppAttestUnsupported {
+                attestationOff = true
+                throw error
+            } catch {
+                // Any other failure of the platform: this key is spent, a new one is made next time.
+                record.discardKey()
+                try record.save(in: directory)
+                throw error
+            }
+            record.attestation = attestation.base64EncodedString()
+            try record.save(in: directory)
         }
-        let headers = [
+        guard let keyId = record.keyId else { return }
+        try await postAttestation(keyId: keyId, record: &record, directory: directory)
+    }
+
+    /// `POST /v1/attest` of the attestation kept in `record`.
+    private func postAttestation(keyId: String, record: inout AttestedKeyRecord, directory: URL) async throws {
+        guard let attestation = record.attestation, let challenge = record.challenge, let deviceId = device?.deviceId else { return }
+        let body = try JSONEncoder().encode([
+            "appId": configuration.appId, "deviceId": deviceId, "keyId": keyId, "attestation": attestation, "challenge": challenge,
+        ])
+        let answer = try await configuration.transport.post(body, to: configuration.attestURL, headers: apiHeaders)
+        let type = UploadOutcome.problemType(answer.body) ?? ""
+        switch answer.status {
+        case 201:
+            record.attested = true
+            record.attestation = nil
+            record.challenge = nil
+            record.challengeExpiresAt = nil
+            try record.save(in: directory)
+            attestBackoff.succeed()
+            attestRetryAt = nil
+            configuration.log("App Attest: the device's key is attested")
+        case 409 where type.hasSuffix("attestation-not-configured"):
+            configuration.log("the server does not attest this app: uploads are sent unsigned")
+            attestationOff = true
+        case 409 where type.hasSuffix("attestation-device-bound"):
+            // This device id was attested with a key this install no longer has: a new identity, and a new key for it.
+            record.discardKey()
+            try record.save(in: directory)
+            try newIdentity(directory: directory)
+            throw AttestationFailed(step: "attestation", status: 409, reason: "the device id is bound to a lost key")
+        case 401 where type.hasSuffix("attestation-challenge"):
+            // The challenge was used or has expired: by this very attestation, posted before with its answer lost, or
+            // it waited too long. The key is tried as attested; the token's answer tells (`assertion-unknown-key`).
+            record.attested = true
+            record.attestation = nil
+            record.challenge = nil
+            record.challengeExpiresAt = nil
+            try record.save(in: directory)
+        case 409:
+            // The key is another device's: spent, a new one next time.
+            record.discardKey()
+            try record.save(in: directory)
+            throw AttestationFailed(step: "attestation", status: answer.status, reason: type)
+        case 400, 401:
+            // Refused (a wrong Team ID, a development key, the chain): this key is spent, and the next one waits.
+            record.discardKey()
+            record.refusedAt = Date()
+            attestationRefusedThisLaunch = true
+            try record.save(in: directory)
+            throw AttestationFailed(step: "attestation", status: answer.status, reason: type)
+        default:
+            // No decision (503, a proxy, a timeout): the same attestation is posted again while its challenge lasts.
+            if (record.challengeExpiresAt ?? .distantPast) <= Date() {
+                record.discardKey()
+                try record.save(in: directory)
+            }
+            throw AttestationFailed(step: "attestation", status: answer.status, reason: type)
+        }
+    }
+
+    /// `POST /v1/attest/token`: an assertion of the key over a fresh challenge for a device token.
+    private func refreshToken(_ provider: any AppAttestProvider, keyId: String, record: inout AttestedKeyRecord, directory: URL) async throws {
+        guard let issued = try await newChallenge(), let deviceId = device?.deviceId else { return }
+        let assertion = try await provider.generateAssertion(keyId, clientData: Data(base64Encoded: issued.text) ?? Data())
+        let body = try JSONEncoder().encode([
+            "appId": configuration.appId, "deviceId": deviceId, "keyId": keyId, "challenge": issued.text,
+            "assertion": assertion.base64EncodedString(),
+        ])
+        let answer = try await configuration.transport.post(body, to: configuration.tokenURL, headers: apiHeaders)
+        struct Token: Decodable {
+            var token: String
+            var expiresAt: String
+        }
+        switch answer.status {
+        case 201:
+            guard let token = try? JSONDecoder().decode(Token.self, from: answer.body), let expires = Self.date(rfc3339: token.expiresAt)
+            else { throw AttestationFailed(step: "token", status: 201, reason: "an answer without a token") }
+            record.token = token.token
+            record.tokenExpiresAt = expires
+            try record.save(in: directory)
+        case 401 where UploadOutcome.problemType(answer.body)?.hasSuffix("assertion-unknown-key") == true:
+            // The server no longer knows the key (the device was erased there): attest a new one.
+            record.discardKey()
+            try record.save(in: directory)
+            throw AttestationFailed(step: "token", status: 401, reason: "the server no longer knows the key")
+        default:
+            throw AttestationFailed(step: "token", status: answer.status, reason: UploadOutcome.problemType(answer.body) ?? "")
+        }
+    }
+
+    /// A challenge from the server, and when it expires; `nil` when the server does not attest this app (`409`).
+    private func newChallenge() async throws -> (text: String, expiresAt: Date)? {
+        let body = try JSONEncoder().encode(["appId": configuration.appId])
+        let issued = try await configuration.transport.post(body, to: configuration.challengeURL, headers: apiHeaders)
+        if issued.status == 409 {
+            configuration.log("the server does not attest this app: uploads are sent unsigned")
+            attestationOff = true
+            return nil
+        }
+        struct Challenge: Decodable {
+            var challenge: String
+            var expiresAt: String?
+        }
+        guard issued.status == 201, let challenge = try? JSONDecoder().decode(Challenge.self, from: issued.body),
+            Data(base64Encoded: challenge.challenge) != nil
+        else { throw AttestationFailed(step: "challenge", status: issued.status, reason: UploadOutcome.problemType(issued.body) ?? "") }
+        let expires = challenge.expiresAt.flatMap(Self.date(rfc3339:)) ?? Date().addingTimeInterval(240)
+        return (challenge.challenge, expires)
+    }
+
+    /// An answer naming an App Attest problem (`assertion-…`, `attestation-…`, `token-…`): what it asks of the device.
+    private func attestationRefused(type: String) {
+        let directory = configuration.resolvedStorageDirectory
+        var record = AttestedKeyRecord.load(in: directory)
+        if type.contains(":token-") {
+            record.token = nil
+            record.tokenExpiresAt = nil
+        } else if type.hasSuffix("assertion-unknown-key") {
+            // The server no longer knows the key (the device was erased there): a new key, under the same id.
+            record.discardKey()
+        }
+        try? record.save(in: directory)
+        // Attest or refresh at the next send, not after the backoff of failed attestations.
+        attestRetryAt = nil
+    }
+
+    /// The platform no longer knows the device's attested key. The server binds the device id to that key, so a
+    /// generated id is replaced with a new one, which the next key attests; a configured id cannot be, and stays
+    /// unsigned for this process.
+    private func keyLost(_ record: inout AttestedKeyRecord, directory: URL) {
+        let wasAttested = record.attested
+        record.discardKey()
+        try? record.save(in: directory)
+        guard wasAttested else { return }
+        do {
+            try newIdentity(directory: directory)
+        } catch {
+            configuration.log("App Attest: the key is lost and the device id \(error); uploads are sent unsigned")
+            attestationOff = true
+        }
+    }
+
+    /// A new random device id: the one stored is bound on the server to a key this install has lost.
+    private func newIdentity(directory: URL) throws {
+        guard configuration.deviceId == nil, let current = device else {
+            attestationOff = true
+            throw AttestationFailed(step: "identity", status: 0, reason: "is configured, so it cannot be replaced")
+        }
+        try? FileManager.default.removeItem(at: directory.appendingPathComponent(DeviceIdentity.fileName))
+        let fresh = try DeviceIdentity.load(in: directory)
+        device = DeviceDescription(
+            deviceId: fresh,
+            appId: current.appId,
+            containerId: current.containerId,
+            platform: current.platform,
+            osVersion: current.osVersion,
+            appVersion: current.appVersion
+        )
+        configuration.log("App Attest: the device's key was lost; it reports under a new device id")
+    }
+
+    /// An RFC 3339 time as the server writes it, with or without fractional seconds.
+    static func date(rfc3339 text: String) -> Date? {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        if let date = formatter.date(from: text) { return date }
+        formatter.formatOptions = [.withInternetDateTime]
+        return formatter.date(from: text)
+    }
+
+    /// The headers of the App Attest endpoints.
+    private var apiHeaders: [String: String] {
+        [
             "Content-Type": "application/json", "Authorization": "Bearer \(ingestKey)", "X-SyncHealth-Key": ingestKey,
             "User-Agent": "SyncHealthClient/1",
         ]
-        let challengeBody = try JSONEncoder().encode(["appId": configuration.appId])
-        let issued = try await configuration.transport.post(challengeBody, to: configuration.challengeURL, headers: headers)
-        if issued.status == 409 { return nil }
-        struct Challenge: Decodable { var challenge: String }
-        guard issued.status == 201, let text = try? JSONDecoder().decode(Challenge.self, from: issued.body).challenge,
-            let challenge = Data(base64Encoded: text)
-        else { throw AttestationFailed(step: "challenge", status: issued.status) }
-        let attestation = try await provider.attestKey(keyId, clientData: challenge)
-        let attestBody = try JSONEncoder().encode([
-            "appId": configuration.appId, "deviceId": device?.deviceId ?? "", "keyId": keyId,
-            "attestation": attestation.base64EncodedString(), "challenge": text,
-        ])
-        let attested = try await configuration.transport.post(attestBody, to: configuration.attestURL, headers: headers)
-        switch attested.status {
-        case 201:
-            try AttestedKeyRecord(keyId: keyId, attested: true).save(in: directory)
-            configuration.log("App Attest: the device's key is attested")
-            return keyId
-        case 409:
-            return nil
-        case 401:
-            // The server refused this key's attestation: a new key next time, not the same refusal again.
-            AttestedKeyRecord.remove(in: directory)
-            throw AttestationFailed(step: "attestation", status: 401)
-        default:
-            throw AttestationFailed(step: "attestation", status: attested.status)
-        }
-    }
-
-    /// An upload's signature headers, or why the upload cannot be sent now.
-    private enum Signing {
-        case headers([String: String])
-        case failed(UploadOutcome)
     }
 
     private struct AttestationFailed: Error, CustomStringConvertible {
         var step: String
         var status: Int
-        var description: String { "the server answered \(status) to the \(step)" }
+        var reason: String
+        var description: String { status == 0 ? "\(step): \(reason)" : "the server answered \(status) to the \(step) \(reason)" }
     }
 
     private func acquireSending() async {

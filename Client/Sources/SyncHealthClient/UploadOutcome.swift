@@ -10,9 +10,9 @@ enum UploadOutcome: Equatable {
     case delivered(accepted: Int, duplicates: Int, rejected: [Rejection])
     /// `413`: the batch is too large; send it in halves (one event alone that is too large is dropped).
     case tooLarge
-    /// `401` for the upload's App Attest assertion (`assertion-…`): the key is attested anew or the upload signed
-    /// anew, after a backoff; the batch stays queued.
-    case assertionRefused(type: String, detail: String)
+    /// An App Attest problem (`assertion-…`, `attestation-…`, `token-…`, whatever the status): the key is attested
+    /// anew, the token refreshed or the upload signed anew, after a backoff; the batch stays queued and sending goes on.
+    case attestationProblem(type: String, detail: String)
     /// `401`/`403`: the key is wrong or may not post for this app; stop until reconfigured.
     case refused(status: Int, detail: String)
     /// `400`: the envelope is invalid (a bad app or device id); retrying the same batch cannot succeed.
@@ -41,9 +41,9 @@ enum UploadOutcome: Equatable {
                 // A proxy answering 2xx with something else has not shown that the server stored the events.
                 self = .retry(after: nil, reason: "unexpected \(status) answer")
             }
+        case 400..<500 where Self.isAttestationProblem(Self.problemType(body)):
+            self = .attestationProblem(type: Self.problemType(body) ?? "", detail: detail)
         case 413: self = .tooLarge
-        case 401 where Self.problemType(body)?.hasPrefix("urn:synchealth:problem:assertion-") == true:
-            self = .assertionRefused(type: Self.problemType(body) ?? "", detail: detail)
         case 401, 403: self = .refused(status: status, detail: detail)
         case 400: self = .invalid(detail: detail)
         case 429, 503: self = .retry(after: Self.retryAfter(headers, now: now), reason: "\(status) \(detail)")
@@ -73,6 +73,13 @@ enum UploadOutcome: Equatable {
         let seconds = date.timeIntervalSince(now)
         guard seconds.isFinite else { return nil }
         return .seconds(min(max(0, seconds), longestRetryAfter))
+    }
+
+    /// Whether a problem type is App Attest's: the device's to fix by attesting or signing again, never a reason to
+    /// drop a batch or stop sending.
+    static func isAttestationProblem(_ type: String?) -> Bool {
+        guard let type else { return false }
+        return ["assertion-", "attestation-", "token-"].contains { type.hasPrefix("urn:synchealth:problem:" + $0) }
     }
 
     /// The `type` of a problem+json body.
