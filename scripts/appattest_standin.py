@@ -35,7 +35,7 @@ def _name(text):
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, text)])
 
 
-def _certificate(subject, issuer, public_key, issuer_key, ca, extensions=()):
+def _certificate(subject, issuer, public_key, issuer_key, ca, extensions=(), leaf=False):
     now = datetime.datetime.now(datetime.timezone.utc)
     builder = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer).public_key(public_key)
                .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(hours=1))
@@ -43,6 +43,10 @@ def _certificate(subject, issuer, public_key, issuer_key, ca, extensions=()):
     if ca:
         builder = builder.add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         builder = builder.add_extension(x509.KeyUsage(False, False, False, False, False, True, False, False, False), critical=True)
+    if leaf:
+        # As Apple writes a credential certificate: not a CA, a signing key.
+        builder = builder.add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        builder = builder.add_extension(x509.KeyUsage(True, True, True, True, False, False, False, False, False), critical=True)
     for extension in extensions:
         builder = builder.add_extension(extension, critical=False)
     return builder.sign(issuer_key, hashes.SHA256())
@@ -76,12 +80,17 @@ class Device:
         return base64.b64encode(self.key_id).decode()
 
     def attestation(self, challenge):
-        auth = self.rp_id_hash + b"\x40" + struct.pack(">I", 0) + b"appattest" + b"\0" * 7 + struct.pack(">H", 32) + self.key_id
+        # The devices' layout: flags 0x40, counter 0, the aaguid, the credential id, then the COSE key (EC2, ES256,
+        # P-256: {1: 2, 3: -7, -1: 1, -2: x, -3: y}, written in that order as devices do).
+        point = self.key.public_key().public_bytes(serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint)
+        cose = b"\xa5\x01\x02\x03\x26\x20\x01\x21\x58\x20" + point[1:33] + b"\x22\x58\x20" + point[33:65]
+        auth = (self.rp_id_hash + b"\x40" + struct.pack(">I", 0) + b"appattest" + b"\0" * 7 + struct.pack(">H", 32) + self.key_id
+                + cose)
         nonce = hashlib.sha256(auth + hashlib.sha256(challenge).digest()).digest()
         value = b"\x30\x24\xa1\x22\x04\x20" + nonce
         extension = x509.UnrecognizedExtension(x509.ObjectIdentifier("1.2.840.113635.100.8.2"), value)
         credential = _certificate(_name(self.key_id.hex()), self.pki.ca.subject, self.key.public_key(), self.pki.ca_key, ca=False,
-                                  extensions=[extension])
+                                  extensions=[extension], leaf=True)
         der = lambda c: c.public_bytes(serialization.Encoding.DER)
         return cbor({"fmt": "apple-appattest", "attStmt": {"x5c": [der(credential), der(self.pki.ca)], "receipt": b"stand-in"},
                      "authData": auth})
@@ -89,7 +98,8 @@ class Device:
     def assertion(self, body):
         """The assertion over `body` (the bytes sent), with the next counter."""
         self.counter += 1
-        auth = self.rp_id_hash + b"\x00" + struct.pack(">I", self.counter)
+        # 37 bytes with flags 0x40 and no credential after them, as devices write an assertion's.
+        auth = self.rp_id_hash + b"\x40" + struct.pack(">I", self.counter)
         nonce = hashlib.sha256(auth + hashlib.sha256(body).digest()).digest()
         signature = self.key.sign(nonce, ec.ECDSA(hashes.SHA256()))
         return cbor({"signature": signature, "authenticatorData": auth})

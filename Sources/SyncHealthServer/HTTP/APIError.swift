@@ -360,7 +360,7 @@ extension AppAttestFailure {
                 slug: slug,
                 title: "The service is verifying too many attestations",
                 status: status,
-                detail: "Nothing was decided and the challenge is used up: ask for a new one and try again later."
+                detail: "Nothing was decided: post the same attestation again later."
             )
         }
     }

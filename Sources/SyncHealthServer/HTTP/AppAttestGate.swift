@@ -83,6 +83,10 @@ struct AppAttestGate: Sendable {
             )
         } catch {
             Self.failures(error).increment()
+            if error == .busy {
+                // Nothing was decided: the device may post the same attestation again with the same challenge.
+                try await storeCall { try await store.insertChallenge(challenge, appId: device.appId, expiresAt: now + Self.challengeLifetime) }
+            }
             throw APIError.attestation(error)
         }
         let record = DeviceAttestation(
