@@ -93,6 +93,68 @@ struct KeyScopeTests {
         }
     }
 
+    @Test("a key made by a key ends no later than its maker, and is revoked with it, down the line; the list says with which")
+    func madeKeysFollowTheirMaker() async throws {
+        let service = TestService()
+        try await service.test { client in
+            // The red team's case: an app-scoped admin key that expires in a minute makes a key with no end.
+            let maker = try await makeKey(client, role: "admin", apps: ["com.a"], expiresAt: (testStart + .seconds(60)).rfc3339)
+            let child = try await makeKey(client, role: "admin", apps: ["com.a"], by: maker.secret)
+            let listed = try json(try await client.get("/v1/keys", key: adminKey))["data"] as? [[String: Any]] ?? []
+            #expect(listed.first { $0["id"] as? String == child.id }?["expiresAt"] as? String == (testStart + .seconds(60)).rfc3339)
+            let later = try await client.send(
+                .post,
+                "/v1/keys",
+                key: maker.secret,
+                body: #"{"role": "read", "appIds": ["com.a"], "expiresAt": "\#((testStart + .seconds(3600)).rfc3339)"}"#
+            )
+            #expect(later.status == .badRequest, "later than the maker: \(String(buffer: later.body))")
+            let grandchild = try await makeKey(client, role: "read", apps: ["com.a"], by: child.secret)
+            #expect(try await client.get("/v1/summary?appId=com.a", key: grandchild.secret).status == .ok)
+
+            // Revoking the maker revokes what it made, and what those made.
+            #expect(try await client.send(.delete, "/v1/keys/\(maker.id)", key: adminKey).status == .noContent)
+            #expect(try await client.get("/v1/summary?appId=com.a", key: child.secret).status == .unauthorized)
+            #expect(try await client.get("/v1/summary?appId=com.a", key: grandchild.secret).status == .unauthorized)
+            let shown = try json(try await client.get("/v1/keys", key: adminKey))["data"] as? [[String: Any]] ?? []
+            for id in [child.id, grandchild.id] {
+                let entry = shown.first { $0["id"] as? String == id }
+                #expect(entry?["state"] as? String == "revoked")
+                #expect(entry?["revokedWith"] as? String == maker.id)
+            }
+
+        }
+    }
+
+    @Test("a key's standing is the earliest end and the first revocation above it; the walk ends at configured keys and loops")
+    func lineage() {
+        func key(_ id: String, by maker: String, expires: Int? = nil, revoked: Bool = false) -> StoredKey {
+            StoredKey(
+                id: id,
+                role: "read",
+                appIds: nil,
+                description: "",
+                secretDigest: [],
+                createdAt: testStart,
+                expiresAt: expires.map { testStart + .seconds($0) },
+                revokedAt: revoked ? testStart : nil,
+                createdBy: maker
+            )
+        }
+        // Made before makers bounded their keys: no end of its own, under a maker that ends.
+        let lineage = KeyLineage([
+            key("key_root", by: "env_1", expires: 120), key("key_old", by: "key_root"), key("key_short", by: "key_old", expires: 60),
+            key("key_gone", by: "env_1", revoked: true), key("key_under", by: "key_gone", expires: 500),
+            key("key_a", by: "key_b"), key("key_b", by: "key_a", expires: 9),
+        ])
+        #expect(lineage.standing(of: "key_old") == .init(expiresAt: testStart + .seconds(120), revokedWith: nil))
+        #expect(lineage.standing(of: "key_short") == .init(expiresAt: testStart + .seconds(60), revokedWith: nil))
+        #expect(lineage.standing(of: "key_under") == .init(expiresAt: testStart + .seconds(500), revokedWith: "key_gone"))
+        #expect(lineage.standing(of: "key_gone")?.revokedWith == nil, "its own revocation is its revokedAt")
+        #expect(lineage.standing(of: "key_a")?.expiresAt == testStart + .seconds(9), "a loop ends")
+        #expect(lineage.standing(of: "env_1") == nil)
+    }
+
     @Test("the scope matrix: every endpoint, a key for one app against another app's data, and global keys")
     func matrix() async throws {
         var configuration = EngineConfiguration()

@@ -730,7 +730,8 @@ async function keysView() {
   });
   const rows = keys.data.map((k) => h("tr", { "data-key": k.id, "data-state": k.state },
     h("td", {}, h("code", {}, k.id)), h("td", {}, k.role), h("td", {}, (k.appIds || []).join(", ") || "all"),
-    h("td", {}, k.description), h("td", {}, k.state), h("td", {}, time(k.lastUsedAt)),
+    h("td", {}, k.description), h("td", {}, k.revokedWith ? `${k.state} with ${k.revokedWith}, which made it` : k.state),
+    h("td", {}, time(k.lastUsedAt)),
     h("td", {}, k.source === "environment" ? h("span", { class: "muted" }, "configured")
       : k.state === "active" ? h("button", { type: "button", onclick: async (event) => {
         event.target.disabled = true;

@@ -74,14 +74,19 @@ public struct KeyRing: Sendable {
         self.protectsMetrics = metrics.contains { !$0.isEmpty }
     }
 
-    /// The configured keys and then `stored`: those neither revoked nor of an unknown role. Expiry is checked when a
-    /// key is presented, against the service's clock.
+    /// The configured keys and then `stored`: those neither revoked, nor made by a revoked key, nor of an unknown
+    /// role. Expiry, the earliest of the key's and its makers' (`KeyLineage`), is checked when a key is presented,
+    /// against the service's clock.
     public func adding(_ stored: [StoredKey]) -> KeyRing {
         var ring = self
+        let lineage = KeyLineage(stored)
         for key in stored where key.revokedAt == nil {
             guard let scope = KeyScope(rawValue: key.role), scope != .metrics else { continue }
             guard let digest = KeyDigest(bytes: key.secretDigest) else { continue }
-            ring.entries.append((digest, KeyGrant(scope: scope, apps: key.appIds.map(Set.init), id: key.id, expiresAt: key.expiresAt)))
+            let standing = lineage.standing(of: key.id)
+            guard standing?.revokedWith == nil else { continue }
+            let grant = KeyGrant(scope: scope, apps: key.appIds.map(Set.init), id: key.id, expiresAt: standing?.expiresAt ?? key.expiresAt)
+            ring.entries.append((digest, grant))
         }
         return ring
     }

@@ -50,6 +50,15 @@ struct KeyRoutes {
             }
             expiresAt = time
         }
+        // A made key is no stronger than its maker: it ends no later than the maker's (earliest) end.
+        if let maker = context.keyId, let makerEnd = try await makerExpiry(maker) {
+            if let asked = expiresAt, asked > makerEnd {
+                throw APIError.invalidBody([
+                    .init(pointer: "/expiresAt", detail: "must be no later than the expiry of the key that makes it, \(makerEnd.rfc3339)")
+                ])
+            }
+            expiresAt = expiresAt ?? makerEnd
+        }
         // 256 random bits, base64url: `shk_` and 43 characters; the id, like a subscription's, a part of another.
         let secret = "shk_" + RandomToken.make()
         let key = StoredKey(
@@ -68,11 +77,19 @@ struct KeyRoutes {
         return try JSONResponse.secret(KeyDTO(key, now: now, secret: secret), status: .created)
     }
 
+    /// The earliest end of the stored key `id` and the keys that made it; `nil` for a configured key or one without end.
+    private func makerExpiry(_ id: String) async throws -> Timestamp? {
+        let stored = try await storeCall { try await keys.store.keys() }
+        guard let maker = stored.first(where: { $0.id == id }) else { return nil }
+        return KeyLineage(stored).standing(of: id)?.expiresAt ?? maker.expiresAt
+    }
+
     func list(_ request: Request, context: AppRequestContext) async throws -> Response {
         try context.require(.admin)
         let stored = try await storeCall { try await keys.store.keys() }
         let now = keys.clock.now
-        var data = stored.filter { context.covers(appIds: $0.appIds) }.map { KeyDTO($0, now: now) }
+        let lineage = KeyLineage(stored)
+        var data = stored.filter { context.covers(appIds: $0.appIds) }.map { KeyDTO($0, now: now, standing: lineage.standing(of: $0.id)) }
         // The configured keys are listed to a key for every app, so that ops see every way in.
         if context.allowedApps == nil {
             data = keys.configured.grants.map(KeyDTO.init(configured:)) + data
@@ -148,9 +165,11 @@ struct KeyDTO: Encodable {
     var revokedAt: String?
     var lastUsedAt: String?
     var state: String
+    /// For a key revoked because a key above it was: that key's id.
+    var revokedWith: String?
     var key: String?
 
-    init(_ stored: StoredKey, now: Timestamp, secret: String? = nil) {
+    init(_ stored: StoredKey, now: Timestamp, secret: String? = nil, standing: KeyLineage.Standing? = nil) {
         id = stored.id
         role = stored.role
         appIds = stored.appIds
@@ -161,7 +180,9 @@ struct KeyDTO: Encodable {
         expiresAt = stored.expiresAt?.rfc3339
         revokedAt = stored.revokedAt?.rfc3339
         lastUsedAt = stored.lastUsedAt?.rfc3339
-        state = stored.revokedAt != nil ? "revoked" : stored.expiresAt.map { $0 <= now } == true ? "expired" : "active"
+        revokedWith = stored.revokedAt == nil ? standing?.revokedWith : nil
+        let end = standing?.expiresAt ?? stored.expiresAt
+        state = stored.revokedAt != nil || revokedWith != nil ? "revoked" : end.map { $0 <= now } == true ? "expired" : "active"
         key = secret
     }
 
