@@ -24,9 +24,18 @@ public enum SyncHealthApplication {
         registry: PrometheusCollectorRegistry,
         limits: RateLimits = RateLimits(),
         backup: (any StoreBackup)? = nil,
-        attestation: AppAttestGate? = nil
+        attestation: AppAttestGate? = nil,
+        streamLife: Duration = StreamRoutes<Engine>.defaultMaximumLife
     ) -> Router<AppRequestContext> {
-        let routes = apiRoutes(engine: engine, keys: keys, registry: registry, limits: limits, backup: backup, attestation: attestation)
+        let routes = apiRoutes(
+            engine: engine,
+            keys: keys,
+            registry: registry,
+            limits: limits,
+            backup: backup,
+            attestation: attestation,
+            streamLife: streamLife
+        )
         let router = Router(context: AppRequestContext.self)
         router.middlewares.add(RequestMetricsMiddleware())
         router.middlewares.add(ProblemMiddleware(paths: KnownPaths(routes)))
@@ -44,7 +53,8 @@ public enum SyncHealthApplication {
         registry: PrometheusCollectorRegistry,
         limits: RateLimits,
         backup: (any StoreBackup)? = nil,
-        attestation: AppAttestGate? = nil
+        attestation: AppAttestGate? = nil,
+        streamLife: Duration = StreamRoutes<Engine>.defaultMaximumLife
     ) -> [APIRoute] {
         let health = ServiceRoutes(engine: engine, keys: keys, registry: registry, metricsNeedKey: keys.configured.protectsMetrics)
         let events = EventsRoutes(engine: engine, deviceLimiter: RateLimiter(limit: limits.perDevice), attestation: attestation)
@@ -61,7 +71,7 @@ public enum SyncHealthApplication {
         )
         let hooks = WebhookRoutes(webhooks: engine.webhooks, audit: audit)
         let silences = SilenceRoutes(silences: engine.webhooks.silences, audit: audit)
-        let stream = StreamRoutes(engine: engine)
+        let stream = StreamRoutes(engine: engine, keys: keys, maximumLife: streamLife)
         let backups = BackupRoutes(store: backup, audit: audit)
         let access = KeyRoutes(keys: keys, audit: audit)
         return DashboardRoutes.routes + [
@@ -220,7 +230,8 @@ public enum SyncHealthApplication {
             registry: registry,
             limits: configuration.rateLimits,
             backup: backup,
-            attestation: attestation
+            attestation: attestation,
+            streamLife: configuration.streamMaximumLife
         )
         // Which release each replica runs, for a rolling upgrade's dashboards: `count by (version)`.
         registry.makeGauge(

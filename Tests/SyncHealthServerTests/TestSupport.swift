@@ -43,7 +43,8 @@ struct TestService {
         limits: RateLimits = RateLimits(),
         keys: KeyRing = testKeys,
         appAttest: AppAttestPolicy = AppAttestPolicy(),
-        appAttestVerifier: AppAttestVerifier? = nil
+        appAttestVerifier: AppAttestVerifier? = nil,
+        streamLife: Duration = .seconds(3600)
     ) {
         self.store = store.store
         self.clock = clock
@@ -52,6 +53,7 @@ struct TestService {
         service.webhooks = webhooks
         service.rateLimits = limits
         service.appAttest = appAttest
+        service.streamMaximumLife = streamLife
         // PostgreSQL's connection pool runs first and stops last, as in the service.
         let pool: (any Service)? = if case .shared(let shared) = store, let postgres = shared as? PostgresStore { postgres.service } else { nil }
         (app, engine) = SyncHealthApplication.assemble(

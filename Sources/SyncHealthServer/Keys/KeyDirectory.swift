@@ -64,6 +64,16 @@ final class KeyDirectory: Service, Sendable {
         }
     }
 
+    /// Whether the key `id` is still accepted now: not revoked (nor made by a revoked key), not expired. A live stream
+    /// asks it while it lasts.
+    func accepts(id: String) -> Bool {
+        let now = clock.now
+        return state.withLock { s in
+            guard let grant = s.ring.grants.first(where: { $0.id == id }) else { return false }
+            return grant.expiresAt.map { $0 > now } ?? true
+        }
+    }
+
     /// Reads the stored keys again.
     func reload() async throws {
         let number = state.withLock { s in

@@ -19,6 +19,15 @@ import SyncHealthStore
 /// A reader that falls too far behind is disconnected; graceful shutdown ends every stream.
 struct StreamRoutes<Engine: MonitorEngine> {
     let engine: Engine
+    /// Asked while a stream lasts whether its key is still accepted.
+    let keys: KeyDirectory
+    /// A stream ends after this; the client reconnects (`retry:`) and is checked again.
+    var maximumLife: Duration = Self.defaultMaximumLife
+
+    static var defaultMaximumLife: Duration { .seconds(3600) }
+    /// How often a stream checks its key: the key directory reads revocations every 500 ms, so a revoked or expired
+    /// key's stream ends within a second of the revocation, on every replica.
+    static var keyCheckInterval: Duration { .milliseconds(250) }
 
     func stream(_ request: Request, context: AppRequestContext) async throws -> Response {
         try context.require(.read)
@@ -28,31 +37,46 @@ struct StreamRoutes<Engine: MonitorEngine> {
         let subscription = engine.feed.subscribe(lastEventId: lastEventId) {
             channel.close(promise: nil)
         }
+        let keyId = context.keyId ?? ""
+        let keys = self.keys
+        let maximumLife = self.maximumLife
         let body = ResponseBody { writer in
-            try await withGracefulShutdownHandler {
-                do {
-                    try await writer.write(ByteBuffer(string: "retry: 3000\n: connected\n\n"))
-                    // The current summaries, read after subscribing: a change made meanwhile follows as a message.
-                    if let current = try? await engine.summaries() {
-                        let scopes = FleetScopeSelection.largest(current, limit: FleetRoutes<Engine>.maxScopes)
-                        if let content = LiveFeed.Content.summaries(scopes).limited(to: apps) {
-                            try await writer.write(ByteBuffer(bytes: try ServerSentEvents.encode(content)))
-                        }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                // Ends the subscription, and so the stream, when the key stops being accepted (revoked or expired, on
+                // any replica) or the stream's life is up: the client reconnects and its key is checked again.
+                group.addTask {
+                    let started = ContinuousClock.now
+                    while !Task.isCancelled, keys.accepts(id: keyId), ContinuousClock.now - started < maximumLife {
+                        try? await Task.sleep(for: Self.keyCheckInterval)
                     }
-                    for await message in subscription.messages {
-                        if apps == nil {
-                            // Encoded once for every reader of the whole fleet.
-                            try await writer.write(ByteBuffer(bytes: try message.encoded(ServerSentEvents.encode)))
-                        } else if let content = message.content.limited(to: apps) {
-                            try await writer.write(ByteBuffer(bytes: try ServerSentEvents.encode(content)))
-                        }
-                    }
-                } catch {
                     subscription.cancel()
-                    throw error
                 }
-            } onGracefulShutdown: {
-                subscription.cancel()
+                try await withGracefulShutdownHandler {
+                    do {
+                        try await writer.write(ByteBuffer(string: "retry: 3000\n: connected\n\n"))
+                        // The current summaries, read after subscribing: a change made meanwhile follows as a message.
+                        if let current = try? await engine.summaries() {
+                            let scopes = FleetScopeSelection.largest(current, limit: FleetRoutes<Engine>.maxScopes)
+                            if let content = LiveFeed.Content.summaries(scopes).limited(to: apps) {
+                                try await writer.write(ByteBuffer(bytes: try ServerSentEvents.encode(content)))
+                            }
+                        }
+                        for await message in subscription.messages {
+                            if apps == nil {
+                                // Encoded once for every reader of the whole fleet.
+                                try await writer.write(ByteBuffer(bytes: try message.encoded(ServerSentEvents.encode)))
+                            } else if let content = message.content.limited(to: apps) {
+                                try await writer.write(ByteBuffer(bytes: try ServerSentEvents.encode(content)))
+                            }
+                        }
+                    } catch {
+                        subscription.cancel()
+                        throw error
+                    }
+                } onGracefulShutdown: {
+                    subscription.cancel()
+                }
+                group.cancelAll()
             }
             try await writer.finish(nil)
         }

@@ -58,6 +58,8 @@ public struct ServiceConfiguration: Sendable {
     public var appAttestRoot: String?
     /// How long a device token (`POST /v1/attest/token`) is valid.
     public var deviceTokenLifetime: Duration = .seconds(3600)
+    /// How long a live stream (`GET /v1/stream`) lasts before the service ends it and the client reconnects.
+    public var streamMaximumLife: Duration = .seconds(3600)
 
     /// The defaults of the contract.
     public init() {}

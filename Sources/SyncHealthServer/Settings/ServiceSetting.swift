@@ -193,6 +193,12 @@ extension ServiceSetting {
             atLeast: .milliseconds(1)
         ),
         duration("idle-timeout", "How long an idle or stalled connection stays open.", \.idleTimeout, atLeast: .milliseconds(1)),
+        duration(
+            "stream-max-life",
+            "How long GET /v1/stream lasts before the service ends it; the client reconnects, and its key is checked again.",
+            \.streamMaximumLife,
+            atLeast: .seconds(1)
+        ),
         ServiceSetting(
             flag: "database-url",
             help: "postgres://… selects PostgreSQL, for several replicas on one database, instead of the embedded SQLite store.",
