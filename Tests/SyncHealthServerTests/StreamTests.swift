@@ -265,7 +265,9 @@ struct SharedStreamTests {
             let revoked = try await Self.makeReadKey(client)
             let expiring = try await Self.makeReadKey(client, expiresAt: testStart + .seconds(60))
             let readers = try [revoked.secret, expiring.secret, readKey].map { try StreamReader(port: port, key: $0) }
-            defer { readers.forEach { $0.stop() } }
+            defer {
+                for reader in readers { reader.stop() }
+            }
             for reader in readers { #expect(try await eventually { reader.received.text.withLock { $0.contains(": connected") } }) }
 
             let deleted = try await client.execute(uri: "/v1/keys/\(revoked.id)", method: .delete, headers: headers(adminKey))
