@@ -46,6 +46,22 @@ struct DeviceTokenTests {
         device.body([event(id, #""kind": "account", "status": "available""#)])
     }
 
+    @Test("the token's base64url reads what Foundation's base64 wrote, for every length; other text is refused")
+    func base64URL() {
+        var generator = SystemRandomNumberGenerator()
+        for length in 0..<200 {
+            let bytes = (0..<length).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
+            var text = Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            while text.hasSuffix("=") { text.removeLast() }
+            #expect(DeviceToken.base64URLDecoded(Array(text.utf8)) == bytes, "\(length)")
+        }
+        for garbage in ["A", "AB=", "AB+/", "A*BC", "AB", "AAB"] where DeviceToken.base64URLDecoded(Array(garbage.utf8)) != nil {
+            // "AB" and "AAB" leave bits over that are not zero padding: refused; the others hold bytes outside the alphabet.
+            Issue.record("\(garbage) decoded")
+        }
+        #expect(DeviceToken.base64URLDecoded(Array("AA".utf8)) == [0])
+    }
+
     @Test("a token from an assertion over a challenge makes uploads attested without an assertion", arguments: ["memory", "sqlite"])
     func tokenUploads(storeKind: String) async throws {
         let pki = try StandInAppAttest(now: AppAttestTests.pkiNow)

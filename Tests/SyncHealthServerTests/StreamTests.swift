@@ -285,14 +285,15 @@ struct SharedStreamTests {
 
     @Test("a stream ends at its maximum life; the reader reconnects with Last-Event-ID and misses nothing")
     func maximumLife() async throws {
-        let service = TestService(streamLife: .seconds(1))
+        let service = TestService(streamLife: .seconds(3))
         try await service.test(.live) { client in
             let port = try #require(client.port)
             let reader = try StreamReader(port: port, key: readKey)
             defer { reader.stop() }
+            #expect(try await eventually { reader.received.text.withLock { $0.contains(": connected") } })
             try await StreamTests.fire(client, device: "before")
             #expect(try await eventually { reader.alerts.count == 1 })
-            #expect(try await Self.ends(reader, within: .seconds(3)))
+            #expect(try await Self.ends(reader, within: .seconds(5)))
             try await StreamTests.fire(client, device: "meanwhile")
             let again = try StreamReader(port: port, key: readKey, lastEventId: reader.alerts.last?.eventId)
             defer { again.stop() }

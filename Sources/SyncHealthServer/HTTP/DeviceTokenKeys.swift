@@ -13,6 +13,8 @@ import Synchronization
 final class DeviceTokenKeys: Sendable {
     struct State {
         var secrets: [[UInt8]: DeviceTokenSecret] = [:]
+        /// The secrets as HMAC keys, made once.
+        var keys: [[UInt8]: SymmetricKey] = [:]
         /// Revoked key ids, with when; forgotten once every token made for them has expired.
         var revoked: [[UInt8]: Timestamp] = [:]
         var lastRevocation: Int64 = 0
@@ -65,6 +67,7 @@ final class DeviceTokenKeys: Sendable {
             s.lastRevocation = fresh.last?.seq ?? s.lastRevocation
             s.revoked = s.revoked.filter { $0.value >= forgetBefore }
             s.secrets = Dictionary(secrets.map { ($0.id, $0) }, uniquingKeysWith: { _, last in last })
+            s.keys = s.secrets.mapValues { SymmetricKey(data: $0.secret) }
         }
         if fresh.contains(where: { $0.revokedAt < forgetBefore }) {
             try await store.pruneAttestationRevocations(before: forgetBefore)
@@ -89,30 +92,37 @@ final class DeviceTokenKeys: Sendable {
     }
 
     /// Checks a token's text for an upload of `device` at `now`: the key id it is bound to, or why it is refused.
-    /// A secret not known yet is read from the store once before the token is called forged.
+    /// One look at this replica's memory; a secret not known yet is read from the store once before the token is
+    /// called forged.
     func check(_ text: Substring, device: DeviceKey, now: Timestamp) async throws -> Result<[UInt8], DeviceTokenFailure> {
         guard let parsed = DeviceToken.parse(text) else { return .failure(.malformed) }
-        var secret = state.withLock { $0.secrets[parsed.token.secretId] }
+        if let known = check(parsed, device: device, now: now) { return known }
         // A secret made on another replica in the last moments, or a forgery: read once, at most once a second, so
         // that forged ids cannot make every request a store read.
-        let readAgain =
-            secret == nil
-            && state.withLock { s in
-                guard s.lastUnknownSecretRead.map({ now - $0 >= .seconds(1) }) ?? true else { return false }
-                s.lastUnknownSecretRead = now
-                return true
-            }
+        let readAgain = state.withLock { s in
+            guard s.lastUnknownSecretRead.map({ now - $0 >= .seconds(1) }) ?? true else { return false }
+            s.lastUnknownSecretRead = now
+            return true
+        }
         if readAgain {
             try await refresh(now: now)
-            secret = state.withLock { $0.secrets[parsed.token.secretId] }
+            if let known = check(parsed, device: device, now: now) { return known }
         }
-        guard let secret else { return .failure(.forged) }
-        guard HMAC<SHA256>.isValidAuthenticationCode(parsed.mac, authenticating: parsed.signedBytes, using: SymmetricKey(data: secret.secret)) else {
-            return .failure(.forged)
-        }
+        return .failure(.forged)
+    }
+
+    /// The check against the secrets in memory; `nil` when none has the token's secret id.
+    private func check(
+        _ parsed: (token: DeviceToken, signedBytes: ArraySlice<UInt8>, mac: ArraySlice<UInt8>),
+        device: DeviceKey,
+        now: Timestamp
+    ) -> Result<[UInt8], DeviceTokenFailure>? {
+        let (key, revoked) = state.withLock { s in (s.keys[parsed.token.secretId], s.revoked[parsed.token.keyId] != nil) }
+        guard let key else { return nil }
+        guard HMAC<SHA256>.isValidAuthenticationCode(parsed.mac, authenticating: parsed.signedBytes, using: key) else { return .failure(.forged) }
         guard parsed.token.expiresAt > now else { return .failure(.expired) }
         guard parsed.token.device == device else { return .failure(.otherDevice) }
-        guard state.withLock({ $0.revoked[parsed.token.keyId] == nil }) else { return .failure(.revoked) }
+        guard !revoked else { return .failure(.revoked) }
         return .success(parsed.token.keyId)
     }
 
