@@ -13,13 +13,15 @@ import Synchronization
 final class DeviceTokenKeys: Sendable {
     struct State {
         var secrets: [[UInt8]: DeviceTokenSecret] = [:]
-        /// The secrets as HMAC keys, made once.
-        var keys: [[UInt8]: SymmetricKey] = [:]
+        /// Each secret's HMAC, keyed once: a copy of it authenticates a token without hashing the key's pads again.
+        var macs: [[UInt8]: HMAC<SHA256>] = [:]
         /// Revoked key ids, with when; forgotten once every token made for them has expired.
         var revoked: [[UInt8]: Timestamp] = [:]
         var lastRevocation: Int64 = 0
         /// When a token naming an unknown secret last made this replica read the store.
         var lastUnknownSecretRead: Timestamp?
+        /// When the secrets were last read.
+        var secretsReadAt: Timestamp?
     }
 
     private let state = Mutex(State())
@@ -39,9 +41,24 @@ final class DeviceTokenKeys: Sendable {
         self.lifetime = lifetime
     }
 
-    /// Reads what changed: new revocations, the secrets; makes a secret when none signs yet or the newest is due for
-    /// rotation, and forgets what no unexpired token needs.
+    /// Reads what changed: new revocations, and the secrets when `secretsDue` (or when none is known yet); makes a
+    /// secret when none signs yet or the newest is due for rotation, and forgets what no unexpired token needs.
     func refresh(now: Timestamp) async throws {
+        try await readRevocations(now: now)
+        try await readSecrets(now: now)
+    }
+
+    /// Whether the secrets are due to be read again: every `secretsInterval`, and at once while none is known.
+    func secretsDue(now: Timestamp) -> Bool {
+        state.withLock { s in s.secrets.isEmpty || s.secretsReadAt.map { now - $0 >= Self.secretsInterval } ?? true }
+    }
+
+    /// How often the secrets are read again: they change once a day, and a token naming one not read yet makes this
+    /// replica read them at once.
+    static let secretsInterval: Duration = .seconds(60)
+
+    /// Reads the revocations written since the last read.
+    func readRevocations(now: Timestamp) async throws {
         var after = state.withLock { $0.lastRevocation }
         var fresh: [AttestationRevocation] = []
         while true {
@@ -50,6 +67,16 @@ final class DeviceTokenKeys: Sendable {
             guard page.count == 1000, let last = page.last else { break }
             after = last.seq
         }
+        guard !fresh.isEmpty else { return }
+        state.withLock { s in
+            for revocation in fresh { s.revoked[revocation.keyId] = revocation.revokedAt }
+            s.lastRevocation = fresh.last?.seq ?? s.lastRevocation
+        }
+    }
+
+    /// Reads the secrets, makes one when none signs yet or the newest is due for rotation, and forgets those no
+    /// unexpired token names.
+    func readSecrets(now: Timestamp) async throws {
         var secrets = try await store.deviceTokenSecrets()
         if secrets.last.map({ now - $0.createdAt >= Self.rotation }) ?? true {
             let made = DeviceTokenSecret(id: Self.random(8), secret: Self.random(32), createdAt: now)
@@ -61,17 +88,15 @@ final class DeviceTokenKeys: Sendable {
             try await store.deleteDeviceTokenSecrets(createdBefore: horizon)
             secrets.removeAll { $0.createdAt < horizon }
         }
+        // Revocations older than any unexpired token are forgotten, here and in the store, at the same pace.
         let forgetBefore = now - lifetime - .seconds(60)
         state.withLock { s in
-            for revocation in fresh { s.revoked[revocation.keyId] = revocation.revokedAt }
-            s.lastRevocation = fresh.last?.seq ?? s.lastRevocation
-            s.revoked = s.revoked.filter { $0.value >= forgetBefore }
             s.secrets = Dictionary(secrets.map { ($0.id, $0) }, uniquingKeysWith: { _, last in last })
-            s.keys = s.secrets.mapValues { SymmetricKey(data: $0.secret) }
+            s.macs = s.secrets.mapValues { HMAC<SHA256>(key: SymmetricKey(data: $0.secret)) }
+            s.secretsReadAt = now
+            s.revoked = s.revoked.filter { $0.value >= forgetBefore }
         }
-        if fresh.contains(where: { $0.revokedAt < forgetBefore }) {
-            try await store.pruneAttestationRevocations(before: forgetBefore)
-        }
+        try await store.pruneAttestationRevocations(before: forgetBefore)
     }
 
     /// Refuses this key's tokens here at once (this replica replaced or erased it; the others read it from the store).
@@ -117,9 +142,15 @@ final class DeviceTokenKeys: Sendable {
         device: DeviceKey,
         now: Timestamp
     ) -> Result<[UInt8], DeviceTokenFailure>? {
-        let (key, revoked) = state.withLock { s in (s.keys[parsed.token.secretId], s.revoked[parsed.token.keyId] != nil) }
-        guard let key else { return nil }
-        guard HMAC<SHA256>.isValidAuthenticationCode(parsed.mac, authenticating: parsed.signedBytes, using: key) else { return .failure(.forged) }
+        let (keyed, revoked) = state.withLock { s in (s.macs[parsed.token.secretId], s.revoked[parsed.token.keyId] != nil) }
+        guard var mac = keyed else { return nil }
+        parsed.signedBytes.withUnsafeBytes { mac.update(data: $0) }
+        // Constant time: the comparison does not stop at the first byte that differs.
+        let code = mac.finalize()
+        let equal = code.withUnsafeBytes { computed in
+            zip(computed, parsed.mac).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0 && computed.count == parsed.mac.count
+        }
+        guard equal else { return .failure(.forged) }
         guard parsed.token.expiresAt > now else { return .failure(.expired) }
         guard parsed.token.device == device else { return .failure(.otherDevice) }
         guard !revoked else { return .failure(.revoked) }
@@ -132,7 +163,8 @@ final class DeviceTokenKeys: Sendable {
     }
 }
 
-/// Keeps a replica's `DeviceTokenKeys` current: reads revocations and secrets every `refreshInterval`.
+/// Keeps a replica's `DeviceTokenKeys` current: reads revocations every `refreshInterval`, the secrets every
+/// `secretsInterval`.
 struct DeviceTokenRefresh: Service {
     let keys: DeviceTokenKeys
     let clock: any ServiceClock
@@ -143,7 +175,9 @@ struct DeviceTokenRefresh: Service {
         try? await cancelWhenGracefulShutdown {
             while !Task.isCancelled {
                 do {
-                    try await keys.refresh(now: clock.now)
+                    let now = clock.now
+                    try await keys.readRevocations(now: now)
+                    if keys.secretsDue(now: now) { try await keys.readSecrets(now: now) }
                 } catch {
                     logger.warning("Cannot read device token secrets and revocations", metadata: ["error": "\(String(reflecting: error))"])
                 }
