@@ -449,29 +449,35 @@ struct AppAttestReplicaTests {
     static let ingest = "attest-ingest-0123456789abcdef"
     static let read = "attest-read-0123456789abcdef"
 
+    /// Two replicas of the built binary on a fresh PostgreSQL database, trusting `pki`'s root, with
+    /// `com.example.notes` in `require` mode; ready.
+    static func replicas(_ pki: StandInAppAttest, environment extra: [String: String]) async throws -> (LiveServer, LiveServer) {
+        let rootFile = temporaryDirectory() + "/root.pem"
+        try pki.rootPEM().write(toFile: rootFile, atomically: true, encoding: .utf8)
+        let environment = [
+            "SYNCHEALTH_DATABASE_URL": try await PostgresTesting.freshDatabase(),
+            "SYNCHEALTH_INGEST_KEYS": ingest,
+            "SYNCHEALTH_APP_ATTEST": "com.example.notes=\(AppAttestTests.appIdentifier):require",
+            "SYNCHEALTH_APP_ATTEST_ROOT": rootFile,
+        ].merging(extra) { $1 }
+        let a = try LiveServer(environment: environment)
+        let b = try LiveServer(environment: environment)
+        try await a.waitUntilReady()
+        try await b.waitUntilReady()
+        return (a, b)
+    }
+
     @Test(
         "a challenge from A is redeemed on B; a request accepted by A is refused as a replay by B; of one request sent to both at once, one is applied",
         .enabled(if: PostgresTesting.baseURL != nil)
     )
     func replicas() async throws {
         let pki = try StandInAppAttest()
-        let rootFile = temporaryDirectory() + "/root.pem"
-        try pki.rootPEM().write(toFile: rootFile, atomically: true, encoding: .utf8)
-        let environment = [
-            "SYNCHEALTH_DATABASE_URL": try await PostgresTesting.freshDatabase(),
-            "SYNCHEALTH_INGEST_KEYS": Self.ingest,
-            "SYNCHEALTH_READ_KEYS": Self.read,
-            "SYNCHEALTH_APP_ATTEST": "com.example.notes=\(AppAttestTests.appIdentifier):require",
-            "SYNCHEALTH_APP_ATTEST_ROOT": rootFile,
-        ]
-        let a = try LiveServer(environment: environment)
-        let b = try LiveServer(environment: environment)
+        let (a, b) = try await Self.replicas(pki, environment: ["SYNCHEALTH_READ_KEYS": Self.read])
         defer {
             a.stop()
             b.stop()
         }
-        try await a.waitUntilReady()
-        try await b.waitUntilReady()
 
         var key = StandInAppAttestKey(pki: pki, appIdentifier: AppAttestTests.appIdentifier)
         let keyId = Data(key.keyId).base64EncodedString()

@@ -209,23 +209,11 @@ struct DeviceTokenReplicaTests {
     )
     func replicas() async throws {
         let pki = try StandInAppAttest()
-        let rootFile = temporaryDirectory() + "/root.pem"
-        try pki.rootPEM().write(toFile: rootFile, atomically: true, encoding: .utf8)
-        let environment = [
-            "SYNCHEALTH_DATABASE_URL": try await PostgresTesting.freshDatabase(),
-            "SYNCHEALTH_INGEST_KEYS": Self.ingest,
-            "SYNCHEALTH_ADMIN_KEYS": Self.admin,
-            "SYNCHEALTH_APP_ATTEST": "com.example.notes=\(AppAttestTests.appIdentifier):require",
-            "SYNCHEALTH_APP_ATTEST_ROOT": rootFile,
-        ]
-        let a = try LiveServer(environment: environment)
-        let b = try LiveServer(environment: environment)
+        let (a, b) = try await AppAttestReplicaTests.replicas(pki, environment: ["SYNCHEALTH_ADMIN_KEYS": Self.admin])
         defer {
             a.stop()
             b.stop()
         }
-        try await a.waitUntilReady()
-        try await b.waitUntilReady()
 
         var key = StandInAppAttestKey(pki: pki, appIdentifier: AppAttestTests.appIdentifier)
         let keyId = Data(key.keyId).base64EncodedString()

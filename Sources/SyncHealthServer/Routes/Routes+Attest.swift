@@ -18,6 +18,20 @@ struct AttestRoutes {
     /// Where key replacements are recorded (`GET /v1/audit`).
     var audit: AuditLog? = nil
 
+    /// What `POST /v1/attest` and `POST /v1/attest/token` check before their work: the ids, the key's apps, that the
+    /// app attests, and the key's and the device's rate limits. The gate that does the work.
+    func admit(appId: String, deviceId: String, context: AppRequestContext) throws(APIError) -> AppAttestGate {
+        try Self.check(appId: appId)
+        guard DeviceKey.isValidId(deviceId) else {
+            throw APIError.invalidBody([.init(pointer: "/deviceId", detail: "must be 1-128 characters of A-Z a-z 0-9 . _ : -")])
+        }
+        if let apps = context.allowedApps, !apps.contains(appId) { throw APIError.appNotAllowed(appId: appId) }
+        guard let gate else { throw APIError.attestationNotConfigured(appId: appId) }
+        try take(keyLimiter, context.keyId ?? "")
+        try take(deviceLimiter, DeviceKey(appId: appId, deviceId: deviceId))
+        return gate
+    }
+
     /// Takes a token from `limiter`'s bucket for `key`; 429 with `Retry-After` when there is none.
     func take<Key>(_ limiter: RateLimiter<Key>, _ key: Key) throws(APIError) {
         let decision = limiter.take(key, now: clock.now)
@@ -77,15 +91,8 @@ struct AttestRoutes {
             from: request,
             shape: #"{"appId", "deviceId", "keyId", "attestation", "challenge"} (the last three base64)"#
         )
-        try Self.check(appId: body.appId)
-        guard DeviceKey.isValidId(body.deviceId) else {
-            throw APIError.invalidBody([.init(pointer: "/deviceId", detail: "must be 1-128 characters of A-Z a-z 0-9 . _ : -")])
-        }
-        if let apps = context.allowedApps, !apps.contains(body.appId) { throw APIError.appNotAllowed(appId: body.appId) }
+        let gate = try admit(appId: body.appId, deviceId: body.deviceId, context: context)
         let bytes = Self.bytes
-        guard let gate else { throw APIError.attestationNotConfigured(appId: body.appId) }
-        try take(keyLimiter, context.keyId ?? "")
-        try take(deviceLimiter, DeviceKey(appId: body.appId, deviceId: body.deviceId))
         var proof: AppAttestGate.Assertion?
         switch (body.currentKeyId, body.currentKeyAssertion) {
         case (nil, nil): break
@@ -142,15 +149,8 @@ struct AttestRoutes {
             from: request,
             shape: #"{"appId", "deviceId", "keyId", "challenge", "assertion"} (the last three base64)"#
         )
-        try Self.check(appId: body.appId)
-        guard DeviceKey.isValidId(body.deviceId) else {
-            throw APIError.invalidBody([.init(pointer: "/deviceId", detail: "must be 1-128 characters of A-Z a-z 0-9 . _ : -")])
-        }
-        if let apps = context.allowedApps, !apps.contains(body.appId) { throw APIError.appNotAllowed(appId: body.appId) }
-        guard let gate else { throw APIError.attestationNotConfigured(appId: body.appId) }
+        let gate = try admit(appId: body.appId, deviceId: body.deviceId, context: context)
         let device = DeviceKey(appId: body.appId, deviceId: body.deviceId)
-        try take(keyLimiter, context.keyId ?? "")
-        try take(deviceLimiter, device)
         let issued = try await gate.issueToken(
             device: device,
             keyId: Self.bytes(body.keyId, "keyId"),
