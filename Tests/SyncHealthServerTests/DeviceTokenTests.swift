@@ -138,6 +138,21 @@ struct DeviceTokenTests {
         }
     }
 
+    @Test("expired challenges are forgotten by the refresh timer, not only when new ones are issued")
+    func challengesPruned() async throws {
+        let pki = try StandInAppAttest(now: AppAttestTests.pkiNow)
+        let store = InMemoryStore()
+        let service = AppAttestTests.service(.require, pki: pki, store: .local(store))
+        try await service.test { client in
+            _ = try await AppAttestTests.challenge(client, appId: "com.example.notes")
+            _ = try await AppAttestTests.challenge(client, appId: "com.example.notes")
+            service.clock.advance(by: .seconds(301))
+            // The secrets are due again a minute of the service's clock after they were read: the next tick prunes.
+            try await Task.sleep(for: .seconds(1.5))
+            #expect(try await store.pruneChallenges(before: service.clock.now, limit: 10) == 0, "the timer forgot both")
+        }
+    }
+
     /// `POST /v1/attest` of `next`'s key for the same device id, with an assertion of `current`'s key over the challenge.
     static func replace(_ current: inout AttestingDevice, with next: AttestingDevice, _ client: any TestClientProtocol) async throws -> TestResponse {
         let challenge = try await AppAttestTests.challenge(client, appId: next.appId)

@@ -97,6 +97,8 @@ final class DeviceTokenKeys: Sendable {
             s.revoked = s.revoked.filter { $0.value >= forgetBefore }
         }
         try await store.pruneAttestationRevocations(before: forgetBefore)
+        // Expired challenges too: new challenges clear a few each, and an idle service clears them here.
+        while try await store.pruneChallenges(before: now, limit: 1000) == 1000 {}
     }
 
     /// Refuses this key's tokens here at once (this replica replaced or erased it; the others read it from the store).
@@ -163,8 +165,8 @@ final class DeviceTokenKeys: Sendable {
     }
 }
 
-/// Keeps a replica's `DeviceTokenKeys` current: reads revocations every `refreshInterval`, the secrets every
-/// `secretsInterval`.
+/// Keeps a replica's App Attest state current: reads revocations every `refreshInterval`, the secrets every
+/// `secretsInterval` (and then forgets expired challenges and revocations).
 struct DeviceTokenRefresh: Service {
     let keys: DeviceTokenKeys
     let clock: any ServiceClock
