@@ -26,7 +26,9 @@ extension DeviceRecord {
 
     /// Folds a batch of new (already de-duplicated) events into the device, in `occurredAt` order, then
     /// evaluates the alert rules at `now`. `attested`: whether the batch carried a valid assertion of the device's
-    /// key; it becomes the device's `attested` unless one of its alerts fires.
+    /// key; it becomes the device's `attested` unless one of its alerts fires. While an attested device's alert
+    /// fires, a batch that is not attested changes nothing (its events count as stale): anyone holding the ingest key
+    /// could otherwise resolve a genuine device's alert, on the lines that hear of attested devices only.
     public mutating func ingest(
         _ events: [DeviceEvent],
         info: DeviceInfo,
@@ -36,8 +38,13 @@ extension DeviceRecord {
         configuration: AlertConfiguration = AlertConfiguration()
     ) -> IngestResult {
         var result = IngestResult()
+        let firing = !AlertKind.deviceKinds.allSatisfy { self[timer: $0].firingSince == nil }
+        if firing, self.attested, !attested {
+            result.stale = events.count
+            return result
+        }
         self.info.merge(info)
-        if AlertKind.deviceKinds.allSatisfy({ self[timer: $0].firingSince == nil }) { self.attested = attested }
+        if !firing { self.attested = attested }
         if now > lastSeenAt { lastSeenAt = now }
         let limit = now + skew.futureTolerance
         var ordered = events

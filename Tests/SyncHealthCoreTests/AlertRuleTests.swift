@@ -253,7 +253,9 @@ struct AlertRuleTests {
 
 @Suite("Devices: attested as their last batch was, except while an alert fires")
 struct DeviceAttestedTests {
-    @Test("a batch sets attested; while an alert fires it holds, so the alert resolves as it fired; then the next batch sets it")
+    @Test(
+        "a batch sets attested; while an attested device's alert fires, an unattested batch changes nothing and only its own attested batch resolves it; then the next batch sets it"
+    )
     func attestedHoldsWhileFiring() {
         var f = EventFactory()
         var record = DeviceRecord(key: DeviceKey(appId: "com.example", deviceId: "dev-1"), firstSeenAt: t(1000))
@@ -261,10 +263,16 @@ struct DeviceAttestedTests {
         #expect(record.attested)
         let fired = record.ingest([f.failed(.export, at: t(1001), error: ckBadContainer)], info: DeviceInfo(), attested: true, now: t(1001))
         #expect(fired.transitions.map(\.change) == [.fire])
-        let resolved = record.ingest([f.started(.export, at: t(1002))], info: DeviceInfo(), attested: false, now: t(1002))
+        // Anyone with the ingest key, unsigned: not applied, so it cannot clear the genuine device's alert.
+        var forged = DeviceInfo()
+        forged.appVersion = "9.9"
+        let refused = record.ingest([f.started(.export, at: t(1002))], info: forged, attested: false, now: t(1002))
+        #expect(refused.transitions.isEmpty && refused.applied == 0 && refused.stale == 1)
+        #expect(record.syncError.firingSince != nil && record.info.appVersion == nil, "nothing of it applied")
+        let resolved = record.ingest([f.started(.export, at: t(1003))], info: DeviceInfo(), attested: true, now: t(1003))
         #expect(resolved.transitions.map(\.change) == [.resolve])
-        #expect(record.attested, "held through the batch that resolved its alert")
-        _ = record.ingest([f.network(true, at: t(1003))], info: DeviceInfo(), attested: false, now: t(1003))
-        #expect(!record.attested)
+        #expect(record.attested)
+        _ = record.ingest([f.network(true, at: t(1004))], info: DeviceInfo(), attested: false, now: t(1004))
+        #expect(!record.attested, "no alert fires: the next batch sets it")
     }
 }

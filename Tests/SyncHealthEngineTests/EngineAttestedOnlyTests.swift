@@ -39,7 +39,10 @@ struct EngineAttestedOnlyTests {
         }
     }
 
-    @Test("device alerts: the attested device's fire and resolve reach both; the forged one's only the other", arguments: EngineStore.withShared)
+    @Test(
+        "device alerts: the attested device's fire and resolve reach both, an unsigned upload cannot resolve it; the forged one's only the other",
+        arguments: EngineStore.withShared
+    )
     func deviceAlerts(_ kind: EngineStore) async throws {
         try await EngineHarness(store: try await kind.make(), webhooks: .privateAllowed).run { h in
             _ = try await h.engine.webhooks.create(WebhookRequestFields(url: "http://127.0.0.1:9/all"))
@@ -47,9 +50,13 @@ struct EngineAttestedOnlyTests {
             try await Self.post(h, Self.breakDevice("genuine", 1), attested: true)
             try await Self.post(h, Self.breakDevice("forged", 1), attested: false)
             h.clock.advance(by: .seconds(1))
-            // Unsigned, while its alert fires: the device stays attested until it resolves, so the resolve goes
-            // where the fire went.
-            try await Self.post(h, Self.recover("genuine", 1), attested: false)
+            // Unsigned, while its alert fires (anyone with the ingest key can send it): nothing of it is applied, so
+            // it cannot clear the genuine device's page.
+            try await Self.post(h, Self.recover("genuine", 9), attested: false)
+            #expect(try await h.deliveredWhenDrained() == 3)
+            #expect(Self.told(h, "http://127.0.0.1:9/attested") == ["alert.firing genuine"])
+            // Its own signed upload resolves it, on both lines.
+            try await Self.post(h, Self.recover("genuine", 1), attested: true)
             #expect(try await h.deliveredWhenDrained() == 5)
             #expect(Self.told(h, "http://127.0.0.1:9/attested") == ["alert.firing genuine", "alert.resolved genuine"])
             #expect(Set(Self.told(h, "http://127.0.0.1:9/all")) == ["alert.firing genuine", "alert.firing forged", "alert.resolved genuine"])
