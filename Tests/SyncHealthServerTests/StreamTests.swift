@@ -160,6 +160,67 @@ struct StreamTests {
         r.stop()
         #expect(ContinuousClock.now - started < .seconds(30))
     }
+
+    /// Makes a read key through the API; its id and secret.
+    static func makeReadKey(_ client: some TestClientProtocol, expiresAt: Timestamp? = nil) async throws -> (id: String, secret: String) {
+        let body = expiresAt.map { #"{"role": "read", "expiresAt": "\#($0.rfc3339)"}"# } ?? #"{"role": "read"}"#
+        let made = try json(try await client.execute(uri: "/v1/keys", method: .post, headers: headers(adminKey), body: ByteBuffer(string: body)))
+        return (made["id"] as? String ?? "", made["key"] as? String ?? "")
+    }
+
+    /// Whether `reader`'s stream ended (curl exited) within `limit`.
+    static func ends(_ reader: StreamReader, within limit: Duration) async throws -> Bool {
+        let started = ContinuousClock.now
+        while reader.process.isRunning {
+            guard ContinuousClock.now - started < limit else { return false }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        return true
+    }
+
+    @Test("a stream ends within a second of its key's revocation, and when its key expires; another key's stream goes on")
+    func revokedAndExpiredKeysEndStreams() async throws {
+        let service = TestService()
+        try await service.test(.live) { client in
+            let port = try #require(client.port)
+            let revoked = try await Self.makeReadKey(client)
+            let expiring = try await Self.makeReadKey(client, expiresAt: testStart + .seconds(60))
+            let readers = try [revoked.secret, expiring.secret, readKey].map { try StreamReader(port: port, key: $0) }
+            defer {
+                for reader in readers { reader.stop() }
+            }
+            for reader in readers { #expect(try await eventually { reader.received.text.withLock { $0.contains(": connected") } }) }
+
+            let deleted = try await client.execute(uri: "/v1/keys/\(revoked.id)", method: .delete, headers: headers(adminKey))
+            #expect(deleted.status == .noContent)
+            #expect(try await Self.ends(readers[0], within: .seconds(1)), "revoked")
+            #expect(readers[1].process.isRunning && readers[2].process.isRunning)
+
+            service.clock.advance(by: .seconds(61))
+            #expect(try await Self.ends(readers[1], within: .seconds(1)), "expired")
+            try await Self.fire(client, device: "still-heard")
+            #expect(try await eventually { readers[2].alerts.count == 1 }, "the configured key's stream goes on")
+            #expect(readers[2].process.isRunning)
+        }
+    }
+
+    @Test("a stream ends at its maximum life; the reader reconnects with Last-Event-ID and misses nothing")
+    func maximumLife() async throws {
+        let service = TestService(streamLife: .seconds(3))
+        try await service.test(.live) { client in
+            let port = try #require(client.port)
+            let reader = try StreamReader(port: port, key: readKey)
+            defer { reader.stop() }
+            #expect(try await eventually { reader.received.text.withLock { $0.contains(": connected") } })
+            try await Self.fire(client, device: "before")
+            #expect(try await eventually { reader.alerts.count == 1 })
+            #expect(try await Self.ends(reader, within: .seconds(5)))
+            try await Self.fire(client, device: "meanwhile")
+            let again = try StreamReader(port: port, key: readKey, lastEventId: reader.alerts.last?.eventId)
+            defer { again.stop() }
+            #expect(try await eventually { again.alerts.map(\.deviceId) == ["meanwhile"] })
+        }
+    }
 }
 
 @Suite("The live stream in a storm, over real HTTP", .serialized)
@@ -240,67 +301,6 @@ struct StreamStormTests {
 
 @Suite("One stream across PostgreSQL replicas", .serialized, .enabled(if: PostgresTesting.baseURL != nil))
 struct SharedStreamTests {
-    /// Makes a read key through the API; its id and secret.
-    static func makeReadKey(_ client: some TestClientProtocol, expiresAt: Timestamp? = nil) async throws -> (id: String, secret: String) {
-        let body = expiresAt.map { #"{"role": "read", "expiresAt": "\#($0.rfc3339)"}"# } ?? #"{"role": "read"}"#
-        let made = try json(try await client.execute(uri: "/v1/keys", method: .post, headers: headers(adminKey), body: ByteBuffer(string: body)))
-        return (made["id"] as? String ?? "", made["key"] as? String ?? "")
-    }
-
-    /// Whether `reader`'s stream ended (curl exited) within `limit`.
-    static func ends(_ reader: StreamReader, within limit: Duration) async throws -> Bool {
-        let started = ContinuousClock.now
-        while reader.process.isRunning {
-            guard ContinuousClock.now - started < limit else { return false }
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        return true
-    }
-
-    @Test("a stream ends within a second of its key's revocation, and when its key expires; another key's stream goes on")
-    func revokedAndExpiredKeysEndStreams() async throws {
-        let service = TestService()
-        try await service.test(.live) { client in
-            let port = try #require(client.port)
-            let revoked = try await Self.makeReadKey(client)
-            let expiring = try await Self.makeReadKey(client, expiresAt: testStart + .seconds(60))
-            let readers = try [revoked.secret, expiring.secret, readKey].map { try StreamReader(port: port, key: $0) }
-            defer {
-                for reader in readers { reader.stop() }
-            }
-            for reader in readers { #expect(try await eventually { reader.received.text.withLock { $0.contains(": connected") } }) }
-
-            let deleted = try await client.execute(uri: "/v1/keys/\(revoked.id)", method: .delete, headers: headers(adminKey))
-            #expect(deleted.status == .noContent)
-            #expect(try await Self.ends(readers[0], within: .seconds(1)), "revoked")
-            #expect(readers[1].process.isRunning && readers[2].process.isRunning)
-
-            service.clock.advance(by: .seconds(61))
-            #expect(try await Self.ends(readers[1], within: .seconds(1)), "expired")
-            try await StreamTests.fire(client, device: "still-heard")
-            #expect(try await eventually { readers[2].alerts.count == 1 }, "the configured key's stream goes on")
-            #expect(readers[2].process.isRunning)
-        }
-    }
-
-    @Test("a stream ends at its maximum life; the reader reconnects with Last-Event-ID and misses nothing")
-    func maximumLife() async throws {
-        let service = TestService(streamLife: .seconds(3))
-        try await service.test(.live) { client in
-            let port = try #require(client.port)
-            let reader = try StreamReader(port: port, key: readKey)
-            defer { reader.stop() }
-            #expect(try await eventually { reader.received.text.withLock { $0.contains(": connected") } })
-            try await StreamTests.fire(client, device: "before")
-            #expect(try await eventually { reader.alerts.count == 1 })
-            #expect(try await Self.ends(reader, within: .seconds(5)))
-            try await StreamTests.fire(client, device: "meanwhile")
-            let again = try StreamReader(port: port, key: readKey, lastEventId: reader.alerts.last?.eventId)
-            defer { again.stop() }
-            #expect(try await eventually { again.alerts.map(\.deviceId) == ["meanwhile"] })
-        }
-    }
-
     @Test(
         "a stream on A ends within a second of its key's revocation on B",
         .enabled(if: PostgresTesting.baseURL != nil)
@@ -313,7 +313,7 @@ struct SharedStreamTests {
         try await a.test(.live) { clientA in
             try await b.test { clientB in
                 let port = try #require(clientA.port)
-                let key = try await Self.makeReadKey(clientB)
+                let key = try await StreamTests.makeReadKey(clientB)
                 // A reads stored keys every 500 ms: the key made on B works on A within a second.
                 #expect(try await eventually { try await clientA.get("/v1/keys/current", key: key.secret).status == .ok })
                 let reader = try StreamReader(port: port, key: key.secret)
@@ -321,7 +321,7 @@ struct SharedStreamTests {
                 #expect(try await eventually { reader.received.text.withLock { $0.contains(": connected") } })
                 let revoked = try await clientB.execute(uri: "/v1/keys/\(key.id)", method: .delete, headers: headers(adminKey))
                 #expect(revoked.status == .noContent)
-                #expect(try await Self.ends(reader, within: .seconds(1.5)), "the revocation's second, and the check's quarter")
+                #expect(try await StreamTests.ends(reader, within: .seconds(1.5)), "the revocation's second, and the check's quarter")
             }
         }
     }
