@@ -3,34 +3,65 @@ public import SyncHealthCore
 public import SyncHealthStore
 
 extension PostgresStore {
-    public func keys() async throws -> [StoredKey] {
-        var all: [StoredKey] = []
+    public func keyChanges(after seq: Int64) async throws -> KeyChanges {
+        // The counter first: every key numbered up to it was committed before this read of the rows began.
+        var through: Int64 = 0
+        for try await value in try await run("SELECT seq FROM api_key_changes", logger: logger).decode(Int64.self) { through = value }
+        var changes: [KeyChange] = []
+        let rows = try await run(
+            "SELECT \(unescaped: Self.keyColumns), change_seq FROM api_keys WHERE change_seq > \(seq) ORDER BY change_seq",
+            logger: logger
+        )
+        for try await (id, role, appIds, description, digest, createdAt, expiresAt, revokedAt, lastUsedAt, createdBy, seq) in rows.decode(
+            (String, String, String?, String, ByteBuffer, Int64, Int64?, Int64?, Int64?, String, Int64).self
+        ) {
+            let key = Self.key((id, role, appIds, description, digest, createdAt, expiresAt, revokedAt, lastUsedAt, createdBy))
+            changes.append(KeyChange(key: key, seq: seq))
+        }
+        return KeyChanges(changes: changes, through: through)
+    }
+
+    public func keys(after position: KeyPosition?, limit: Int) async throws -> [StoredKey] {
+        var page: [StoredKey] = []
         let rows = try await run(
             """
-            SELECT id, role, app_ids, description, secret_digest, created_at, expires_at, revoked_at, last_used_at, created_by
-            FROM api_keys ORDER BY created_at, id
+            SELECT \(unescaped: Self.keyColumns) FROM api_keys
+            WHERE (created_at, id) > (\(position?.createdAt.microseconds ?? Int64.min), \(position?.id ?? ""))
+            ORDER BY created_at, id LIMIT \(limit)
             """,
             logger: logger
         )
-        for try await (id, role, appIds, description, digest, createdAt, expiresAt, revokedAt, lastUsedAt, createdBy) in rows.decode(
-            (String, String, String?, String, ByteBuffer, Int64, Int64?, Int64?, Int64?, String).self
-        ) {
-            all.append(
-                StoredKey(
-                    id: id,
-                    role: role,
-                    appIds: StoredKey.appIds(json: appIds),
-                    description: description,
-                    secretDigest: Array(buffer: digest),
-                    createdAt: Timestamp(microseconds: createdAt),
-                    expiresAt: expiresAt.map(Timestamp.init(microseconds:)),
-                    revokedAt: revokedAt.map(Timestamp.init(microseconds:)),
-                    lastUsedAt: lastUsedAt.map(Timestamp.init(microseconds:)),
-                    createdBy: createdBy
-                )
-            )
-        }
-        return all
+        for try await row in rows.decode(KeyRow.self) { page.append(Self.key(row)) }
+        return page
+    }
+
+    private typealias KeyRow = (String, String, String?, String, ByteBuffer, Int64, Int64?, Int64?, Int64?, String)
+
+    private static let keyColumns =
+        "id, role, app_ids, description, secret_digest, created_at, expires_at, revoked_at, last_used_at, created_by"
+
+    private static func key(_ row: KeyRow) -> StoredKey {
+        let (id, role, appIds, description, digest, createdAt, expiresAt, revokedAt, lastUsedAt, createdBy) = row
+        return StoredKey(
+            id: id,
+            role: role,
+            appIds: StoredKey.appIds(json: appIds),
+            description: description,
+            secretDigest: Array(buffer: digest),
+            createdAt: Timestamp(microseconds: createdAt),
+            expiresAt: expiresAt.map(Timestamp.init(microseconds:)),
+            revokedAt: revokedAt.map(Timestamp.init(microseconds:)),
+            lastUsedAt: lastUsedAt.map(Timestamp.init(microseconds:)),
+            createdBy: createdBy
+        )
+    }
+
+    public func deleteKeys(ids: [String]) async throws -> Int {
+        guard !ids.isEmpty else { return 0 }
+        let rows = try await run("DELETE FROM api_keys WHERE id = ANY(\(ids)) RETURNING id", logger: logger)
+        var count = 0
+        for try await _ in rows.decode(String.self) { count += 1 }
+        return count
     }
 
     public func insertKey(_ key: StoredKey) async throws {

@@ -318,12 +318,37 @@ extension PostgresStore {
                 """,
             ]
         ),
+        (
+            // A trigger, so that keys made or revoked by a replica of the release before are numbered too; the
+            // counter's row lock makes the numbers' order the commits' order, so a replica that has seen a number has
+            // seen every smaller one (docs/security.md#api-keys).
+            "v19: the key table's changes in order, and keys paged by age",
+            [
+                "CREATE TABLE api_key_changes (id INTEGER PRIMARY KEY CHECK (id = 1), seq BIGINT NOT NULL)",
+                "INSERT INTO api_key_changes (id, seq) VALUES (1, 1)",
+                "ALTER TABLE api_keys ADD COLUMN change_seq BIGINT NOT NULL DEFAULT 1",
+                "CREATE INDEX api_keys_change_seq ON api_keys (change_seq)",
+                "CREATE INDEX api_keys_age ON api_keys (created_at, id)",
+                """
+                CREATE FUNCTION synchealth_api_key_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN
+                    UPDATE api_key_changes SET seq = seq + 1 WHERE id = 1 RETURNING seq INTO NEW.change_seq;
+                    RETURN NEW;
+                END
+                $$
+                """,
+                """
+                CREATE TRIGGER api_keys_changed BEFORE INSERT OR UPDATE OF revoked_at ON api_keys
+                FOR EACH ROW EXECUTE FUNCTION synchealth_api_key_changed()
+                """,
+            ]
+        ),
     ]
 
     /// The migrations a replica of the release before runs on unchanged (they only add): recorded with each
     /// migration, so that a replica that does not know a migration can tell whether it may start on the schema
     /// (docs/operations.md, "Upgrading"). Every migration from v8 on that only adds belongs here.
-    static let additive: Set<Int> = [8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18]
+    static let additive: Set<Int> = [8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19]
 
     /// Applies the missing migrations, one replica at a time (under a transaction-scoped advisory lock). A database
     /// that a newer release has migrated is used if every migration this release does not know only adds (a

@@ -4,33 +4,63 @@ public import SyncHealthCore
 public import SyncHealthStore
 
 extension SQLiteStore {
-    public func keys() async throws -> [StoredKey] {
-        // Read every 500 ms (`KeyDirectory`): the statement is prepared once per connection, which is most of the
-        // read's cost while there are few keys.
+    public func keyChanges(after seq: Int64) async throws -> KeyChanges {
+        // Read every 500 ms (`KeyDirectory`): an index probe that finds nothing while no key changed. One read
+        // transaction: the counter and the rows are of one moment.
+        try await pool.read { db in
+            let through = try Int64.fetchOne(db.cachedStatement(sql: "SELECT seq FROM api_key_changes")) ?? 0
+            let changes = try Row.fetchAll(
+                db.cachedStatement(sql: "SELECT \(Self.keyColumns), change_seq FROM api_keys WHERE change_seq > ? ORDER BY change_seq"),
+                arguments: [seq]
+            )
+            .map { KeyChange(key: Self.key($0), seq: $0[10]) }
+            return KeyChanges(changes: changes, through: through)
+        }
+    }
+
+    public func keys(after position: KeyPosition?, limit: Int) async throws -> [StoredKey] {
         try await pool.read { db in
             try Row.fetchAll(
-                db.cachedStatement(
-                    sql: """
-                        SELECT id, role, app_ids, description, secret_digest, created_at, expires_at, revoked_at, last_used_at, created_by
-                        FROM api_keys ORDER BY created_at, id
-                        """
-                )
+                db,
+                sql: """
+                    SELECT \(Self.keyColumns) FROM api_keys
+                    WHERE created_at > ? OR (created_at = ? AND id > ?) ORDER BY created_at, id LIMIT ?
+                    """,
+                arguments: [position?.createdAt.microseconds ?? Int64.min, position?.createdAt.microseconds ?? Int64.min, position?.id ?? "", limit]
             )
-            .map { row in
-                StoredKey(
-                    id: row[0],
-                    role: row[1],
-                    appIds: StoredKey.appIds(json: row[2]),
-                    description: row[3],
-                    secretDigest: [UInt8](row[4] as Data),
-                    createdAt: Timestamp(microseconds: row[5]),
-                    expiresAt: (row[6] as Int64?).map(Timestamp.init(microseconds:)),
-                    revokedAt: (row[7] as Int64?).map(Timestamp.init(microseconds:)),
-                    lastUsedAt: (row[8] as Int64?).map(Timestamp.init(microseconds:)),
-                    createdBy: row[9]
-                )
-            }
+            .map(Self.key)
         }
+    }
+
+    public func deleteKeys(ids: [String]) async throws -> Int {
+        guard !ids.isEmpty else { return 0 }
+        return try await pool.write { db in
+            var count = 0
+            for id in ids {
+                try db.execute(sql: "DELETE FROM api_keys WHERE id = ?", arguments: [id])
+                count += db.changesCount
+            }
+            return count
+        }
+    }
+
+    private static let keyColumns =
+        "id, role, app_ids, description, secret_digest, created_at, expires_at, revoked_at, last_used_at, created_by"
+
+    /// A key from a row that starts with `keyColumns`.
+    private static func key(_ row: Row) -> StoredKey {
+        StoredKey(
+            id: row[0],
+            role: row[1],
+            appIds: StoredKey.appIds(json: row[2]),
+            description: row[3],
+            secretDigest: [UInt8](row[4] as Data),
+            createdAt: Timestamp(microseconds: row[5]),
+            expiresAt: (row[6] as Int64?).map(Timestamp.init(microseconds:)),
+            revokedAt: (row[7] as Int64?).map(Timestamp.init(microseconds:)),
+            lastUsedAt: (row[8] as Int64?).map(Timestamp.init(microseconds:)),
+            createdBy: row[9]
+        )
     }
 
     public func insertKey(_ key: StoredKey) async throws {

@@ -214,6 +214,7 @@ public enum SyncHealthApplication {
             store: store.store,
             clock: clock,
             auditRetention: configuration.engine.alertRetention,
+            limit: configuration.keyLimit,
             logger: logger
         )
         let tokens = DeviceTokenKeys(store: store.store, lifetime: configuration.deviceTokenLifetime)

@@ -60,6 +60,53 @@ public struct StoredKey: Sendable, Hashable {
     }
 }
 
+/// A key as a change to the key table left it: `seq` grows with every write that changes what the key grants
+/// (its creation, its revocation), in the order those writes were committed, so that a replica that has read up
+/// to a `seq` reads only what came after it. A last use is not such a change.
+public struct KeyChange: Sendable, Hashable {
+    public var key: StoredKey
+    /// The change's place in the key table's history; at least 1.
+    public var seq: Int64
+
+    /// Creates a change.
+    public init(key: StoredKey, seq: Int64) {
+        self.key = key
+        self.seq = seq
+    }
+}
+
+/// What a read of the key table's changes found.
+public struct KeyChanges: Sendable, Hashable {
+    /// The keys changed after the number asked for, in the order of their changes.
+    public var changes: [KeyChange]
+    /// The last number given before the read: every key whose last change is numbered at most this is in a read of
+    /// every key (`after: 0`), unless it was deleted.
+    public var through: Int64
+
+    /// Creates a read's result.
+    public init(changes: [KeyChange], through: Int64) {
+        self.changes = changes
+        self.through = through
+    }
+}
+
+/// Where a page of `GET /v1/keys` ends: keys are listed by creation time, then id.
+public struct KeyPosition: Sendable, Hashable, Comparable {
+    public var createdAt: Timestamp
+    public var id: String
+
+    /// Creates a position.
+    public init(createdAt: Timestamp, id: String) {
+        self.createdAt = createdAt
+        self.id = id
+    }
+
+    /// The position just after `key`.
+    public init(after key: StoredKey) { self.init(createdAt: key.createdAt, id: key.id) }
+
+    public static func < (a: KeyPosition, b: KeyPosition) -> Bool { (a.createdAt, a.id) < (b.createdAt, b.id) }
+}
+
 /// One change made through the API, for `GET /v1/audit`: which key did what, to what, when, from where.
 public struct AuditEntry: Sendable, Hashable {
     /// Increasing: the order entries were written in, and the page cursor.
@@ -88,12 +135,17 @@ public struct AuditEntry: Sendable, Hashable {
 
 /// Where API keys and the audit log are kept: a restart keeps them, and replicas sharing a store agree on them.
 public protocol AccessStore: Sendable {
-    /// Every stored key, revoked and expired ones included, oldest first.
-    func keys() async throws -> [StoredKey]
+    /// The keys created or revoked after the change `seq` (0 for every stored key), in the order of their changes.
+    func keyChanges(after seq: Int64) async throws -> KeyChanges
+    /// At most `limit` stored keys after `position` (from the oldest when `nil`), revoked and expired ones included,
+    /// oldest first.
+    func keys(after position: KeyPosition?, limit: Int) async throws -> [StoredKey]
     /// Writes a new key.
     func insertKey(_ key: StoredKey) async throws
     /// Marks a key revoked at `at`; `false` when there is no such key. Revoking twice keeps the first time.
     func revokeKey(id: String, at: Timestamp) async throws -> Bool
+    /// Forgets the keys `ids` (revoked or expired long ago); returns how many there were.
+    func deleteKeys(ids: [String]) async throws -> Int
     /// Moves each key's `lastUsedAt` forward to the time given (never back).
     func touchKeys(_ used: [String: Timestamp]) async throws
     /// Appends an entry to the audit log.

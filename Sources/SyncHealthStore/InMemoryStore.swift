@@ -18,6 +18,9 @@ public final class InMemoryStore: LocalSyncStore {
         /// Incidents in the order they were opened.
         var incidents: [IncidentRecord] = []
         var keys: [StoredKey] = []
+        /// Each key's last change, and the last change made.
+        var keyChangeSeq: [String: Int64] = [:]
+        var lastKeyChange: Int64 = 0
         var audit: [AuditEntry] = []
         var challenges: [[UInt8]: (appId: String, expiresAt: Timestamp)] = [:]
         var attestations: [DeviceAttestation] = []

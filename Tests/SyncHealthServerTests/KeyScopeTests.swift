@@ -126,7 +126,9 @@ struct KeyScopeTests {
         }
     }
 
-    @Test("a key's standing is the earliest end and the first revocation above it; the walk ends at configured keys and loops")
+    @Test(
+        "a key's standing is the earliest end and the first revocation above it, and it ends no later than its makers; the walk ends at configured keys and loops"
+    )
     func lineage() {
         func key(_ id: String, by maker: String, expires: Int? = nil, revoked: Bool = false) -> StoredKey {
             StoredKey(
@@ -147,10 +149,15 @@ struct KeyScopeTests {
             key("key_gone", by: "env_1", revoked: true), key("key_under", by: "key_gone", expires: 500),
             key("key_a", by: "key_b"), key("key_b", by: "key_a", expires: 9),
         ])
-        #expect(lineage.standing(of: "key_old") == .init(expiresAt: testStart + .seconds(120), revokedWith: nil))
-        #expect(lineage.standing(of: "key_short") == .init(expiresAt: testStart + .seconds(60), revokedWith: nil))
-        #expect(lineage.standing(of: "key_under") == .init(expiresAt: testStart + .seconds(500), revokedWith: "key_gone"))
-        #expect(lineage.standing(of: "key_gone")?.revokedWith == nil, "its own revocation is its revokedAt")
+        let end = { (seconds: Int64) in testStart + .seconds(seconds) }
+        #expect(lineage.standing(of: "key_old") == .init(expiresAt: end(120), revokedWith: nil, endedAt: end(120)))
+        #expect(lineage.standing(of: "key_short") == .init(expiresAt: end(60), revokedWith: nil, endedAt: end(60)))
+        #expect(lineage.standing(of: "key_under") == .init(expiresAt: end(500), revokedWith: "key_gone", endedAt: testStart), "ended with its maker")
+        #expect(
+            lineage.standing(of: "key_gone") == .init(expiresAt: nil, revokedWith: nil, endedAt: testStart),
+            "its own revocation is its revokedAt"
+        )
+        #expect(lineage.standing(of: "key_root")?.endedAt == end(120))
         #expect(lineage.standing(of: "key_a")?.expiresAt == testStart + .seconds(9), "a loop ends")
         #expect(lineage.standing(of: "env_1") == nil)
     }

@@ -44,7 +44,8 @@ struct TestService {
         keys: KeyRing = testKeys,
         appAttest: AppAttestPolicy = AppAttestPolicy(),
         appAttestVerifier: AppAttestVerifier? = nil,
-        streamLife: Duration = .seconds(3600)
+        streamLife: Duration = .seconds(3600),
+        keyLimit: Int = 1000
     ) {
         self.store = store.store
         self.clock = clock
@@ -54,6 +55,7 @@ struct TestService {
         service.rateLimits = limits
         service.appAttest = appAttest
         service.streamMaximumLife = streamLife
+        service.keyLimit = keyLimit
         // PostgreSQL's connection pool runs first and stops last, as in the service.
         let pool: (any Service)? = if case .shared(let shared) = store, let postgres = shared as? PostgresStore { postgres.service } else { nil }
         (app, engine) = SyncHealthApplication.assemble(

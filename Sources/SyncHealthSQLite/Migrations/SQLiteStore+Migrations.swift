@@ -353,6 +353,28 @@ extension SQLiteStore {
                     """
             )
         }
+        migrator.registerMigration("v21: the key table's changes in order, and keys paged by age") { db in
+            // Each creation or revocation takes the next number, so that a replica reads only the keys changed since
+            // its last read (docs/security.md#api-keys); a counter of its own, because pruned keys take their
+            // numbers with them.
+            try db.execute(
+                sql: """
+                    CREATE TABLE api_key_changes (id INTEGER PRIMARY KEY CHECK (id = 1), seq INTEGER NOT NULL);
+                    INSERT INTO api_key_changes (id, seq) VALUES (1, 1);
+                    ALTER TABLE api_keys ADD COLUMN change_seq INTEGER NOT NULL DEFAULT 1;
+                    CREATE INDEX api_keys_change_seq ON api_keys (change_seq);
+                    CREATE INDEX api_keys_age ON api_keys (created_at, id);
+                    CREATE TRIGGER api_keys_inserted AFTER INSERT ON api_keys BEGIN
+                        UPDATE api_key_changes SET seq = seq + 1;
+                        UPDATE api_keys SET change_seq = (SELECT seq FROM api_key_changes) WHERE id = NEW.id;
+                    END;
+                    CREATE TRIGGER api_keys_revoked AFTER UPDATE OF revoked_at ON api_keys BEGIN
+                        UPDATE api_key_changes SET seq = seq + 1;
+                        UPDATE api_keys SET change_seq = (SELECT seq FROM api_key_changes) WHERE id = NEW.id;
+                    END;
+                    """
+            )
+        }
         return migrator
     }
 }

@@ -704,7 +704,6 @@ async function releasesView(params) {
 
 async function keysView() {
   if (currentKey?.role !== "admin") return show(h("h1", {}, "Keys"), h("p", { class: "panel" }, "Keys are managed with an admin key."));
-  const keys = await api("/v1/keys");
   const form = h("form", { class: "filters", id: "key-form" },
     h("label", {}, "Role", h("select", { name: "role" }, ["read", "admin", "ingest"].map((r) => h("option", { value: r }, r)))),
     h("label", {}, "Apps", h("input", { name: "appIds", placeholder: currentKey.appIds ? currentKey.appIds.join(", ") : "all apps (or com.a, com.b)" })),
@@ -728,20 +727,30 @@ async function keysView() {
       made.replaceChildren(h("p", { class: "error" }, `Could not make the key: ${error.message}`));
     }
   });
-  const rows = keys.data.map((k) => h("tr", { "data-key": k.id, "data-state": k.state },
-    h("td", {}, h("code", {}, k.id)), h("td", {}, k.role), h("td", {}, (k.appIds || []).join(", ") || "all"),
-    h("td", {}, k.description), h("td", {}, k.revokedWith ? `${k.state} with ${k.revokedWith}, which made it` : k.state),
-    h("td", {}, time(k.lastUsedAt)),
-    h("td", {}, k.source === "environment" ? h("span", { class: "muted" }, "configured")
-      : k.state === "active" ? h("button", { type: "button", onclick: async (event) => {
-        event.target.disabled = true;
-        try { await api(`/v1/keys/${encodeURIComponent(k.id)}`, { method: "DELETE" }); await keysView(); }
-        catch (error) { event.target.textContent = `Failed: ${error.message}`; }
-      } }, "Revoke") : null)));
+  const tbody = h("tbody");
+  const more = h("button", { type: "button", id: "more-keys", hidden: true }, "More keys");
+  let cursor = null;
+  const load = async () => {
+    const page = await api(`/v1/keys${query({ limit: 100, cursor })}`);
+    tbody.append(...page.data.map((k) => h("tr", { "data-key": k.id, "data-state": k.state },
+      h("td", {}, h("code", {}, k.id)), h("td", {}, k.role), h("td", {}, (k.appIds || []).join(", ") || "all"),
+      h("td", {}, k.description), h("td", {}, k.revokedWith ? `${k.state} with ${k.revokedWith}, which made it` : k.state),
+      h("td", {}, time(k.lastUsedAt)),
+      h("td", {}, k.source === "environment" ? h("span", { class: "muted" }, "configured")
+        : k.state === "active" ? h("button", { type: "button", onclick: async (event) => {
+          event.target.disabled = true;
+          try { await api(`/v1/keys/${encodeURIComponent(k.id)}`, { method: "DELETE" }); await keysView(); }
+          catch (error) { event.target.textContent = `Failed: ${error.message}`; }
+        } }, "Revoke") : null))));
+    cursor = page.nextCursor;
+    more.hidden = !cursor;
+  };
+  more.addEventListener("click", load);
+  await load();
   show(h("h1", {}, "Keys"), form, made,
     h("section", { class: "panel scroll" }, h("table", { id: "keys" },
       h("thead", {}, h("tr", {}, ["Id", "Role", "Apps", "Description", "State", "Last used", ""].map((t) => h("th", {}, t)))),
-      h("tbody", {}, rows))));
+      tbody), more));
   listen(null);
 }
 

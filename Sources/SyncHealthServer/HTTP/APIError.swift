@@ -18,6 +18,8 @@ public enum APIError: Error, Sendable {
     case outOfScope(String)
     /// A configured key cannot be deleted through the API.
     case configuredKey
+    /// `POST /v1/keys` when `limit` live keys already name one of the new key's apps (or, `global`, are for every app).
+    case keyLimit(limit: Int, global: Bool)
     case notFound(String)
     case ambiguousDevice(String)
     case rateLimited(retryAfterSeconds: Int, limit: Int)
@@ -46,7 +48,7 @@ public enum APIError: Error, Sendable {
         case .unsupportedEncoding, .unsupportedMediaType: .unsupportedMediaType
         case .unauthorized: .unauthorized
         case .forbidden, .appNotAllowed, .outOfScope: .forbidden
-        case .configuredKey: .conflict
+        case .configuredKey, .keyLimit: .conflict
         case .notFound, .routeNotFound: .notFound
         case .ambiguousDevice: .conflict
         case .rateLimited: .tooManyRequests
@@ -132,6 +134,14 @@ public enum APIError: Error, Sendable {
                 detail:
                     "This key comes from the service's configuration (SYNCHEALTH_INGEST_KEYS, _READ_KEYS, _ADMIN_KEYS or _METRICS_KEY): "
                     + "remove it there and restart every replica. Keys made with POST /v1/keys are revoked with DELETE."
+            )
+        case .keyLimit(let limit, let global):
+            Problem(
+                slug: "key-limit",
+                title: "Too many live keys",
+                status: status,
+                detail: (global ? "\(limit) live keys for every app" : "\(limit) live keys for one of these apps")
+                    + " already exist (SYNCHEALTH_KEY_LIMIT): revoke keys that are no longer used (DELETE /v1/keys/{id})."
             )
         case .notFound(let what):
             Problem(slug: "not-found", title: "Not found", status: status, detail: what)

@@ -8,6 +8,10 @@ struct KeyLineage: Sendable {
     struct Standing: Sendable, Hashable {
         var expiresAt: Timestamp?
         var revokedWith: String?
+        /// When the key stops (or stopped) working: the first of its revocation, its makers' revocations and its
+        /// effective expiry; `nil` for a key that nothing ends. No key ends after a key it made ends, so pruning every key that
+        /// ended before a time prunes the keys they made with them and never brings one back.
+        var endedAt: Timestamp?
     }
 
     private let standings: [String: Standing]
@@ -19,13 +23,18 @@ struct KeyLineage: Sendable {
         var standings: [String: Standing] = [:]
         for key in stored {
             var standing = Standing(expiresAt: key.expiresAt)
+            var revokedAt = key.revokedAt
             var seen: Set<String> = [key.id]
             var maker = byId[key.createdBy]
             while let above = maker, seen.insert(above.id).inserted {
                 if let end = above.expiresAt { standing.expiresAt = min(standing.expiresAt ?? end, end) }
-                if standing.revokedWith == nil, above.revokedAt != nil { standing.revokedWith = above.id }
+                if let revoked = above.revokedAt {
+                    if standing.revokedWith == nil { standing.revokedWith = above.id }
+                    revokedAt = min(revokedAt ?? revoked, revoked)
+                }
                 maker = byId[above.createdBy]
             }
+            standing.endedAt = [revokedAt, standing.expiresAt].compactMap { $0 }.min()
             standings[key.id] = standing
         }
         self.standings = standings

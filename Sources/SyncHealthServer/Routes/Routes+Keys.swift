@@ -50,8 +50,10 @@ struct KeyRoutes {
             }
             expiresAt = time
         }
+        try await storeCall { try await keys.reload() }
+        guard keys.liveCount(appIds: appIds) < keys.limit else { throw APIError.keyLimit(limit: keys.limit, global: appIds == nil) }
         // A made key is no stronger than its maker: it ends no later than the maker's (earliest) end.
-        if let maker = context.keyId, let makerEnd = try await makerExpiry(maker) {
+        if let maker = context.keyId, let stored = keys.stored(id: maker), let makerEnd = stored.standing?.expiresAt ?? stored.key.expiresAt {
             if let asked = expiresAt, asked > makerEnd {
                 throw APIError.invalidBody([
                     .init(pointer: "/expiresAt", detail: "must be no later than the expiry of the key that makes it, \(makerEnd.rfc3339)")
@@ -77,24 +79,40 @@ struct KeyRoutes {
         return try JSONResponse.secret(KeyDTO(key, now: now, secret: secret), status: .created)
     }
 
-    /// The earliest end of the stored key `id` and the keys that made it; `nil` for a configured key or one without end.
-    private func makerExpiry(_ id: String) async throws -> Timestamp? {
-        let stored = try await storeCall { try await keys.store.keys() }
-        guard let maker = stored.first(where: { $0.id == id }) else { return nil }
-        return KeyLineage(stored).standing(of: id)?.expiresAt ?? maker.expiresAt
-    }
-
+    /// A page of keys, oldest first: the configured ones first to a key for every app, then the stored ones the
+    /// caller's apps cover.
     func list(_ request: Request, context: AppRequestContext) async throws -> Response {
         try context.require(.admin)
-        let stored = try await storeCall { try await keys.store.keys() }
-        let now = keys.clock.now
-        let lineage = KeyLineage(stored)
-        var data = stored.filter { context.covers(appIds: $0.appIds) }.map { KeyDTO($0, now: now, standing: lineage.standing(of: $0.id)) }
+        let query = Query(request)
+        let limit = try query.limit()
+        var position = try Self.position(query.string("cursor"))
         // The configured keys are listed to a key for every app, so that ops see every way in.
-        if context.allowedApps == nil {
-            data = keys.configured.grants.map(KeyDTO.init(configured:)) + data
+        var data = position == nil && context.allowedApps == nil ? keys.configured.grants.map(KeyDTO.init(configured:)) : []
+        var found: [StoredKey] = []
+        var more = true
+        // A key for some apps skips the keys of others: read on until the page is full, at most 20 reads a page.
+        for _ in 0..<20 where more && found.count < limit {
+            let page = try await storeCall { [position] in try await keys.store.keys(after: position, limit: limit) }
+            found += page.filter { context.covers(appIds: $0.appIds) }.prefix(limit - found.count)
+            more = page.count == limit
+            position = page.last.map(KeyPosition.init(after:))
         }
-        return try JSONResponse.make(PageDTO(data: data, nextCursor: nil))
+        if let last = found.last, found.count == limit { position = KeyPosition(after: last) }
+        let now = keys.clock.now
+        let standings = keys.standings(of: found.map(\.id))
+        data += found.map { KeyDTO($0, now: now, standing: standings[$0.id]) }
+        let next = more || found.count == limit ? position.map { "\($0.createdAt.microseconds).\($0.id)" } : nil
+        return try JSONResponse.make(PageDTO(data: data, nextCursor: next))
+    }
+
+    /// A `nextCursor` of `list` read back.
+    static func position(_ cursor: String?) throws(APIError) -> KeyPosition? {
+        guard let cursor else { return nil }
+        let parts = cursor.split(separator: ".", maxSplits: 1)
+        guard parts.count == 2, let micros = Int64(parts[0]), DeviceKey.isValidId(String(parts[1])) else {
+            throw .invalidQuery(name: "cursor", detail: "must be a nextCursor from a previous page")
+        }
+        return KeyPosition(createdAt: Timestamp(microseconds: micros), id: String(parts[1]))
     }
 
     /// Revokes a stored key: every replica refuses it within a second.
@@ -102,8 +120,8 @@ struct KeyRoutes {
         try context.require(.admin)
         let id = context.parameters.get("id") ?? ""
         if context.allowedApps == nil, keys.configured.grants.contains(where: { $0.id == id }) { throw APIError.configuredKey }
-        let stored = try await storeCall { try await keys.store.keys() }
-        guard let key = stored.first(where: { $0.id == id }), context.covers(appIds: key.appIds) else {
+        try await storeCall { try await keys.reload() }
+        guard let key = keys.stored(id: id)?.key, context.covers(appIds: key.appIds) else {
             throw APIError.notFound("No key \(id).")
         }
         _ = try await storeCall { try await keys.store.revokeKey(id: id, at: keys.clock.now) }

@@ -60,6 +60,8 @@ public struct ServiceConfiguration: Sendable {
     public var deviceTokenLifetime: Duration = .seconds(3600)
     /// How long a live stream (`GET /v1/stream`) lasts before the service ends it and the client reconnects.
     public var streamMaximumLife: Duration = .seconds(3600)
+    /// The most live keys made through `POST /v1/keys` for one app, and for every app.
+    public var keyLimit: Int = 1000
 
     /// The defaults of the contract.
     public init() {}

@@ -177,6 +177,16 @@ extension ServiceSetting {
             \.rateLimits.attestPerDevice
         ),
         ServiceSetting(
+            flag: "key-limit",
+            help: "Most live keys made through POST /v1/keys for one app, and for every app; more are refused with 409.",
+            emptyDefault: "",
+            show: { "\($0.keyLimit)" },
+            apply: { c, text throws(ServiceSettingError) in
+                guard let n = Int(text), n >= 1 else { throw .init(description: "must be a positive integer") }
+                c.keyLimit = n
+            }
+        ),
+        ServiceSetting(
             flag: "max-connections",
             help: "Most open connections; more wait in the listen backlog.",
             emptyDefault: "",
