@@ -138,6 +138,31 @@ struct HostileClientTests {
         #expect(try await server.request("GET", "/livez").status == 200)
     }
 
+    @Test("an HTTP/1.0 request with Transfer-Encoding gets 400 and the connection closes, its body unread; plain HTTP/1.0 works")
+    func chunkedHTTP10() async throws {
+        let server = try LiveServer()
+        defer { server.stop() }
+        let smuggler = try #require(RawConnection(port: server.port))
+        // Chunked, the body would end after "0"; a proxy framing by the connection's end reads a second request.
+        smuggler.send(
+            "POST /v1/events HTTP/1.0\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n"
+                + "0\r\n\r\nGET /livez HTTP/1.1\r\nHost: x\r\n\r\n"
+        )
+        var answer = ""
+        while let more = smuggler.receive(), !more.isEmpty { answer += more }
+        #expect(answer.hasPrefix("HTTP/1.1 400") || answer.hasPrefix("HTTP/1.0 400"), "\(answer.prefix(60))")
+        #expect(answer.contains("urn:synchealth:problem:malformed-request") && answer.contains("Transfer-Encoding"))
+        let statusLines = answer.components(separatedBy: "\r\n").filter { $0.hasPrefix("HTTP/1.") }
+        #expect(statusLines.count == 1, "one answer, then the connection closed: \(answer)")
+
+        let plain = try #require(RawConnection(port: server.port))
+        plain.send("GET /livez HTTP/1.0\r\nHost: x\r\n\r\n")
+        var reply = ""
+        while let more = plain.receive(), !more.isEmpty { reply += more }
+        #expect(reply.hasPrefix("HTTP/1.1 200"), "\(reply.prefix(60))")
+        #expect(try await server.request("GET", "/livez").status == 200)
+    }
+
     @Test("connections over the limit wait instead of being served at once")
     func connectionLimit() async throws {
         let server = try LiveServer(environment: ["SYNCHEALTH_MAX_CONNECTIONS": "2"])

@@ -6,8 +6,9 @@ import NIOHTTPTypes
 
 /// Sits in each connection's pipeline right after HTTP decoding, and answers what never reaches the router:
 ///
-/// - an HTTP parse error (oversized headers, malformed requests) gets problem+json, `431` for oversized headers
-///   and `400` otherwise, then the connection closes;
+/// - an HTTP parse error (oversized headers, malformed requests, an HTTP/1.0 request with `Transfer-Encoding`, which
+///   `HTTP10FramingHandler` catches before the version is lost) gets problem+json, `431` for oversized headers and
+///   `400` otherwise, then the connection closes;
 /// - a request that has not arrived in full within `requestTimeout` of the connection opening or of the
 ///   previous response (a client trickling bytes) gets `408` problem+json, then the connection closes;
 /// - a kept-alive connection on which no new request began within `requestTimeout` of the previous response is
@@ -39,6 +40,9 @@ final class RequestGuardHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
+        // Hummingbird adds its extra handlers after the conversion to HTTPTypes' parts; the framing check must come
+        // before it. Without that conversion in the pipeline (a handler test) there is nothing to check.
+        try? HTTP10FramingHandler.install(in: context.pipeline.syncOperations)
         if context.channel.isActive { arm(context) }
     }
 
@@ -81,6 +85,18 @@ final class RequestGuardHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if error is HTTP10FramingHandler.FaultyFraming {
+            respond(
+                context,
+                problem: Problem(
+                    slug: "malformed-request",
+                    title: "Malformed HTTP request",
+                    status: .badRequest,
+                    detail: "An HTTP/1.0 request cannot carry Transfer-Encoding (RFC 9112 §6.1): send HTTP/1.1, or Content-Length."
+                )
+            )
+            return
+        }
         guard let parserError = error as? HTTPParserError else {
             context.fireErrorCaught(error)
             return
