@@ -91,18 +91,18 @@ struct AlertmanagerLiveTests {
         let alertmanager = try LiveAlertmanager()
         try await alertmanager.waitUntilReady()
         let environment = [
-            "SYNCHEALTH_INGEST_KEYS": "in-0123456789abcdef", "SYNCHEALTH_ADMIN_KEYS": "admin-0123456789abcdef",
+            "SYNCHEALTH_INGEST_KEYS": "in-0123456789abcdefghijklmnop", "SYNCHEALTH_ADMIN_KEYS": "admin-0123456789abcdefghijklmnop",
             "SYNCHEALTH_WEBHOOK_ALLOW_PRIVATE": "1",
         ]
         let server = try LiveServer(environment: environment)
         try await server.waitUntilReady()
         let subscription = Data(#"{"url": "http://127.0.0.1:\#(alertmanager.port)", "format": "alertmanager"}"#.utf8)
-        #expect(try await server.request("POST", "/v1/webhooks", key: "admin-0123456789abcdef", body: subscription).status == 201)
+        #expect(try await server.request("POST", "/v1/webhooks", key: "admin-0123456789abcdefghijklmnop", body: subscription).status == 201)
         let broken = Data(
             #"{"device": {"deviceId": "am-1", "appId": "com.example.notes", "containerId": "iCloud.com.example.notes"}, "events": [{"eventId": "n", "occurredAt": "2026-11-22T10:00:00Z", "kind": "network", "available": true}, {"eventId": "f", "occurredAt": "2026-11-22T10:00:01Z", "kind": "activity", "phase": "export", "state": "failed", "error": {"domain": "CKErrorDomain", "code": 5}}]}"#
                 .utf8
         )
-        #expect(try await server.request("POST", "/v1/events", key: "in-0123456789abcdef", body: broken).status == 202)
+        #expect(try await server.request("POST", "/v1/events", key: "in-0123456789abcdefghijklmnop", body: broken).status == 202)
 
         func ours() async throws -> [String: Any]? {
             try await alertmanager.alerts().first { ($0["labels"] as? [String: String])?["device_id"] == "am-1" }
@@ -145,7 +145,7 @@ struct AlertmanagerLiveTests {
             #"{"device": {"deviceId": "am-1", "appId": "com.example.notes"}, "events": [{"eventId": "s", "occurredAt": "2026-11-22T10:00:05Z", "kind": "activity", "phase": "export", "state": "started"}]}"#
                 .utf8
         )
-        #expect(try await again.request("POST", "/v1/events", key: "in-0123456789abcdef", body: recovered).status == 202)
+        #expect(try await again.request("POST", "/v1/events", key: "in-0123456789abcdefghijklmnop", body: recovered).status == 202)
         var gone = false
         for _ in 0..<100 where !gone {
             gone = try await ours() == nil

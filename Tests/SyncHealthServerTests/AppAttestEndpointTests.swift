@@ -446,8 +446,8 @@ struct AppAttestTests {
 
 @Suite("App Attest across PostgreSQL replicas, on the built binary", .serialized)
 struct AppAttestReplicaTests {
-    static let ingest = "attest-ingest-0123456789abcdef"
-    static let read = "attest-read-0123456789abcdef"
+    static let ingest = "attest-ingest-0123456789abcdefghijklmnop"
+    static let read = "attest-read-0123456789abcdefghijklmnop"
 
     /// Two replicas of the built binary on a fresh PostgreSQL database, trusting `pki`'s root, with
     /// `com.example.notes` in `require` mode; ready.

@@ -58,10 +58,10 @@ final class SoftwareAppAttest: AppAttestProvider {
 
 @Suite("The client package attests and signs against the built server", .serialized)
 struct ClientAppAttestTests {
-    static let ingest = "attest-ingest-0123456789abcdef"
-    static let read = "attest-read-0123456789abcdef"
+    static let ingest = "attest-ingest-0123456789abcdefghijklmnop"
+    static let read = "attest-read-0123456789abcdefghijklmnop"
 
-    static let admin = "attest-admin-0123456789abcdef"
+    static let admin = "attest-admin-0123456789abcdefghijklmnop"
 
     static func server(
         _ pki: StandInAppAttest,

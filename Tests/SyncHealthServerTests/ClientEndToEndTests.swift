@@ -48,7 +48,9 @@ func queuedCount(_ output: Pipe) -> Int? {
 struct ClientEndToEndTests {
     @Test("scripted breakages give the same summary on the server as the reporter's local state")
     func sameSummary() async throws {
-        let server = try LiveServer(environment: ["SYNCHEALTH_INGEST_KEYS": "in-0123456789abcdef", "SYNCHEALTH_READ_KEYS": "read-0123456789abcdef"])
+        let server = try LiveServer(environment: [
+            "SYNCHEALTH_INGEST_KEYS": "in-0123456789abcdefghijklmnop", "SYNCHEALTH_READ_KEYS": "read-0123456789abcdefghijklmnop",
+        ])
         defer { server.stop() }
         try await server.waitUntilReady()
         let healthy: [SyncEvent] = [
@@ -68,14 +70,14 @@ struct ClientEndToEndTests {
             ("syncing", healthy + [.activity(phase: .import, state: .started)], .inProgress),
         ]
         for (name, events, expected) in scenarios {
-            let reporter = try liveReporter(server, key: "in-0123456789abcdef", deviceId: name)
+            let reporter = try liveReporter(server, key: "in-0123456789abcdefghijklmnop", deviceId: name)
             var at = Date().addingTimeInterval(-10)
             for event in events {
                 reporter.record(event, at: at)
                 at += 0.01
             }
             try await reporter.flush()
-            let body = try await server.request("GET", "/v1/devices/\(name)?appId=com.example.notes", key: "read-0123456789abcdef").body
+            let body = try await server.request("GET", "/v1/devices/\(name)?appId=com.example.notes", key: "read-0123456789abcdefghijklmnop").body
             let status = try #require(try JSONSerialization.jsonObject(with: body) as? [String: Any])
             #expect(reporter.syncStateSummary == expected, "\(name) on the phone")
             #expect(status["syncStateSummary"] as? String == reporter.syncStateSummary.rawValue, "\(name) on the server")
@@ -89,11 +91,12 @@ struct ClientEndToEndTests {
     @Test("an export that keeps failing with changes pending fires exportAtRisk on the server")
     func exportAtRisk() async throws {
         let server = try LiveServer(environment: [
-            "SYNCHEALTH_INGEST_KEYS": "in-0123456789abcdef", "SYNCHEALTH_READ_KEYS": "read-0123456789abcdef", "SYNCHEALTH_EXPORT_AT_RISK_AFTER": "1s",
+            "SYNCHEALTH_INGEST_KEYS": "in-0123456789abcdefghijklmnop", "SYNCHEALTH_READ_KEYS": "read-0123456789abcdefghijklmnop",
+            "SYNCHEALTH_EXPORT_AT_RISK_AFTER": "1s",
         ])
         defer { server.stop() }
         try await server.waitUntilReady()
-        let reporter = try liveReporter(server, key: "in-0123456789abcdef", deviceId: "at-risk")
+        let reporter = try liveReporter(server, key: "in-0123456789abcdefghijklmnop", deviceId: "at-risk")
         let now = Date()
         for event: SyncEvent in [
             .account(status: .available), .network(available: true), .activity(phase: .setup, state: .succeeded),
@@ -106,7 +109,7 @@ struct ClientEndToEndTests {
         try await reporter.flush()
         var fired = false
         for _ in 0..<100 where !fired {
-            let body = try await server.request("GET", "/v1/alerts?state=firing&kind=exportAtRisk", key: "read-0123456789abcdef").body
+            let body = try await server.request("GET", "/v1/alerts?state=firing&kind=exportAtRisk", key: "read-0123456789abcdefghijklmnop").body
             fired = String(decoding: body, as: UTF8.self).contains(#""deviceId":"at-risk""#)
             if !fired { try await Task.sleep(for: .milliseconds(100)) }
         }
@@ -116,11 +119,11 @@ struct ClientEndToEndTests {
 
     @Test("with the server stopped for a while the events stay queued; back, every event arrives and none is applied twice")
     func serverDownThenBack() async throws {
-        let environment = ["SYNCHEALTH_INGEST_KEYS": "in-0123456789abcdef", "SYNCHEALTH_READ_KEYS": "read-0123456789abcdef"]
+        let environment = ["SYNCHEALTH_INGEST_KEYS": "in-0123456789abcdefghijklmnop", "SYNCHEALTH_READ_KEYS": "read-0123456789abcdefghijklmnop"]
         let first = try LiveServer(environment: environment)
         try await first.waitUntilReady()
         let port = first.port
-        let reporter = try liveReporter(first, key: "in-0123456789abcdef", deviceId: "outage")
+        let reporter = try liveReporter(first, key: "in-0123456789abcdefghijklmnop", deviceId: "outage")
         reporter.record(.account(status: .available))
         reporter.record(.network(available: true))
         try await reporter.flush()
@@ -139,17 +142,17 @@ struct ClientEndToEndTests {
         #expect(reporter.delivery.queuedEvents == 0)
         #expect(try await second.metric(#"synchealth_events_total{result="accepted"}"#) == 3, "the two queued during the outage and the new one")
         #expect(try await second.metric(#"synchealth_events_total{result="duplicate"}"#) == 0)
-        let body = try await second.request("GET", "/v1/devices/outage?appId=com.example.notes", key: "read-0123456789abcdef").body
+        let body = try await second.request("GET", "/v1/devices/outage?appId=com.example.notes", key: "read-0123456789abcdefghijklmnop").body
         #expect(String(decoding: body, as: UTF8.self).contains(#""syncStateSummary":"succeeded""#))
         await reporter.shutdown()
     }
 
     @Test("a reporter over the device rate limit waits as 429's Retry-After says, then delivers everything")
     func rateLimitHonoured() async throws {
-        let server = try LiveServer(environment: ["SYNCHEALTH_INGEST_KEYS": "in-0123456789abcdef", "SYNCHEALTH_DEVICE_RATE_LIMIT": "2/1"])
+        let server = try LiveServer(environment: ["SYNCHEALTH_INGEST_KEYS": "in-0123456789abcdefghijklmnop", "SYNCHEALTH_DEVICE_RATE_LIMIT": "2/1"])
         defer { server.stop() }
         try await server.waitUntilReady()
-        let reporter = try liveReporter(server, key: "in-0123456789abcdef", deviceId: "eager", batchSize: 5)
+        let reporter = try liveReporter(server, key: "in-0123456789abcdefghijklmnop", deviceId: "eager", batchSize: 5)
         for i in 0..<20 { reporter.record(.pending(count: i)) }
         var waits = 0
         while true {
@@ -175,7 +178,7 @@ struct ClientEndToEndTests {
         let offline = Pipe()
         _ = try simulate(
             [
-                "--url", "http://127.0.0.1:1", "--key", "in-0123456789abcdef", "--devices", "3", "--rounds", "12", "--broken-share", "0.5",
+                "--url", "http://127.0.0.1:1", "--key", "in-0123456789abcdefghijklmnop", "--devices", "3", "--rounds", "12", "--broken-share", "0.5",
                 "--storage", storage, "--duration", "60",
             ],
             output: offline
@@ -185,12 +188,12 @@ struct ClientEndToEndTests {
 
         // Back online against a server that allows each device 2 requests a second: the drain takes seconds, and
         // is killed in the middle.
-        let server = try LiveServer(environment: ["SYNCHEALTH_INGEST_KEYS": "in-0123456789abcdef", "SYNCHEALTH_DEVICE_RATE_LIMIT": "2/1"])
+        let server = try LiveServer(environment: ["SYNCHEALTH_INGEST_KEYS": "in-0123456789abcdefghijklmnop", "SYNCHEALTH_DEVICE_RATE_LIMIT": "2/1"])
         defer { server.stop() }
         try await server.waitUntilReady()
         let accepted = #"synchealth_events_total{result="accepted"}"#
         let drainArguments = [
-            "--url", "http://127.0.0.1:\(server.port)", "--key", "in-0123456789abcdef", "--devices", "3", "--storage", storage,
+            "--url", "http://127.0.0.1:\(server.port)", "--key", "in-0123456789abcdefghijklmnop", "--devices", "3", "--storage", storage,
             "--drain", "--batch-size", "4", "--duration", "60",
         ]
         let child = try simulate(drainArguments, wait: false)
@@ -217,14 +220,17 @@ struct ClientEndToEndTests {
 struct SimulatedReleaseTests {
     @Test("simulate --bad-release 1.3 plays a rollout that breaks: GET /v1/releases names 1.3 a regression of 1.2")
     func badRelease() async throws {
-        let server = try LiveServer(environment: ["SYNCHEALTH_INGEST_KEYS": "in-0123456789abcdef", "SYNCHEALTH_READ_KEYS": "read-0123456789abcdef"])
+        let server = try LiveServer(environment: [
+            "SYNCHEALTH_INGEST_KEYS": "in-0123456789abcdefghijklmnop", "SYNCHEALTH_READ_KEYS": "read-0123456789abcdefghijklmnop",
+        ])
         defer { server.stop() }
         try await server.waitUntilReady()
         _ = try simulate([
-            "--url", "http://127.0.0.1:\(server.port)", "--key", "in-0123456789abcdef", "--devices", "400", "--rounds", "2", "--duration", "60",
+            "--url", "http://127.0.0.1:\(server.port)", "--key", "in-0123456789abcdefghijklmnop", "--devices", "400", "--rounds", "2", "--duration",
+            "60",
             "--broken-share", "0.02", "--app-versions", "1.1,1.2", "--bad-release", "1.3", "--app-id", "com.example.sim",
         ])
-        let response = try await server.request("GET", "/v1/releases?appId=com.example.sim", key: "read-0123456789abcdef")
+        let response = try await server.request("GET", "/v1/releases?appId=com.example.sim", key: "read-0123456789abcdefghijklmnop")
         let body = try #require(try JSONSerialization.jsonObject(with: response.body) as? [String: Any])
         let data = try #require(body["data"] as? [[String: Any]])
         #expect(data.map { $0["version"] as? String } == ["1.3", "1.2", "1.1"])

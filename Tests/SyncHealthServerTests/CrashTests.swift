@@ -82,7 +82,9 @@ struct CrashTests {
         var rng = SplitMix64(seed: UInt64(ProcessInfo.processInfo.environment["CRASH_SEED"] ?? "") ?? UInt64.random(in: 1...UInt64.max))
         let seed = rng.state
         let dataDirectory = temporaryDirectory()
-        let keys = ["SYNCHEALTH_INGEST_KEYS": "crash-ingest-0123456789abcdef", "SYNCHEALTH_READ_KEYS": "crash-read-0123456789abcdef"]
+        let keys = [
+            "SYNCHEALTH_INGEST_KEYS": "crash-ingest-0123456789abcdefghijklmnop", "SYNCHEALTH_READ_KEYS": "crash-read-0123456789abcdefghijklmnop",
+        ]
         let devices = (0..<12).map { randomDevice($0, rng: &rng) }
         let state = CrashState(devices: devices)
 
@@ -128,7 +130,7 @@ func expectMatchesReference(_ device: CrashDevice, on server: LiveServer, path: 
     #expect(device.violations.isEmpty, "seed \(seed): \(device.id): \(device.violations)")
     var reference = MonitorState()
     for e in device.allEvents.sorted(by: { $0.occurredAt < $1.occurredAt }) { reference.apply(e, receivedAt: e.occurredAt) }
-    let response = try await server.request("GET", path, key: "crash-read-0123456789abcdef")
+    let response = try await server.request("GET", path, key: "crash-read-0123456789abcdefghijklmnop")
     #expect(response.status == 200, "seed \(seed): \(device.id): \(String(decoding: response.body, as: UTF8.self))")
     let status = try #require(try JSONSerialization.jsonObject(with: response.body) as? [String: Any])
     #expect(status["syncStateSummary"] as? String == reference.summary.rawValue, "seed \(seed): \(device.id)")
@@ -172,7 +174,7 @@ actor CrashState {
             let body =
                 #"{"device": {"deviceId": "\#(batch.id)", "appId": "com.crash"}, "events": [\#(batch.events.map(eventJSON).joined(separator: ","))]}"#
             do {
-                let response = try await server.request("POST", "/v1/events", key: "crash-ingest-0123456789abcdef", body: Data(body.utf8))
+                let response = try await server.request("POST", "/v1/events", key: "crash-ingest-0123456789abcdefghijklmnop", body: Data(body.utf8))
                 guard response.status == 202,
                     let json = try JSONSerialization.jsonObject(with: response.body) as? [String: Any],
                     let accepted = json["accepted"] as? Int, let duplicates = json["duplicates"] as? Int

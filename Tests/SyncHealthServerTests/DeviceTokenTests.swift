@@ -216,7 +216,7 @@ struct DeviceTokenTests {
 @Suite("Device tokens across PostgreSQL replicas, on the built binary", .serialized)
 struct DeviceTokenReplicaTests {
     static let ingest = AppAttestReplicaTests.ingest
-    static let admin = "token-admin-0123456789abcdef"
+    static let admin = "token-admin-0123456789abcdefghijklmnop"
 
     @Test(
         "a token made on A is accepted on B; its challenge and assertion replayed on B are refused; an erasure on A refuses it on B within a second",

@@ -56,11 +56,11 @@ final class RawConnection {
 struct HostileClientTests {
     @Test("half a request holds up nobody, and gets 408 problem+json at the request timeout")
     func slowClient() async throws {
-        let server = try LiveServer(environment: ["SYNCHEALTH_REQUEST_TIMEOUT": "2", "SYNCHEALTH_INGEST_KEYS": "k-0123456789abcdef"])
+        let server = try LiveServer(environment: ["SYNCHEALTH_REQUEST_TIMEOUT": "2", "SYNCHEALTH_INGEST_KEYS": "k-0123456789abcdefghijklmnop"])
         defer { server.stop() }
         let slow = try #require(RawConnection(port: server.port))
         // Headers trickle in and never end: no request ever reaches the router.
-        slow.send("POST /v1/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k-0123456789abcdef\r\nX-Slow: a")
+        slow.send("POST /v1/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k-0123456789abcdefghijklmnop\r\nX-Slow: a")
         // Others are served while the stalled request is open (a blocked server would time them out).
         for _ in 0..<20 { #expect(try await server.request("GET", "/livez").status == 200) }
         // Then the server answers 408 and closes. Polled, not timed.
@@ -74,7 +74,7 @@ struct HostileClientTests {
 
     @Test("a kept-alive connection left idle past the request timeout is closed without a 408; a trickling body on it still gets one")
     func idleKeepAlive() async throws {
-        let server = try LiveServer(environment: ["SYNCHEALTH_REQUEST_TIMEOUT": "1", "SYNCHEALTH_INGEST_KEYS": "k-0123456789abcdef"])
+        let server = try LiveServer(environment: ["SYNCHEALTH_REQUEST_TIMEOUT": "1", "SYNCHEALTH_INGEST_KEYS": "k-0123456789abcdefghijklmnop"])
         defer { server.stop() }
         let idle = try #require(RawConnection(port: server.port))
         idle.send("GET /livez HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -89,7 +89,7 @@ struct HostileClientTests {
         slow.send("GET /livez HTTP/1.1\r\nHost: x\r\n\r\n")
         #expect(slow.receive(until: "\"pass\"}").hasPrefix("HTTP/1.1 200"))
         slow.send(
-            "POST /v1/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k-0123456789abcdef\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"
+            "POST /v1/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k-0123456789abcdefghijklmnop\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"
         )
         var answer: String?
         for _ in 0..<3 where answer == nil { answer = slow.receive() }

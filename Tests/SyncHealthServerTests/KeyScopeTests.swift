@@ -305,7 +305,7 @@ private func makeLiveKey(_ server: LiveServer, admin: String, _ body: String) as
 
 @Suite("Keys against the live binary", .serialized)
 struct LiveKeyTests {
-    static let admin = "keys-admin-0123456789abcdef"
+    static let admin = "keys-admin-0123456789abcdefghijklmnop"
 
     @Test("a made key's secret is in no file of the data directory, no backup, no log line and not in /metrics")
     func secretNowhere() async throws {

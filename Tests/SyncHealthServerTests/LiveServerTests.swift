@@ -197,14 +197,14 @@ struct LiveServerTests {
     @Test("request metrics count each answer under its route and real status, errors included, and non-standard methods as _OTHER")
     func requestMetrics() async throws {
         let server = try LiveServer(environment: [
-            "SYNCHEALTH_INGEST_KEYS": "ingest-1-0123456789abcdef", "SYNCHEALTH_READ_KEYS": "read-1-0123456789abcdef",
+            "SYNCHEALTH_INGEST_KEYS": "ingest-1-0123456789abcdefghijklmnop", "SYNCHEALTH_READ_KEYS": "read-1-0123456789abcdefghijklmnop",
         ])
         let body = Data(
             #"{"device": {"deviceId": "m", "appId": "a"}, "events": [{"eventId": "a", "occurredAt": "2026-11-22T10:00:00Z", "kind": "heartbeat"}]}"#
                 .utf8
         )
-        #expect(try await server.request("POST", "/v1/events", key: "ingest-1-0123456789abcdef", body: body).status == 202)
-        #expect(try await server.request("POST", "/v1/events", key: "read-1-0123456789abcdef", body: body).status == 403)
+        #expect(try await server.request("POST", "/v1/events", key: "ingest-1-0123456789abcdefghijklmnop", body: body).status == 202)
+        #expect(try await server.request("POST", "/v1/events", key: "read-1-0123456789abcdefghijklmnop", body: body).status == 403)
         #expect(try await server.request("GET", "/v1/summary", key: "wrong").status == 401)
         #expect(try await server.request("GET", "/no/such/path").status == 404)
         #expect(try await server.request("PURGE", "/livez").status == 405)
@@ -224,14 +224,14 @@ struct LiveServerTests {
 
     @Test("each fold of the journal into the tables is counted and timed in /metrics, and so are the claims dedupe judged without a read")
     func foldMetrics() async throws {
-        let server = try LiveServer(environment: ["SYNCHEALTH_INGEST_KEYS": "ingest-1-0123456789abcdef"])
+        let server = try LiveServer(environment: ["SYNCHEALTH_INGEST_KEYS": "ingest-1-0123456789abcdefghijklmnop"])
         try await server.waitUntilReady()
         #expect(try await server.metric("synchealth_store_folds_total") == 0, "nothing to fold yet")
         let body = Data(
             #"{"device": {"deviceId": "f", "appId": "a"}, "events": [{"eventId": "a", "occurredAt": "2026-11-22T10:00:00Z", "kind": "heartbeat"}]}"#
                 .utf8
         )
-        #expect(try await server.request("POST", "/v1/events", key: "ingest-1-0123456789abcdef", body: body).status == 202)
+        #expect(try await server.request("POST", "/v1/events", key: "ingest-1-0123456789abcdefghijklmnop", body: body).status == 202)
         // The maintenance service folds a backlog once it is 2 s old.
         let deadline = Date().addingTimeInterval(15)
         while try await server.metric("synchealth_store_folds_total") < 1, Date() < deadline {
@@ -246,7 +246,7 @@ struct LiveServerTests {
             #"{"device": {"deviceId": "f", "appId": "a"}, "events": [{"eventId": "b", "occurredAt": "2026-11-22T10:00:01Z", "kind": "heartbeat"}]}"#
                 .utf8
         )
-        #expect(try await server.request("POST", "/v1/events", key: "ingest-1-0123456789abcdef", body: next).status == 202)
+        #expect(try await server.request("POST", "/v1/events", key: "ingest-1-0123456789abcdefghijklmnop", body: next).status == 202)
         #expect(try await server.metric(#"synchealth_store_dedupe_claims_total{judged="read"}"#) == 1)
         #expect(try await server.metric(#"synchealth_store_dedupe_claims_total{judged="in_memory"}"#) == 1)
         #expect(server.stop() == 0)
@@ -255,16 +255,17 @@ struct LiveServerTests {
     @Test("keys never appear in the logs, even at debug level with failed logins")
     func keysNotLogged() async throws {
         let server = try LiveServer(environment: [
-            "SYNCHEALTH_INGEST_KEYS": "ingest-SECRET-1-0123456789abcdef", "SYNCHEALTH_ADMIN_KEYS": "admin-SECRET-2-0123456789abcdef",
-            "SYNCHEALTH_READ_KEYS": "read-SECRET-3-0123456789abcdef", "SYNCHEALTH_LOG_LEVEL": "trace",
+            "SYNCHEALTH_INGEST_KEYS": "ingest-SECRET-1-0123456789abcdefghijklmnop",
+            "SYNCHEALTH_ADMIN_KEYS": "admin-SECRET-2-0123456789abcdefghijklmnop",
+            "SYNCHEALTH_READ_KEYS": "read-SECRET-3-0123456789abcdefghijklmnop", "SYNCHEALTH_LOG_LEVEL": "trace",
         ])
         let body = Data(
             #"{"device": {"deviceId": "k", "appId": "a"}, "events": [{"eventId": "a", "occurredAt": "2026-11-22T10:00:00Z", "kind": "heartbeat"}]}"#
                 .utf8
         )
-        #expect(try await server.request("POST", "/v1/events", key: "ingest-SECRET-1-0123456789abcdef", body: body).status == 202)
+        #expect(try await server.request("POST", "/v1/events", key: "ingest-SECRET-1-0123456789abcdefghijklmnop", body: body).status == 202)
         #expect(try await server.request("GET", "/v1/summary", key: "wrong-SECRET-4").status == 401)
-        #expect(try await server.request("GET", "/v1/summary", key: "read-SECRET-3-0123456789abcdef").status == 200)
+        #expect(try await server.request("GET", "/v1/summary", key: "read-SECRET-3-0123456789abcdefghijklmnop").status == 200)
         #expect(server.stop() == 0)
         let log = server.captured.text.withLock { $0 }
         #expect(log.contains("Monitor engine ready"), "the log was captured")
@@ -273,14 +274,16 @@ struct LiveServerTests {
 
     @Test("synchealth simulate fills a live server with healthy and broken devices")
     func simulate() async throws {
-        let server = try LiveServer(environment: ["SYNCHEALTH_INGEST_KEYS": "sim-0123456789abcdef", "SYNCHEALTH_READ_KEYS": "read-0123456789abcdef"])
+        let server = try LiveServer(environment: [
+            "SYNCHEALTH_INGEST_KEYS": "sim-0123456789abcdefghijklmnop", "SYNCHEALTH_READ_KEYS": "read-0123456789abcdefghijklmnop",
+        ])
         defer { server.stop() }
         let process = Process()
         process.executableURL = builtBinary()
         // Three rounds (the launch and two steady ones), however slow the machine: 2 s alone once left 10 of the
         // 60 devices out during a full parallel test run.
         process.arguments = [
-            "simulate", "--url", "http://127.0.0.1:\(server.port)", "--key", "sim-0123456789abcdef", "--devices", "60",
+            "simulate", "--url", "http://127.0.0.1:\(server.port)", "--key", "sim-0123456789abcdefghijklmnop", "--devices", "60",
             "--duration", "120", "--rounds", "3", "--broken-share", "0.5",
         ]
         let output = Pipe()
@@ -293,7 +296,7 @@ struct LiveServerTests {
         #expect(printed.contains("[202: "), "\(printed)")
         #expect(!printed.contains("failed"), "\(printed)")
         let summary = try #require(
-            try JSONSerialization.jsonObject(with: try await server.request("GET", "/v1/summary", key: "read-0123456789abcdef").body)
+            try JSONSerialization.jsonObject(with: try await server.request("GET", "/v1/summary", key: "read-0123456789abcdefghijklmnop").body)
                 as? [String: Any]
         )
         #expect(summary["devices"] as? Int == 60)

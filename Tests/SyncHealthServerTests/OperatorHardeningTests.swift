@@ -19,7 +19,7 @@ import Glibc
 struct OperatorHardeningTests {
     @Test("a key shorter than 16 characters, or one key in two roles, is refused; the message names the role, not the key")
     func keyRules() throws {
-        let long = "0123456789abcdef"
+        let long = "0123456789abcdef-ABCDEFGHIJ"
         #expect(throws: KeyRing.ConfigurationError(description: "a read key is shorter than 16 characters")) {
             try KeyRing.checked(ingest: [long + "i"], read: ["short"], admin: [])
         }
@@ -38,30 +38,57 @@ struct OperatorHardeningTests {
         #expect(!ring.protectsMetrics)
     }
 
-    @Test("the binary refuses to start with a short key, and says why without the key")
+    @Test("a key of fewer than 128 bits by the estimate is refused, however long; the message names the role and the bits, not the key")
+    func keyEntropy() throws {
+        #expect(KeyRing.estimatedBits(String(repeating: "a", count: 16)) < 5, "a repeated character counts once")
+        #expect(KeyRing.estimatedBits("0123456789abcdef0123456789abcdef") > 165, "openssl rand -hex 16")
+        #expect(KeyRing.estimatedBits("shk_" + String(repeating: "aB3-", count: 11)) > 256)
+        #expect(
+            throws: KeyRing.ConfigurationError(
+                description: "an admin key carries at most 4 bits, fewer than 128: make one with `openssl rand -hex 32`"
+            )
+        ) {
+            try KeyRing.checked(ingest: [], read: [], admin: [String(repeating: "a", count: 40)])
+        }
+        #expect(
+            throws: KeyRing.ConfigurationError(
+                description: "a read key carries at most 82 bits, fewer than 128: make one with `openssl rand -hex 32`"
+            )
+        ) {
+            try KeyRing.checked(ingest: [], read: ["0123456789abcdef"], admin: [])
+        }
+        #expect(throws: KeyRing.ConfigurationError.self) { try KeyRing.checked(ingest: ["in-0123456789abcdef@com.a"], read: [], admin: []) }
+        #expect(throws: KeyRing.ConfigurationError.self) { try KeyRing.checked(ingest: [], read: [], admin: [], metrics: ["metricsmetricsmetrics"]) }
+        _ = try KeyRing.checked(ingest: ["in-0123456789abcdefghij@com.a"], read: ["0123456789abcdef0123456789abcdef"], admin: [])
+    }
+
+    @Test("the binary refuses to start with a short key or a guessable one, and says why without the key")
     func shortKeyAtStart() throws {
         let server = try? LiveServer(environment: ["SYNCHEALTH_INGEST_KEYS": "weak-key"])
         defer { server?.stop() }
         #expect(server == nil, "the server started with an 8-character key")
+        let repeated = try? LiveServer(environment: ["SYNCHEALTH_ADMIN_KEYS": String(repeating: "a", count: 32)])
+        defer { repeated?.stop() }
+        #expect(repeated == nil, "the server started with 32 × a as its admin key")
     }
 
     @Test(
         "with a metrics key, /metrics (and /metrics/, //metrics) answers 401 without a key, 403 to an ingest key, 200 to the metrics, read or admin key"
     )
     func metricsKey() async throws {
-        let metrics = "metrics-0123456789abcdef"
+        let metrics = "metrics-0123456789abcdefghijklmnop"
         let server = try LiveServer(environment: [
-            "SYNCHEALTH_INGEST_KEYS": "ingest-0123456789abcdef", "SYNCHEALTH_READ_KEYS": "read-0123456789abcdef",
-            "SYNCHEALTH_ADMIN_KEYS": "admin-0123456789abcdef", "SYNCHEALTH_METRICS_KEY": metrics,
+            "SYNCHEALTH_INGEST_KEYS": "ingest-0123456789abcdefghijklmnop", "SYNCHEALTH_READ_KEYS": "read-0123456789abcdefghijklmnop",
+            "SYNCHEALTH_ADMIN_KEYS": "admin-0123456789abcdefghijklmnop", "SYNCHEALTH_METRICS_KEY": metrics,
         ])
         defer { server.stop() }
         // Other spellings of the path are the same route under the same rule.
         for path in ["/metrics", "/metrics/", "//metrics", "/metrics//", "///metrics/"] {
             #expect(try await server.request("GET", path).status == 401, "\(path)")
-            #expect(try await server.request("GET", path, key: "ingest-0123456789abcdef").status == 403, "\(path)")
+            #expect(try await server.request("GET", path, key: "ingest-0123456789abcdefghijklmnop").status == 403, "\(path)")
         }
         #expect(try await server.request("GET", "/metrics/", key: metrics).status == 200)
-        for key in [metrics, "read-0123456789abcdef", "admin-0123456789abcdef"] {
+        for key in [metrics, "read-0123456789abcdefghijklmnop", "admin-0123456789abcdefghijklmnop"] {
             let response = try await server.request("GET", "/metrics", key: key)
             #expect(response.status == 200)
             #expect(String(decoding: response.body, as: UTF8.self).contains("# TYPE"))
@@ -112,7 +139,7 @@ struct OperatorHardeningTests {
 
     @Test("without a metrics key, /metrics stays open")
     func metricsOpen() async throws {
-        let server = try LiveServer(environment: ["SYNCHEALTH_INGEST_KEYS": "ingest-0123456789abcdef"])
+        let server = try LiveServer(environment: ["SYNCHEALTH_INGEST_KEYS": "ingest-0123456789abcdefghijklmnop"])
         defer { server.stop() }
         #expect(try await server.request("GET", "/metrics").status == 200)
     }
@@ -125,8 +152,8 @@ struct OperatorHardeningTests {
 
     @Test("the store, its WAL and shared memory, the journal, a backup and a restored store are for their owner alone")
     func fileModes() async throws {
-        let admin = "admin-0123456789abcdef"
-        let ingest = "ingest-0123456789abcdef"
+        let admin = "admin-0123456789abcdefghijklmnop"
+        let ingest = "ingest-0123456789abcdefghijklmnop"
         let server = try LiveServer(environment: ["SYNCHEALTH_INGEST_KEYS": ingest, "SYNCHEALTH_ADMIN_KEYS": admin])
         let body = String(buffer: batch(healthyEvents))
         #expect(try await server.request("POST", "/v1/events", key: ingest, body: Data(body.utf8)).status == 202)

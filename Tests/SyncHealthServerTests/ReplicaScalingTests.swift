@@ -88,7 +88,8 @@ final class LockWaitWatcher: Sendable {
 @Suite("Replicas scale: no lock waits between replicas, few round trips, the same answers", .serialized, .enabled(if: PostgresTesting.baseURL != nil))
 struct ReplicaScalingTests {
     static let environment = [
-        "SYNCHEALTH_INGEST_KEYS": "ingest-0123456789abcdef", "SYNCHEALTH_READ_KEYS": "read-0123456789abcdef", "SYNCHEALTH_DEVICE_RATE_LIMIT": "off",
+        "SYNCHEALTH_INGEST_KEYS": "ingest-0123456789abcdefghijklmnop", "SYNCHEALTH_READ_KEYS": "read-0123456789abcdefghijklmnop",
+        "SYNCHEALTH_DEVICE_RATE_LIMIT": "off",
         "SYNCHEALTH_KEY_RATE_LIMIT": "off",
     ]
 
@@ -100,7 +101,7 @@ struct ReplicaScalingTests {
             let at = Timestamp(seconds: Date().timeIntervalSince1970)
             let body =
                 #"{"device": {"deviceId": "\#(id)", "appId": "com.scale", "containerId": "iCloud.scale"}, "events": [{"eventId": "\#(id)-\#(i)", "occurredAt": "\#(at.rfc3339)", "kind": "heartbeat"}]}"#
-            if try await server.request("POST", "/v1/events", key: "ingest-0123456789abcdef", body: Data(body.utf8)).status == 202 {
+            if try await server.request("POST", "/v1/events", key: "ingest-0123456789abcdefghijklmnop", body: Data(body.utf8)).status == 202 {
                 acknowledged += 1
             }
         }
@@ -170,12 +171,12 @@ struct ReplicaScalingTests {
         // Converged: a post acknowledged by one replica reads the same on the other at once.
         for i in 0..<5 {
             #expect(try await Self.post(1, devices: ["fresh-\(i)"], to: a) == 1)
-            let onA = try await a.request("GET", "/v1/devices/fresh-\(i)?appId=com.scale", key: "read-0123456789abcdef")
-            let onB = try await b.request("GET", "/v1/devices/fresh-\(i)?appId=com.scale", key: "read-0123456789abcdef")
+            let onA = try await a.request("GET", "/v1/devices/fresh-\(i)?appId=com.scale", key: "read-0123456789abcdefghijklmnop")
+            let onB = try await b.request("GET", "/v1/devices/fresh-\(i)?appId=com.scale", key: "read-0123456789abcdefghijklmnop")
             #expect(onB.status == 200 && onA.body == onB.body)
         }
-        let summaryA = try await a.request("GET", "/v1/summary", key: "read-0123456789abcdef")
-        let summaryB = try await b.request("GET", "/v1/summary", key: "read-0123456789abcdef")
+        let summaryA = try await a.request("GET", "/v1/summary", key: "read-0123456789abcdefghijklmnop")
+        let summaryB = try await b.request("GET", "/v1/summary", key: "read-0123456789abcdefghijklmnop")
         func counts(_ body: Data) throws -> NSDictionary? {
             // generatedAt is each replica's clock.
             let json = try JSONSerialization.jsonObject(with: body) as? [String: Any]
@@ -194,7 +195,7 @@ struct ReplicaScalingTests {
         try await withReceiver(receiver) { port in
             var environment = Self.environment
             environment["SYNCHEALTH_DATABASE_URL"] = url
-            environment["SYNCHEALTH_ADMIN_KEYS"] = "admin-0123456789abcdef"
+            environment["SYNCHEALTH_ADMIN_KEYS"] = "admin-0123456789abcdefghijklmnop"
             environment["SYNCHEALTH_ERROR_AFTER"] = "1s"
             environment["SYNCHEALTH_WEBHOOK_ALLOW_PRIVATE"] = "1"
             let a = try LiveServer(environment: environment)
@@ -203,14 +204,14 @@ struct ReplicaScalingTests {
             let hook = try await a.request(
                 "POST",
                 "/v1/webhooks",
-                key: "admin-0123456789abcdef",
+                key: "admin-0123456789abcdefghijklmnop",
                 body: Data(#"{"url": "http://127.0.0.1:\#(port)/hook", "kinds": ["fleetDegraded"]}"#.utf8)
             )
             #expect(hook.status == 201)
             let post: @Sendable (String, [String], LiveServer) async throws -> Void = { id, events, server in
                 let body =
                     #"{"device": {"deviceId": "\#(id)", "appId": "com.fleet", "containerId": "iCloud.fleet"}, "events": [\#(events.joined(separator: ","))]}"#
-                let status = try await server.request("POST", "/v1/events", key: "ingest-0123456789abcdef", body: Data(body.utf8)).status
+                let status = try await server.request("POST", "/v1/events", key: "ingest-0123456789abcdefghijklmnop", body: Data(body.utf8)).status
                 #expect(status == 202)
             }
             // 24 healthy devices, half through each replica; then 6 break at once, 3 through each (25% > 10%).
@@ -228,7 +229,7 @@ struct ReplicaScalingTests {
                 try await group.waitForAll()
             }
             func fleetAlerts(_ server: LiveServer) async throws -> [[String: Any]] {
-                let page = try await server.request("GET", "/v1/alerts?kind=fleetDegraded&limit=50", key: "read-0123456789abcdef")
+                let page = try await server.request("GET", "/v1/alerts?kind=fleetDegraded&limit=50", key: "read-0123456789abcdefghijklmnop")
                 return (try JSONSerialization.jsonObject(with: page.body) as? [String: Any])?["data"] as? [[String: Any]] ?? []
             }
             #expect(try await eventually { try await fleetAlerts(b).contains { $0["state"] as? String == "firing" } }, "the fleet alert never fired")

@@ -23,7 +23,7 @@ extension CrashState {
             let body =
                 #"{"device": {"deviceId": "\#(batch.id)", "appId": "com.crash"}, "events": [\#(batch.events.map(eventJSON).joined(separator: ","))]}"#
             guard let server = replicas.any() else { return }
-            if let response = try? await server.request("POST", "/v1/events", key: "crash-ingest-0123456789abcdef", body: Data(body.utf8)),
+            if let response = try? await server.request("POST", "/v1/events", key: "crash-ingest-0123456789abcdefghijklmnop", body: Data(body.utf8)),
                 response.status == 202,
                 let json = try? JSONSerialization.jsonObject(with: response.body) as? [String: Any],
                 let accepted = json["accepted"] as? Int, let duplicates = json["duplicates"] as? Int
@@ -60,7 +60,7 @@ func postUntilAcknowledged(_ deviceId: String, _ events: [String], to replicas: 
     let body = #"{"device": {"deviceId": "\#(deviceId)", "appId": "com.crash"}, "events": [\#(events.joined(separator: ","))]}"#
     for _ in 0..<200 {
         if let server = replicas.any(),
-            let response = try? await server.request("POST", "/v1/events", key: "crash-ingest-0123456789abcdef", body: Data(body.utf8)),
+            let response = try? await server.request("POST", "/v1/events", key: "crash-ingest-0123456789abcdefghijklmnop", body: Data(body.utf8)),
             response.status == 202
         {
             return
@@ -80,7 +80,7 @@ func acceptedCount(_ deviceId: String, _ events: [String], to replicas: Replicas
     var unanswered = false
     for _ in 0..<200 {
         if let server = replicas.any() {
-            if let response = try? await server.request("POST", "/v1/events", key: "crash-ingest-0123456789abcdef", body: Data(body.utf8)),
+            if let response = try? await server.request("POST", "/v1/events", key: "crash-ingest-0123456789abcdefghijklmnop", body: Data(body.utf8)),
                 response.status == 202,
                 let json = try? JSONSerialization.jsonObject(with: response.body) as? [String: Any], let accepted = json["accepted"] as? Int
             {
@@ -118,9 +118,10 @@ struct ReplicaTests {
         try await withReceiver(receiver) { port in
             var rng = SplitMix64(seed: seed)
             let environment = [
-                "SYNCHEALTH_DATABASE_URL": url, "SYNCHEALTH_INGEST_KEYS": "crash-ingest-0123456789abcdef",
-                "SYNCHEALTH_READ_KEYS": "crash-read-0123456789abcdef",
-                "SYNCHEALTH_ADMIN_KEYS": "crash-admin-0123456789abcdef", "SYNCHEALTH_ERROR_AFTER": "1s", "SYNCHEALTH_WEBHOOK_ALLOW_PRIVATE": "1",
+                "SYNCHEALTH_DATABASE_URL": url, "SYNCHEALTH_INGEST_KEYS": "crash-ingest-0123456789abcdefghijklmnop",
+                "SYNCHEALTH_READ_KEYS": "crash-read-0123456789abcdefghijklmnop",
+                "SYNCHEALTH_ADMIN_KEYS": "crash-admin-0123456789abcdefghijklmnop", "SYNCHEALTH_ERROR_AFTER": "1s",
+                "SYNCHEALTH_WEBHOOK_ALLOW_PRIVATE": "1",
                 "SYNCHEALTH_WEBHOOK_LEASE": "20s", "SYNCHEALTH_DEVICE_RATE_LIMIT": "off",
             ]
             let a = try LiveServer(environment: environment)
@@ -132,7 +133,7 @@ struct ReplicaTests {
             let hook = try await b.request(
                 "POST",
                 "/v1/webhooks",
-                key: "crash-admin-0123456789abcdef",
+                key: "crash-admin-0123456789abcdefghijklmnop",
                 body: Data(#"{"url": "http://127.0.0.1:\#(port)/hook"}"#.utf8)
             )
             #expect(hook.status == 201)
@@ -187,7 +188,11 @@ struct ReplicaTests {
             // Every breaking device fires once (a runs the timers of both waves), then recovers.
             let breaking = firstWave + secondWave
             func firing() async throws -> Set<String> {
-                let page = try await a.request("GET", "/v1/alerts?state=firing&kind=syncError&limit=200", key: "crash-read-0123456789abcdef")
+                let page = try await a.request(
+                    "GET",
+                    "/v1/alerts?state=firing&kind=syncError&limit=200",
+                    key: "crash-read-0123456789abcdefghijklmnop"
+                )
                 let data = (try JSONSerialization.jsonObject(with: page.body) as? [String: Any])?["data"] as? [[String: Any]] ?? []
                 return Set(data.compactMap { $0["deviceId"] as? String })
             }
@@ -199,7 +204,7 @@ struct ReplicaTests {
             }
 
             // The alerts as the store has them: each one is a firing and a resolved message.
-            let listed = try await a.request("GET", "/v1/alerts?limit=200", key: "crash-read-0123456789abcdef")
+            let listed = try await a.request("GET", "/v1/alerts?limit=200", key: "crash-read-0123456789abcdefghijklmnop")
             let alerts = (try JSONSerialization.jsonObject(with: listed.body) as? [String: Any])?["data"] as? [[String: Any]] ?? []
             #expect(alerts.count == breaking.count, "seed \(seed): one incident per breaking device")
             #expect(alerts.allSatisfy { $0["state"] as? String == "resolved" })
@@ -231,10 +236,10 @@ struct ReplicaTests {
             for device in await state.devices {
                 try await expectMatchesReference(device, on: a, path: "/v1/devices/\(device.id)?appId=com.crash", seed: seed)
             }
-            let contended = try await a.request("GET", "/v1/devices/contended?appId=com.crash", key: "crash-read-0123456789abcdef")
+            let contended = try await a.request("GET", "/v1/devices/contended?appId=com.crash", key: "crash-read-0123456789abcdefghijklmnop")
             let contendedStatus = try JSONSerialization.jsonObject(with: contended.body) as? [String: Any]
             #expect(contendedStatus?["pendingChanges"] as? Int == contendedEvents - 1, "seed \(seed): the latest of the contended events wins")
-            let summary = try await a.request("GET", "/v1/summary", key: "crash-read-0123456789abcdef")
+            let summary = try await a.request("GET", "/v1/summary", key: "crash-read-0123456789abcdefghijklmnop")
             let counts = try #require(try JSONSerialization.jsonObject(with: summary.body) as? [String: Any])
             #expect(counts["devices"] as? Int == devices.count + breaking.count + 1, "seed \(seed): counters agree with the devices")
             #expect(a.stop() == 0)
@@ -253,9 +258,9 @@ struct ReplicaIncidentTests {
         let receiver = TestReceiver()
         try await withReceiver(receiver) { port in
             let environment = [
-                "SYNCHEALTH_DATABASE_URL": url, "SYNCHEALTH_INGEST_KEYS": "crash-ingest-0123456789abcdef",
-                "SYNCHEALTH_READ_KEYS": "crash-read-0123456789abcdef",
-                "SYNCHEALTH_ADMIN_KEYS": "crash-admin-0123456789abcdef", "SYNCHEALTH_GROUP_WAIT": "5s",
+                "SYNCHEALTH_DATABASE_URL": url, "SYNCHEALTH_INGEST_KEYS": "crash-ingest-0123456789abcdefghijklmnop",
+                "SYNCHEALTH_READ_KEYS": "crash-read-0123456789abcdefghijklmnop",
+                "SYNCHEALTH_ADMIN_KEYS": "crash-admin-0123456789abcdefghijklmnop", "SYNCHEALTH_GROUP_WAIT": "5s",
                 "SYNCHEALTH_WEBHOOK_ALLOW_PRIVATE": "1", "SYNCHEALTH_WEBHOOK_LEASE": "20s", "SYNCHEALTH_DEVICE_RATE_LIMIT": "off",
             ]
             let a = try LiveServer(environment: environment)
@@ -268,7 +273,7 @@ struct ReplicaIncidentTests {
             let hook = try await a.request(
                 "POST",
                 "/v1/webhooks",
-                key: "crash-admin-0123456789abcdef",
+                key: "crash-admin-0123456789abcdefghijklmnop",
                 body: Data(#"{"url": "http://127.0.0.1:\#(port)/hook", "format": "slack"}"#.utf8)
             )
             #expect(hook.status == 201)
@@ -306,7 +311,7 @@ struct ReplicaIncidentTests {
             // delivery is at least once. Two distinct messages, each told once by whichever replica wrote it.
             #expect(Set(texts()).count == 2, "\(texts())")
             #expect(texts().filter { $0.hasPrefix("✅ Resolved") }.count == 1)
-            let incidents = try await a.request("GET", "/v1/incidents", key: "crash-read-0123456789abcdef")
+            let incidents = try await a.request("GET", "/v1/incidents", key: "crash-read-0123456789abcdefghijklmnop")
             let data = (try JSONSerialization.jsonObject(with: incidents.body) as? [String: Any])?["data"] as? [[String: Any]] ?? []
             #expect(data.count == 1 && data.first?["state"] as? String == "resolved" && data.first?["peakDevices"] as? Int == 30)
         }

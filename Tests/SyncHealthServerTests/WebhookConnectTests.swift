@@ -59,7 +59,7 @@ struct WebhookConnectTests {
                 // Set in the server's environment only: set in this process, they would send every other test's
                 // requests (URLSession here is libcurl too) to the stand-in proxy.
                 var environment = [
-                    "SYNCHEALTH_INGEST_KEYS": "ingest-0123456789abcdef", "SYNCHEALTH_ADMIN_KEYS": "admin-0123456789abcdef",
+                    "SYNCHEALTH_INGEST_KEYS": "ingest-0123456789abcdefghijklmnop", "SYNCHEALTH_ADMIN_KEYS": "admin-0123456789abcdefghijklmnop",
                     "SYNCHEALTH_WEBHOOK_ALLOW_PRIVATE": "1",
                 ]
                 for name in ["http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "ALL_PROXY", "all_proxy"] {
@@ -68,11 +68,15 @@ struct WebhookConnectTests {
                 let server = try LiveServer(environment: environment)
                 defer { server.stop() }
                 let hook = #"{"url": "http://localhost:\#(port)/hook", "grouping": "device"}"#
-                #expect(try await server.request("POST", "/v1/webhooks", key: "admin-0123456789abcdef", body: Data(hook.utf8)).status == 201)
+                #expect(
+                    try await server.request("POST", "/v1/webhooks", key: "admin-0123456789abcdefghijklmnop", body: Data(hook.utf8)).status == 201
+                )
                 let broken = String(
                     buffer: batch([event("n", #""kind": "network", "available": true"#), event("f", "2026-11-22T10:00:01Z", urgentError)])
                 )
-                #expect(try await server.request("POST", "/v1/events", key: "ingest-0123456789abcdef", body: Data(broken.utf8)).status == 202)
+                #expect(
+                    try await server.request("POST", "/v1/events", key: "ingest-0123456789abcdefghijklmnop", body: Data(broken.utf8)).status == 202
+                )
                 #expect(try await eventually { receiver.count >= 1 }, "delivered straight to the receiver")
                 #expect(proxy.count == 0, "the environment's proxy was used")
             }

@@ -1,6 +1,6 @@
 -- GET /v1/devices/{id}?appId=… for random seeded devices.
 local devices = tonumber(os.getenv("WRK_DEVICES") or "100000")
-local key = os.getenv("WRK_KEY") or "bench-read-0123456789ab"
+local key = os.getenv("WRK_KEY") or "bench-read-0123456789abcdefghijklmnop"
 local thread_id = 0
 function setup(thread) thread:set("tid", thread_id); thread_id = thread_id + 1 end
 function init(args) math.randomseed(tid * 15485863 + os.time()) end

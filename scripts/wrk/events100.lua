@@ -4,7 +4,7 @@ local counter = 0
 local second, n = 0, 0
 local thread_id = 0
 local devices = tonumber(os.getenv("WRK_DEVICES") or "100000")
-local key = os.getenv("WRK_KEY") or "bench-ingest-0123456789ab"
+local key = os.getenv("WRK_KEY") or "bench-ingest-0123456789abcdefghijklmnop"
 -- Event ids carry WRK_PREFIX, so that two wrk processes (one per replica) never send the same id.
 local prefix = os.getenv("WRK_PREFIX") or ""
 function setup(thread) thread:set("tid", thread_id); thread_id = thread_id + 1 end

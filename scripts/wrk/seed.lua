@@ -4,7 +4,7 @@
 local thread_id = 0
 local threads = tonumber(os.getenv("WRK_THREADS") or "2")
 local devices = tonumber(os.getenv("WRK_DEVICES") or "100000")
-local key = os.getenv("WRK_KEY") or "bench-ingest-0123456789ab"
+local key = os.getenv("WRK_KEY") or "bench-ingest-0123456789abcdefghijklmnop"
 function setup(thread) thread:set("tid", thread_id); thread_id = thread_id + 1 end
 local first = tonumber(os.getenv("WRK_FIRST") or "1")
 -- WRK_VERSIONS (default 0: none sent) spreads the devices over app versions 1.0 … 1.(N-1).

@@ -3,7 +3,7 @@
 -- out in file order, each once: an assertion's counter is accepted once, so a thread that runs out starts again and
 -- those repeats are refused
 -- (the bench counts them as non-2xx and says so).
-local key = os.getenv("WRK_KEY") or "bench-ingest-0123456789ab"
+local key = os.getenv("WRK_KEY") or "bench-ingest-0123456789abcdefghijklmnop"
 local base = os.getenv("WRK_REQUESTS")
 local thread_id = 0
 local lines, index = {}, 0

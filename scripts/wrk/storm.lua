@@ -4,7 +4,7 @@
 local counter, n, second = 0, 0, 0
 local thread_id = 0
 local devices = tonumber(os.getenv("WRK_DEVICES") or "50000")
-local key = os.getenv("WRK_KEY") or "bench-ingest-0123456789ab"
+local key = os.getenv("WRK_KEY") or "bench-ingest-0123456789abcdefghijklmnop"
 
 function setup(thread) thread:set("tid", thread_id); thread_id = thread_id + 1 end
 function init(args) math.randomseed(tid * 7919 + os.time()) end

@@ -105,6 +105,36 @@ public struct KeyRing: Sendable {
 
     /// The fewest characters a configured key may have. Generated keys have 47; a short key can be guessed.
     public static let minimumKeyLength = 16
+    /// The fewest bits a configured key may carry by `estimatedBits`: as many as `openssl rand -hex 16` gives.
+    public static let minimumKeyBits = 128.0
+
+    /// At most the entropy of `key`, in bits: as if each character were drawn at random from the classes the key
+    /// uses (26 lower-case letters, 26 upper-case, 10 digits, 32 other printable ASCII characters; any other
+    /// character from 2^16), a character that repeats the one before it counting nothing. It cannot see that a
+    /// key is a word or a pattern, so it is a floor that catches short, one-class and repeated keys, not a proof of
+    /// randomness: 16 × `a` is 4.7 bits, `openssl rand -hex 16` 165, a generated key 256 or more.
+    static func estimatedBits(_ key: String) -> Double {
+        var lower = false
+        var upper = false
+        var digit = false
+        var punctuation = false
+        var other = false
+        var counted = 0
+        var previous: Character?
+        for character in key {
+            if character != previous { counted += 1 }
+            previous = character
+            switch character {
+            case "a"..."z": lower = true
+            case "A"..."Z": upper = true
+            case "0"..."9": digit = true
+            case "!"..."~": punctuation = true
+            default: other = true
+            }
+        }
+        let alphabet = (lower ? 26 : 0) + (upper ? 26 : 0) + (digit ? 10 : 0) + (punctuation ? 32 : 0) + (other ? 65_536 : 0)
+        return alphabet > 1 ? Double(counted) * log2(Double(alphabet)) : 0
+    }
 
     /// Why configured keys cannot be used.
     public struct ConfigurationError: Error, Equatable, CustomStringConvertible {
@@ -112,16 +142,24 @@ public struct KeyRing: Sendable {
         public let description: String
     }
 
-    /// A key ring from configured keys, refusing a key shorter than `minimumKeyLength` and a key given two roles
+    /// A key ring from configured keys, refusing a key shorter than `minimumKeyLength` or with fewer than
+    /// `minimumKeyBits` by `estimatedBits`, and a key given two roles
     /// (which one would win would be an accident of order).
     public static func checked(ingest: [String], read: [String], admin: [String], metrics: [String] = []) throws(ConfigurationError) -> KeyRing {
         var roles: [String: KeyScope] = [:]
         let named: [(KeyScope, [String])] = [(.ingest, ingest.map { split($0).key }), (.read, read), (.admin, admin), (.metrics, metrics)]
         for (scope, keys) in named {
             for key in keys where !key.isEmpty {
+                let article = scope == .ingest || scope == .admin ? "an" : "a"
                 guard key.count >= minimumKeyLength else {
-                    let article = scope == .ingest || scope == .admin ? "an" : "a"
                     throw ConfigurationError(description: "\(article) \(scope.rawValue) key is shorter than \(minimumKeyLength) characters")
+                }
+                let bits = estimatedBits(key)
+                guard bits >= minimumKeyBits else {
+                    throw ConfigurationError(
+                        description: "\(article) \(scope.rawValue) key carries at most \(Int(bits)) bits, fewer than \(Int(minimumKeyBits)): "
+                            + "make one with `openssl rand -hex 32`"
+                    )
                 }
                 if let other = roles[key], other != scope {
                     throw ConfigurationError(description: "one key is given two roles, \(other.rawValue) and \(scope.rawValue)")
