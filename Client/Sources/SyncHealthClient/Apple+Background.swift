@@ -11,8 +11,8 @@ extension SyncHealthReporter {
     /// the watch app does), and when a Mac app quits.
     ///
     /// What is recorded is on disk already (`record`), so these only send it sooner. A silent-push launch never goes
-    /// to the background: the app's handler should `try? await SyncHealth.shared?.flush()` before it calls its
-    /// completion handler (Client/README.md).
+    /// to the background: the app's handler should `try? await SyncHealth.shared?.flush(within: .seconds(20))`
+    /// before it calls its completion handler (Client/README.md).
     func observeBackground() {
         var names = [Notification.Name.NSExtensionHostDidEnterBackground]
         #if canImport(UIKit) && !os(watchOS)

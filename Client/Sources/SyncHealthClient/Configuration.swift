@@ -19,6 +19,13 @@ extension SyncHealthReporter {
         /// reporter per directory: a second one in the same process reports `storageInUse` and sends nothing.
         public var storageDirectory: URL?
 
+        /// `false` for a user who opted out: the status on the device still works, and nothing is stored or sent.
+        /// When the user opts back in, `await SyncHealth.stop()` and start again with `true`: no relaunch needed.
+        public var isEnabled = true
+        /// Whether to report from a SwiftUI preview or a unit-test host (an app launched by XCTest or Swift
+        /// Testing). `false` by default: their `App.init` runs too, and their events would pose as a user's device.
+        public var reportsFromPreviewsAndTests = false
+
         /// The most events the queue keeps; when full, the oldest go first.
         public var maxQueuedEvents = 10_000
         /// The most bytes the queue keeps; when full, the oldest go first.
@@ -140,6 +147,8 @@ public enum SyncHealthReporterError: Error, Sendable, Equatable, CustomStringCon
     case storageInUse(String)
     /// `shutdown()` was called.
     case shutDown
+    /// Reporting is off: `isEnabled` is `false`, or the process is a SwiftUI preview or a unit-test host.
+    case notEnabled(String)
 
     public var description: String {
         switch self {
@@ -150,6 +159,7 @@ public enum SyncHealthReporterError: Error, Sendable, Equatable, CustomStringCon
         case .storageFailed(let d): "the queue's storage failed: \(d)"
         case .storageInUse(let path): "another reporter in this process uses \(path); this one sends nothing"
         case .shutDown: "the reporter is shut down"
+        case .notEnabled(let why): "reporting is off: \(why)"
         }
     }
 }
@@ -157,12 +167,23 @@ public enum SyncHealthReporterError: Error, Sendable, Equatable, CustomStringCon
 /// The default log sinks.
 public enum ReporterLog {
     /// `os.Logger` (subsystem `SyncHealthClient`) on Apple platforms, standard error elsewhere.
+    ///
+    /// A line's paths are shown from the home directory (`~/Library/…`): on a Mac the home directory's path holds
+    /// the user's name, and the unified log is readable by any admin of the machine.
     public static let system: @Sendable (String) -> Void = { message in
+        let message = withoutHome(message)
         #if canImport(os)
         systemLogger.notice("\(message, privacy: .public)")
         #else
         FileHandle.standardError.write(Data(("SyncHealthClient: " + message + "\n").utf8))
         #endif
+    }
+
+    /// `message` with every occurrence of the home directory's path written `~`.
+    static func withoutHome(_ message: String, home: String = NSHomeDirectory()) -> String {
+        let home = home.hasSuffix("/") ? String(home.dropLast()) : home
+        guard home.count > 1 else { return message }
+        return message.replacingOccurrences(of: home, with: "~")
     }
 }
 

@@ -593,27 +593,27 @@ actor DeliveryAgent {
     }
 
     /// Moves into the queue the events an earlier process recorded and did not get to move (it was killed first):
-    /// the inbox log's lines that neither the queue nor this process's inbox holds. An id not above the queue's
-    /// last one takes a new id (the wall clock stepped back), as in `persistInboxOrThrow`.
+    /// the inbox log's lines that neither the queue nor this process's inbox holds. A line at or below the queue's
+    /// last id was moved already (its process could not rewrite the log after the move: a full disk) and may have
+    /// been acknowledged since: it is dropped, never sent again under a new id. Every process's ids start above
+    /// what is stored (`EventQueue.lastStoredId`), so no new event has such an id.
     private func recoverInboxLog(into queue: EventQueue, directory: URL) throws {
         let logged = InboxLog.read(directory: directory)
         guard !logged.isEmpty else { return }
         var known = Set(queue.pending.map(\.id))
         shared.withLock { s in for event in s.inbox { known.insert(event.eventId) } }
-        var ids = EventIdGenerator(after: queue.lastId)
         var recovered: [EventQueue.Entry] = []
         var last = queue.lastId
+        var moved = 0
         for entry in logged where !known.contains(entry.id) {
-            var entry = entry
             if let previous = last, entry.id <= previous {
-                let id = ids.next(unixMillis: 0)
-                let prefix = #"{"eventId":"\#(entry.id)""#
-                guard entry.json.hasPrefix(prefix) else { continue }
-                entry = EventQueue.Entry(id: id, json: #"{"eventId":"\#(id)""# + entry.json.dropFirst(prefix.count))
+                moved += 1
+                continue
             }
             last = entry.id
             recovered.append(entry)
         }
+        if moved > 0 { configuration.log("skipped \(moved) inbox line(s) the queue took before the last exit") }
         if !recovered.isEmpty {
             let dropped = try queue.append(recovered)
             configuration.log("recovered \(recovered.count) event(s) recorded before the last exit")

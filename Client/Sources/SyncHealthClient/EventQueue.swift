@@ -90,6 +90,31 @@ final class EventQueue {
 
     deinit { try? handle.close() }
 
+    /// The largest event id stored in `directory`: acknowledged, queued or in the inbox log, read from the ends of
+    /// the files only. The reporter's ids start above it, so that an inbox line at or below the queue's last id is
+    /// one the queue took already (its rewrite failed), never a new event: `DeliveryAgent` drops such a line
+    /// instead of sending it again under a new id.
+    static func lastStoredId(in directory: URL) -> String? {
+        var ids: [String] = []
+        if let acknowledged = try? String(contentsOf: directory.appendingPathComponent("acknowledged"), encoding: .utf8) {
+            ids.append(acknowledged.trimmingCharacters(in: .whitespacesAndNewlines))
+        }
+        for name in ["events.log", InboxLog.fileName] {
+            guard let handle = try? FileHandle(forReadingFrom: directory.appendingPathComponent(name)) else { continue }
+            defer { try? handle.close() }
+            guard let size = try? handle.seekToEnd() else { continue }
+            let start = size > 8192 ? size - 8192 : 0
+            guard (try? handle.seek(toOffset: start)) != nil, let tail = try? handle.readToEnd() else { continue }
+            var lines = tail.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).dropLast()
+            if start > 0 { lines = lines.dropFirst() }  // cut at the start of the window
+            for line in lines {
+                guard let space = line.firstIndex(of: UInt8(ascii: " ")) else { continue }
+                ids.append(String(decoding: line[..<space], as: UTF8.self))
+            }
+        }
+        return ids.filter { !$0.isEmpty }.max()
+    }
+
     /// The events not yet acknowledged, oldest first.
     var pending: ArraySlice<Entry> { entries[head...] }
 

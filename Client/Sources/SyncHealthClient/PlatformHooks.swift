@@ -36,6 +36,19 @@ struct PlatformHooks: Sendable {
     /// exists); `nil` elsewhere.
     var observeAllPersistentCloudKitEvents: (@Sendable (SyncHealthReporter) -> Void)? = PlatformHooks.systemObserveAllPersistentCloudKitEvents
 
+    /// The process's environment: Xcode marks previews (`XCODE_RUNNING_FOR_PREVIEWS`) and test hosts
+    /// (`XCTestConfigurationFilePath`, `XCTestBundlePath`, `XCTestSessionIdentifier`) there.
+    var environment: @Sendable () -> [String: String] = { ProcessInfo.processInfo.environment }
+
+    /// Why this process is not one to report from (a SwiftUI preview, a unit-test host); `nil` for an app's own run.
+    var host: String? {
+        let environment = environment()
+        if environment["XCODE_RUNNING_FOR_PREVIEWS"] == "1" { return "a SwiftUI preview" }
+        let testKeys = ["XCTestConfigurationFilePath", "XCTestBundlePath", "XCTestSessionIdentifier"]
+        if testKeys.contains(where: { environment[$0] != nil }) { return "a unit-test host" }
+        return nil
+    }
+
     /// Runs before each append to the queue's file; a stand-in throws here to play a full disk.
     var beforeQueueWrite: (@Sendable () throws -> Void)?
 }

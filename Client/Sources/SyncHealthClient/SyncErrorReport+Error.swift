@@ -28,12 +28,31 @@ extension SyncErrorReport {
             domain: error.domain,
             code: error.code,
             message: String(
-                (error === outer ? error.localizedDescription : "\(outer.domain) \(outer.code): \(error.localizedDescription)").prefix(200)
+                Self.withoutNames(
+                    error === outer ? error.localizedDescription : "\(outer.domain) \(outer.code): \(error.localizedDescription)"
+                )
+                .prefix(200)
             ),
             retryAfterSeconds: retryAfter,
             partialErrors: partial
         )
     }
+
+    /// `message` without the names CloudKit puts in its per-item messages, which in an app's own zones are user
+    /// data: a record, zone or share description (`<CKRecordID: 0x…; recordName=…, zoneID=…>`) becomes `<…>`, and
+    /// `recordName=`, `zoneID=`, `zoneName=`, `ownerName=` and `recordID=` keep their key without their value.
+    static func withoutNames(_ message: String) -> String {
+        var text = message
+        for (pattern, template) in namePatterns {
+            text = pattern.stringByReplacingMatches(in: text, range: NSRange(text.startIndex..., in: text), withTemplate: template)
+        }
+        return text
+    }
+
+    private static let namePatterns: [(NSRegularExpression, String)] = [
+        (#"<CK[A-Za-z]*(?:Record|Zone|Share)[A-Za-z]*[:;][^>]*>"#, "<…>"),
+        (#"\b(recordName|zoneID|zoneName|ownerName|recordID)\s*=\s*(?:"[^"]*"|[^,;>)\s]*)"#, "$1=…"),
+    ].compactMap { pattern, template in (try? NSRegularExpression(pattern: pattern)).map { ($0, template) } }
 
     /// The first CloudKit error on the chain of underlying errors below `error` (not `error` itself), if any.
     private static func cloudKitError(under error: NSError) -> NSError? {

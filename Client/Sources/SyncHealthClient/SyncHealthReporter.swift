@@ -70,6 +70,11 @@ public final class SyncHealthReporter: Sendable {
         } catch {
             disabled = error
         }
+        if disabled == nil, !configuration.isEnabled {
+            disabled = .notEnabled("Configuration.isEnabled is false")
+        } else if disabled == nil, !configuration.reportsFromPreviewsAndTests, let host = configuration.platform.host {
+            disabled = .notEnabled("\(host) (Configuration.reportsFromPreviewsAndTests)")
+        }
         let directory = configuration.resolvedStorageDirectory
         if disabled == nil, !DirectoryClaims.claim(directory) {
             disabled = .storageInUse(directory.path)
@@ -77,7 +82,10 @@ public final class SyncHealthReporter: Sendable {
         claimedDirectory = Locked(disabled == nil ? directory : nil)
         var initial = Shared()
         initial.disabled = disabled
-        if disabled == nil { initial.inboxLog = InboxLog(directory: directory, beforeWrite: configuration.platform.beforeQueueWrite) }
+        if disabled == nil {
+            initial.inboxLog = InboxLog(directory: directory, beforeWrite: configuration.platform.beforeQueueWrite)
+            initial.ids = EventIdGenerator(after: EventQueue.lastStoredId(in: directory))
+        }
         initial.delivery.lastError = disabled
         let shared = Locked(initial)
         self.shared = shared
@@ -120,11 +128,15 @@ public final class SyncHealthReporter: Sendable {
     /// When it returns, the event is on disk (one small append, no `fsync`): the app may be killed, crash or be
     /// suspended at once and the event is still sent on a later launch. Only when the disk refuses the write (full,
     /// or protected while the device is locked) is it kept in memory until the queue can take it.
+    ///
+    /// A date that is not a number is taken as now, and any other is clamped to 1970-01-01 … 9999-12-31, the
+    /// range the server accepts.
     public func record(_ event: SyncEvent, at date: Date = Date()) {
+        let date = Self.representable(date)
         let (status, observers, calls) = shared.withLock {
             s -> (SyncStatus?, [AsyncStream<SyncStatus>.Continuation], [() -> Void]) in
             guard !s.isShutDown else { return (nil, [], []) }
-            let millis = UInt64(max(0, date.timeIntervalSince1970 * 1000))
+            let millis = UInt64(date.timeIntervalSince1970 * 1000)
             let id = s.ids.next(unixMillis: millis)
             let deviceEvent = event.deviceEvent(id: id, at: date, clientSummary: s.monitor.summary)
             let before = s.monitor
@@ -142,12 +154,56 @@ public final class SyncHealthReporter: Sendable {
         if case .activity(_, .succeeded, _, _, _, _) = event { syncSucceeded() }
     }
 
+    /// Sends what is queued now, as `flush()` does, but returns within `limit` whatever the network does: when the
+    /// time runs out the send under way is cancelled, what was not acknowledged stays queued (sent later, never
+    /// lost), and it throws `deliveryFailed`. For handlers the system ends on a clock: a silent push has 30 s of
+    /// wall time, a background task until its expiration handler runs.
+    public func flush(within limit: Duration) async throws {
+        let outcome = Locked<CheckedContinuation<Void, any Error>?>(nil)
+        let finish = { @Sendable (result: Result<Void, any Error>) in
+            outcome.withLock { continuation in
+                continuation?.resume(with: result)
+                continuation = nil
+            }
+        }
+        let reporter = self
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            outcome.withLock { $0 = continuation }
+            let work = Task.detached(priority: .userInitiated) {
+                do {
+                    try await reporter.flush()
+                    finish(.success(()))
+                } catch {
+                    finish(.failure(error))
+                }
+            }
+            Task.detached(priority: .userInitiated) {
+                try? await Task.sleep(for: limit)
+                work.cancel()
+                finish(.failure(SyncHealthReporterError.deliveryFailed("not everything was sent within \(limit); the rest stays queued")))
+            }
+        }
+    }
+
+    /// The last second an RFC 3339 date can name: 9999-12-31T23:59:59Z.
+    static let latestSecond: TimeInterval = 253_402_300_799
+
+    /// `date` within what an event can carry: now for NaN, else clamped to the Unix epoch … `latestSecond`.
+    static func representable(_ date: Date) -> Date {
+        let seconds = date.timeIntervalSince1970
+        guard !seconds.isNaN else { return Date() }
+        return Date(timeIntervalSince1970: min(max(seconds, 0), latestSecond))
+    }
+
     /// Sends what is queued now, at once (without waiting for the send interval). Throws if it could not; the
     /// events stay queued and are retried.
     public func flush() async throws {
         if let disabled = shared.withLock({ $0.disabled }) { throw disabled }
         try await agent.flush()
     }
+
+    /// Whether `shutdown()` was called.
+    var isShutDown: Bool { shared.withLock { $0.isShutDown } }
 
     /// Stops delivering; what is not yet sent stays in the queue for the next start. Records after this are ignored.
     public func shutdown() async {

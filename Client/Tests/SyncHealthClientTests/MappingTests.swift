@@ -164,6 +164,28 @@ struct MappingTests {
         #expect(SyncErrorReport(error: plain).domain == NSCocoaErrorDomain && SyncErrorReport(error: plain).errorClass == .unknown)
     }
 
+    @Test("CloudKit's per-item messages arrive without record, zone or owner names; the rest of the message stays")
+    func messagesWithoutNames() throws {
+        let messages = [
+            "Error saving record <CKRecordID: 0x6000012a4e40; recordName=Diary-2026-12-01, zoneID=Journal:__defaultOwner__> to server: record to insert already exists",
+            #"Server Record Changed (14/2004); "record changed", recordName="Secret plan", zoneName=Private Stuff"#,
+            "Zone <CKRecordZoneID: 0x600; zoneName=MyHealth, ownerName=_abc123> does not exist",
+        ]
+        for message in messages {
+            let error = NSError(domain: "CKErrorDomain", code: 14, userInfo: [NSLocalizedDescriptionKey: message])
+            let sent = try #require(SyncErrorReport(error: error).message)
+            for name in ["Diary-2026-12-01", "Journal", "Secret plan", "Private Stuff", "MyHealth", "_abc123", "0x6000012a4e40"] {
+                #expect(!sent.contains(name), "\(name) in \(sent)")
+            }
+            #expect(sent.count > 20, "\(sent)")
+        }
+        #expect(
+            SyncErrorReport.withoutNames(messages[0]) == "Error saving record <…> to server: record to insert already exists"
+        )
+        #expect(SyncErrorReport.withoutNames("Quota exceeded") == "Quota exceeded")
+        #expect(ReporterLog.withoutHome("cannot open /Users/jane/Library/x/events.log", home: "/Users/jane") == "cannot open ~/Library/x/events.log")
+    }
+
     @Test("CKAccountStatus raw values map to the contract's account statuses")
     func accountStatus() {
         #expect(

@@ -3,6 +3,24 @@ import Testing
 
 @testable import SyncHealthClient
 
+/// A server that answers the first request only after `stall` (or never, if the sender gives up first).
+private final class StallingServer: ReportTransport, @unchecked Sendable {
+    let inner = FakeServer()
+    let stall: Duration
+    private let calls = Locked(0)
+
+    init(stall: Duration) { self.stall = stall }
+
+    func post(_ body: Data, to url: URL, headers: [String: String]) async throws -> TransportResponse {
+        let first = calls.withLock { n in
+            defer { n += 1 }
+            return n == 0
+        }
+        if first { try await Task.sleep(for: stall) }
+        return try await inner.post(body, to: url, headers: headers)
+    }
+}
+
 /// What `record` returned for is on disk, and what the server can ask for is bounded.
 @Suite("Recorded means on disk; every wait is bounded")
 struct RecordDurabilityTests {
@@ -35,6 +53,46 @@ struct RecordDurabilityTests {
         await next.shutdown()
     }
 
+    @Test("record takes any date without trapping: NaN is now, the rest clamped to 1970…9999; every event arrives with a date the server reads")
+    func anyDate() async throws {
+        let server = FakeServer()
+        var configuration = testConfiguration(server)
+        configuration.heartbeatOnStart = false
+        let reporter = try SyncHealthReporter(configuration: configuration)
+        let dates: [Double] = [.nan, .infinity, -.infinity, 1e300, -1e300, -1, 0, 1e15, .greatestFiniteMagnitude, 253_402_300_800, 1_800_000_000.5]
+        for seconds in dates { reporter.record(.network(available: true), at: Date(timeIntervalSince1970: seconds)) }
+        try await reporter.flush()
+        let events = server.requests.flatMap { $0.json["events"] as? [[String: Any]] ?? [] }
+        #expect(events.count == dates.count, "every event arrives")
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        for event in events {
+            let text = event["occurredAt"] as? String ?? ""
+            let date = formatter.date(from: text) ?? ISO8601DateFormatter().date(from: text)
+            #expect(date.map { $0.timeIntervalSince1970 >= 0 && $0.timeIntervalSince1970 <= 253_402_300_799 } == true, "\(text)")
+        }
+        #expect(SyncHealthReporter.representable(Date(timeIntervalSince1970: .nan)).timeIntervalSince1970 > 1_700_000_000, "NaN is now")
+        await reporter.shutdown()
+    }
+
+    @Test("flush(within:) returns when its time runs out, however long the server takes; the events stay queued and arrive once later")
+    func flushWithinBound() async throws {
+        let server = StallingServer(stall: .seconds(60))
+        var configuration = testConfiguration(FakeServer())
+        configuration.transport = server
+        let reporter = try SyncHealthReporter(configuration: configuration)
+        for _ in 0..<3 { reporter.record(.heartbeat) }
+        let started = ContinuousClock.now
+        await #expect(throws: SyncHealthReporterError.self) { try await reporter.flush(within: .milliseconds(300)) }
+        let took = ContinuousClock.now - started
+        #expect(took < .seconds(5), "returned after \(took), not after the server's 60 s")
+        try await reporter.flush()
+        #expect(server.inner.deliveredIds.count == 3, "every event arrives once: \(server.inner.deliveredIds)")
+        try await reporter.flush(within: .seconds(5))
+        #expect(server.inner.deliveredIds.count == 3)
+        await reporter.shutdown()
+    }
+
     @Test("a log line the queue already holds (a kill between the move and the rewrite) is sent once")
     func logLinesTheQueueHolds() async throws {
         let directory = temporaryDirectory()
@@ -57,8 +115,8 @@ struct RecordDurabilityTests {
         await next.shutdown()
     }
 
-    @Test("a log line older than the queue's last id that the queue does not hold is sent with a new, later id")
-    func olderLineGetsNewId() async throws {
+    @Test("a log line at or below the queue's last id that the queue does not hold was moved and acknowledged: it is not sent again")
+    func movedLineIsNotSentAgain() async throws {
         let directory = temporaryDirectory()
         let first = FakeServer()
         let reporter = try SyncHealthReporter(configuration: testConfiguration(first, directory: directory))
@@ -66,17 +124,49 @@ struct RecordDurabilityTests {
         try await reporter.flush()
         await reporter.shutdown()
         let sent = try #require(first.deliveredIds.first)
-        // A line recorded with a clock behind the queue's last id.
+        // The line of the event already sent, as a failed rewrite leaves it, and one below it.
         let old = "00000000-0000-7000-8000-000000000001"
-        let line = old + " " + #"{"eventId":"\#(old)","occurredAt":"2026-11-22T10:00:00Z","kind":"heartbeat"}"# + "\n"
-        try Data(line.utf8).write(to: directory.appendingPathComponent(InboxLog.fileName))
+        let lines = [old, sent].map { id in id + " " + #"{"eventId":"\#(id)","occurredAt":"2026-11-22T10:00:00Z","kind":"heartbeat"}"# + "\n" }
+        try Data(lines.joined().utf8).write(to: directory.appendingPathComponent(InboxLog.fileName))
         let later = FakeServer()
         let next = try SyncHealthReporter(configuration: testConfiguration(later, directory: directory))
+        next.record(.network(available: true))
         try await next.flush()
-        let id = try #require(later.deliveredIds.first)
-        #expect(later.deliveredIds.count == 1)
-        #expect(id > sent)
+        #expect(later.deliveredIds.count == 1, "only the new event: \(later.deliveredIds)")
+        #expect(try #require(later.deliveredIds.first) > sent, "a new event's id is above everything stored")
         await next.shutdown()
+    }
+
+    @Test("an inbox rewrite that fails once after the move: every event arrives once, none twice, across a restart")
+    func failedRewriteSendsNothingTwice() async throws {
+        struct DiskFull: Error {}
+        let directory = temporaryDirectory()
+        let server = FakeServer()
+        // Counts writes down once armed: the queue's recovery rewrite, the move into the queue, then the inbox
+        // rewrite after the move, which fails.
+        let countdown = Locked(0)
+        var configuration = testConfiguration(server, directory: directory)
+        configuration.platform.beforeQueueWrite = {
+            try countdown.withLock { n in
+                guard n > 0 else { return }
+                n -= 1
+                if n == 0 { throw DiskFull() }
+            }
+        }
+        let reporter = try SyncHealthReporter(configuration: configuration)
+        reporter.record(.heartbeat)
+        reporter.record(.network(available: true))
+        countdown.withLock { $0 = 3 }
+        try await reporter.flush()
+        #expect(countdown.withLock { $0 } == 0, "the rewrite after the move failed")
+        #expect(InboxLog.read(directory: directory).count == 2, "the log still holds the moved lines")
+        await reporter.shutdown()
+
+        let next = try SyncHealthReporter(configuration: testConfiguration(server, directory: directory))
+        next.record(.account(status: .available))
+        try await next.flush()
+        await next.shutdown()
+        #expect(server.deliveredIds.count == 3 && Set(server.deliveredIds).count == 3, "\(server.deliveredIds)")
     }
 
     @Test(

@@ -4,7 +4,7 @@ import Testing
 
 @testable import SyncHealthClient
 
-@Suite("One-line start, the observable status, activity handles")
+@Suite("One-line start, the observable status, activity handles", .serialized)
 struct StartAndStatusTests {
     @Test("SyncHealth.start never throws: a bad configuration gives a reporter that keeps the status, sends nothing and says why")
     func startWithBadConfiguration() async throws {
@@ -36,6 +36,71 @@ struct StartAndStatusTests {
         try await good.flush()
         #expect(server.deliveredIds.count == 1)
         await SyncHealth.reset()
+    }
+
+    @Test(
+        "opting out and back in in one launch: stop, then start again, and what is recorded after arrives; isEnabled false stores and sends nothing"
+    )
+    func stopThenStartAgain() async throws {
+        await SyncHealth.reset()
+        let directory = temporaryDirectory()
+        let server = FakeServer()
+        let first = SyncHealth.start(configuration: testConfiguration(server, directory: directory))
+        first.record(.heartbeat)
+        try await first.flush()
+        await SyncHealth.stop()
+        #expect(SyncHealth.shared == nil)
+        first.record(.network(available: true))
+
+        var off = testConfiguration(server, directory: directory)
+        off.isEnabled = false
+        let optedOut = SyncHealth.start(configuration: off)
+        #expect(optedOut !== first)
+        optedOut.record(.network(available: false))
+        #expect(optedOut.status.syncStateSummary == .noNetwork, "the status on the device still works")
+        #expect(optedOut.delivery.lastError == .notEnabled("Configuration.isEnabled is false"))
+        await #expect(throws: SyncHealthReporterError.self) { try await optedOut.flush() }
+        await SyncHealth.stop()
+
+        let again = SyncHealth.start(configuration: testConfiguration(server, directory: directory))
+        again.record(.account(status: .available))
+        try await again.flush()
+        #expect(server.deliveredIds.count == 2, "the first launch's heartbeat, and the event after opting back in; nothing while out")
+        // After a plain shutdown, too, start gives a working reporter.
+        await again.shutdown()
+        let fourth = SyncHealth.start(configuration: testConfiguration(server, directory: directory))
+        #expect(fourth !== again)
+        fourth.record(.heartbeat)
+        try await fourth.flush()
+        #expect(server.deliveredIds.count == 3)
+        await SyncHealth.reset()
+    }
+
+    @Test("a SwiftUI preview and a unit-test host report nothing unless asked to")
+    func previewsAndTestHosts() async throws {
+        for environment in [["XCODE_RUNNING_FOR_PREVIEWS": "1"], ["XCTestConfigurationFilePath": "/tmp/x.xctestconfiguration"]] {
+            let server = FakeServer()
+            var configuration = testConfiguration(server)
+            configuration.reportsFromPreviewsAndTests = false
+            configuration.platform.environment = { environment }
+            let reporter = try SyncHealthReporter(configuration: configuration)
+            reporter.record(.heartbeat)
+            guard case .notEnabled(let why)? = reporter.delivery.lastError else {
+                Issue.record("expected notEnabled, got \(String(describing: reporter.delivery.lastError))")
+                continue
+            }
+            #expect(why.contains("preview") || why.contains("test host"))
+            await #expect(throws: SyncHealthReporterError.self) { try await reporter.flush() }
+            #expect(server.requests.isEmpty)
+            await reporter.shutdown()
+
+            configuration.reportsFromPreviewsAndTests = true
+            let asked = try SyncHealthReporter(configuration: configuration)
+            asked.record(.heartbeat)
+            try await asked.flush()
+            #expect(server.deliveredIds.count == 1, "reportsFromPreviewsAndTests turns it on")
+            await asked.shutdown()
+        }
     }
 
     @Test("appId defaults to the bundle identifier, and is refused when there is none")

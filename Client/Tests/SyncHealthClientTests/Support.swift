@@ -27,6 +27,8 @@ func testConfiguration(_ transport: FakeServer, directory: URL = temporaryDirect
     c.minimumRetryDelay = .milliseconds(10)
     c.maximumRetryDelay = .milliseconds(50)
     c.log = { _ in }
+    // Xcode's test runner marks this process as a test host: these tests are the reporter's own.
+    c.reportsFromPreviewsAndTests = true
     return c
 }
 
