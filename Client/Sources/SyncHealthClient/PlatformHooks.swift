@@ -49,6 +49,10 @@ struct PlatformHooks: Sendable {
         return nil
     }
 
+    /// After an account read that answered `couldNotDetermine`, when to read again: the next delay for each such
+    /// answer in a row, then only on `CKAccountChanged`.
+    var accountRereadDelays: [Duration] = [.seconds(10), .seconds(30), .seconds(120), .seconds(600), .seconds(1800)]
+
     /// Runs before each append to the queue's file; a stand-in throws here to play a full disk.
     var beforeQueueWrite: (@Sendable () throws -> Void)?
 }

@@ -20,6 +20,9 @@ struct EventSources {
     var lastAccount: AccountStatus?
     /// Reads the account status of the app's container (`accountContainer`), if it gave one.
     var accountReader: (any AccountStatusReading)?
+    /// How many reads in a row answered `couldNotDetermine`: each is read again after the next of
+    /// `PlatformHooks.accountRereadDelays`.
+    var undeterminedReads = 0
     /// The containers whose `eventChangedNotification` is observed (`nil`: every container), each with the
     /// function that removes its observer.
     var observedContainers: [ObjectIdentifier?: @Sendable () -> Void] = [:]
@@ -65,7 +68,29 @@ extension SyncHealthReporter {
     }
 
     private func readAccount(with reader: any AccountStatusReading) {
-        reader.read { [weak self] status in self?.accountChanged(status) }
+        reader.read { [weak self] status in
+            self?.accountChanged(status)
+            self?.rereadIfUndetermined(status)
+        }
+    }
+
+    /// `couldNotDetermine` is often passing (the account daemon busy at launch, no network yet), and no
+    /// `CKAccountChanged` may follow it: read again after a while, a few times, further apart each time.
+    private func rereadIfUndetermined(_ status: AccountStatus) {
+        let delays = configuration.platform.accountRereadDelays
+        let delay = shared.withLock { s -> Duration? in
+            guard status == .couldNotDetermine else {
+                s.sources.undeterminedReads = 0
+                return nil
+            }
+            defer { s.sources.undeterminedReads += 1 }
+            return s.isShutDown ? nil : delays[safe: s.sources.undeterminedReads]
+        }
+        guard let delay else { return }
+        Task.detached(priority: .utility) { [weak self] in
+            try? await Task.sleep(for: delay)
+            self?.accountMayHaveChanged()
+        }
     }
 
     /// Observes one container's events (every container's when `container` is `nil`), once: a second call for

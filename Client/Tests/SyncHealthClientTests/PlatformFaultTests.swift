@@ -49,6 +49,34 @@ func reporterWithAccountReaders(container: StandInContainer? = nil) throws -> (S
 
 @Suite("The faults an app would ship, through the package's stand-ins")
 struct PlatformFaultTests {
+    @Test("an account read that could not determine the status is read again later, until it can; then no more reads")
+    func undeterminedAccountIsReadAgain() async throws {
+        struct Scripted: AccountStatusReading {
+            let answers: Locked<[AccountStatus]>
+            let reads: Locked<Int>
+            func read(_ completion: @escaping @Sendable (AccountStatus) -> Void) {
+                reads.withLock { $0 += 1 }
+                completion(answers.withLock { $0.isEmpty ? .available : $0.removeFirst() })
+            }
+        }
+        let reader = Scripted(answers: Locked([.couldNotDetermine, .couldNotDetermine]), reads: Locked(0))
+        var configuration = testConfiguration(FakeServer())
+        configuration.observesNetworkAndAccount = true
+        configuration.platform.makeAccountReader = { _ in reader }
+        configuration.platform.accountRereadDelays = [.milliseconds(20), .milliseconds(20), .milliseconds(20)]
+        configuration.accountContainerObject = Unchecked(value: StandInContainer())
+        let reporter = try SyncHealthReporter(configuration: configuration)
+        var available = false
+        for _ in 0..<200 where !available {
+            try await Task.sleep(for: .milliseconds(10))
+            available = reporter.status.state.account == .available
+        }
+        #expect(available, "the third read found the account")
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(reader.reads.withLock { $0 } == 3, "read at start, then twice more, then no more")
+        await reporter.shutdown()
+    }
+
     @Test("the storage directory is excluded from backups before the device id is written into it")
     func backupExclusion() async throws {
         let directory = temporaryDirectory().appendingPathComponent("queue")
