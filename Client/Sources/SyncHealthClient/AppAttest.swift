@@ -110,14 +110,15 @@ struct AttestedKeyRecord: Codable, Equatable {
         refusedAt = try c.decodeIfPresent(Date.self, forKey: .refusedAt)
     }
 
-    /// The record on disk; an empty one when there is none or it cannot be read.
-    static func load(in directory: URL) -> AttestedKeyRecord {
-        guard let data = try? Data(contentsOf: directory.appendingPathComponent(fileName)) else { return AttestedKeyRecord() }
+    /// The record on disk; an empty one when there is none (or what is there is not a record). A file that cannot
+    /// be read throws: a new key in its place would give up the attested one.
+    static func load(in directory: URL) throws -> AttestedKeyRecord {
+        guard let data = try StorageFiles.readIfPresent(directory.appendingPathComponent(fileName)) else { return AttestedKeyRecord() }
         return (try? JSONDecoder().decode(AttestedKeyRecord.self, from: data)) ?? AttestedKeyRecord()
     }
 
     func save(in directory: URL) throws {
-        try JSONEncoder().encode(self).write(to: directory.appendingPathComponent(Self.fileName), options: .atomic)
+        try StorageFiles.write(JSONEncoder().encode(self), to: directory.appendingPathComponent(Self.fileName))
     }
 
     /// Forgets the key and everything made with it; the budget (when keys were made and refused) stays.

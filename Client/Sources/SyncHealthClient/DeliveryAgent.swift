@@ -88,7 +88,11 @@ actor DeliveryAgent {
     }
 
     func deviceId() throws -> String {
-        _ = try openQueue()
+        do {
+            _ = try openQueue()
+        } catch {
+            throw SyncHealthReporterError.storageFailed(Self.describe(error))
+        }
         return device?.deviceId ?? ""
     }
 
@@ -255,8 +259,15 @@ actor DeliveryAgent {
             return [:]
         }
         let directory = configuration.resolvedStorageDirectory
-        var record = AttestedKeyRecord.load(in: directory)
         let due = attestRetryAt.map { $0 <= clock.now } ?? true
+        var record: AttestedKeyRecord
+        do {
+            record = try AttestedKeyRecord.load(in: directory)
+        } catch {
+            // Unsigned this time; the key on disk is read again at the next send.
+            configuration.log("App Attest: cannot read the key's record (\(Self.describe(error))); this upload is sent unsigned")
+            return [:]
+        }
         if !record.attested {
             guard due else { return [:] }
             do {
@@ -478,7 +489,7 @@ actor DeliveryAgent {
     /// An answer naming an App Attest problem (`assertion-…`, `attestation-…`, `token-…`): what it asks of the device.
     private func attestationRefused(type: String) {
         let directory = configuration.resolvedStorageDirectory
-        var record = AttestedKeyRecord.load(in: directory)
+        guard var record = try? AttestedKeyRecord.load(in: directory) else { return }
         if type.contains(":token-") {
             record.token = nil
             record.tokenExpiresAt = nil
@@ -565,7 +576,13 @@ actor DeliveryAgent {
     private func openQueue() throws -> EventQueue {
         if let queue { return queue }
         let directory = configuration.resolvedStorageDirectory
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        try StorageFiles.makeDirectory(directory)
+        StorageFiles.protectExisting(
+            ([directory]
+                + (EventQueue.fileNames + [InboxLog.fileName, DeviceIdentity.fileName, AttestedKeyRecord.fileName]).map(
+                    directory.appendingPathComponent
+                ))
+        )
         // Before the device id is written: a backup must never carry it to another device.
         do {
             try configuration.platform.excludeFromBackup(directory)

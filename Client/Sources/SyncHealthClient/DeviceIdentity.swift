@@ -6,13 +6,16 @@ enum DeviceIdentity {
     /// The file the id is kept in, beside the queue.
     static let fileName = "device-id"
 
+    /// The stored id, or a new one stored now when there is none. A file that cannot be read (a locked phone,
+    /// too many open files) throws: only a missing file makes a new device.
     static func load(in directory: URL) throws -> String {
         let url = directory.appendingPathComponent(fileName)
-        if let stored = try? String(contentsOf: url, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines), !stored.isEmpty {
-            return stored
+        if let data = try StorageFiles.readIfPresent(url) {
+            let stored = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            if !stored.isEmpty { return stored }
         }
         let id = UUID().uuidString
-        try Data(id.utf8).write(to: url, options: .atomic)
+        try StorageFiles.write(Data(id.utf8), to: url)
         return id
     }
 

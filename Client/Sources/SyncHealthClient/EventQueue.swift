@@ -53,15 +53,16 @@ final class EventQueue {
         self.directory = directory
         self.limits = limits
         self.beforeWrite = beforeWrite
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        try StorageFiles.makeDirectory(directory)
         let ackURL = directory.appendingPathComponent("acknowledged")
-        acknowledgedId = (try? String(contentsOf: ackURL, encoding: .utf8)).map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
-            .flatMap { $0.isEmpty ? nil : $0 }
+        // Unreadable is not absent: taken as absent, every acknowledged event would be sent again.
+        acknowledgedId = try StorageFiles.readIfPresent(ackURL).map {
+            String(decoding: $0, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        .flatMap { $0.isEmpty ? nil : $0 }
         lastId = acknowledgedId
         let logURL = directory.appendingPathComponent("events.log")
-        if !FileManager.default.fileExists(atPath: logURL.path) {
-            _ = FileManager.default.createFile(atPath: logURL.path, contents: nil)
-        }
+        _ = StorageFiles.makeFileIfAbsent(logURL)
         let data = try Data(contentsOf: logURL)
         var kept = 0  // bytes of complete lines
         var start = data.startIndex
@@ -173,7 +174,7 @@ final class EventQueue {
     }
 
     private func writeAcknowledged(_ id: String) throws {
-        try Data(id.utf8).write(to: acknowledgedURL, options: .atomic)
+        try StorageFiles.write(Data(id.utf8), to: acknowledgedURL)
         acknowledgedId = id
     }
 
@@ -185,7 +186,7 @@ final class EventQueue {
         let remaining = Array(entries[head...])
         var text = ""
         for entry in remaining { text += entry.id + " " + entry.json + "\n" }
-        try Data(text.utf8).write(to: logURL, options: .atomic)
+        try StorageFiles.write(Data(text.utf8), to: logURL)
         try? handle.close()
         handle = try FileHandle(forWritingTo: logURL)
         try handle.seekToEnd()

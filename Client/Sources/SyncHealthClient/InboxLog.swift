@@ -48,7 +48,7 @@ final class InboxLog {
         try beforeWrite?()
         // The next append opens the new file.
         close()
-        try Data(text.utf8).write(to: url, options: .atomic)
+        try StorageFiles.write(Data(text.utf8), to: url)
     }
 
     func close() {
@@ -59,11 +59,9 @@ final class InboxLog {
     private func open() throws -> FileHandle {
         if let handle { return handle }
         let directory = url.deletingLastPathComponent()
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        if !FileManager.default.fileExists(atPath: url.path) {
-            guard FileManager.default.createFile(atPath: url.path, contents: nil) else {
-                throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: url.path])
-            }
+        try StorageFiles.makeDirectory(directory)
+        guard StorageFiles.makeFileIfAbsent(url) else {
+            throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: url.path])
         }
         let opened = try FileHandle(forWritingTo: url)
         try opened.seekToEnd()

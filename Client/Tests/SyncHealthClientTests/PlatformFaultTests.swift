@@ -49,6 +49,34 @@ func reporterWithAccountReaders(container: StandInContainer? = nil) throws -> (S
 
 @Suite("The faults an app would ship, through the package's stand-ins")
 struct PlatformFaultTests {
+    @Test("a device id or key record that cannot be read is not replaced: the error shows, and once readable the old one is used")
+    func unreadableIdentityIsKept() async throws {
+        let directory = temporaryDirectory()
+        var configuration = testConfiguration(FakeServer(), directory: directory)
+        configuration.deviceId = nil
+        // A link to itself where the file should be: reading fails, and not with "no such file".
+        let idURL = directory.appendingPathComponent(DeviceIdentity.fileName)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(atPath: idURL.path, withDestinationPath: idURL.path)
+        let reporter = try SyncHealthReporter(configuration: configuration)
+        await #expect(throws: SyncHealthReporterError.self) { _ = try await reporter.deviceId() }
+        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: idURL.path) == idURL.path, "nothing written over it")
+        // Readable again in one step (a rename over the link), as when the phone is unlocked.
+        let ready = directory.appendingPathComponent("device-id.ready")
+        try Data("device-kept".utf8).write(to: ready)
+        #expect(rename(ready.path, idURL.path) == 0)
+        let kept = try await reporter.deviceId()
+        #expect(kept == "device-kept", "read again at the next try: \(kept)")
+        await reporter.shutdown()
+
+        let keyURL = directory.appendingPathComponent(AttestedKeyRecord.fileName)
+        try FileManager.default.createDirectory(at: keyURL, withIntermediateDirectories: true)
+        #expect(throws: (any Error).self) { _ = try AttestedKeyRecord.load(in: directory) }
+        try FileManager.default.removeItem(at: keyURL)
+        #expect(try AttestedKeyRecord.load(in: directory).keyId == nil, "no file: an empty record")
+        #expect(StorageFiles.isNoSuchFile(CocoaError(.fileReadNoSuchFile)) && !StorageFiles.isNoSuchFile(CocoaError(.fileReadNoPermission)))
+    }
+
     @Test("an account read that could not determine the status is read again later, until it can; then no more reads")
     func undeterminedAccountIsReadAgain() async throws {
         struct Scripted: AccountStatusReading {
