@@ -6,7 +6,7 @@ public import Foundation
 /// Each method takes the client data itself, not its hash: the provider hashes it (SHA-256) as App Attest expects,
 /// so that the reporter needs no cryptography of its own.
 public protocol AppAttestProvider: Sendable {
-    /// Whether this device can attest (`false` on simulators, some Macs, and in some extensions).
+    /// Whether this device can attest (`false` on simulators, on Macs without the Secure Enclave — Intel Macs without a T2 chip —, and in some extensions).
     var isSupported: Bool { get }
     /// Makes a new key and returns its id.
     func generateKey() async throws -> String

@@ -14,18 +14,11 @@ extension SyncHealthReporter {
     /// to the background: the app's handler should `try? await SyncHealth.shared?.flush(within: .seconds(20))`
     /// before it calls its completion handler (Client/README.md).
     func observeBackground() {
-        var names = [Notification.Name.NSExtensionHostDidEnterBackground]
-        #if canImport(UIKit) && !os(watchOS)
-        names.append(UIApplication.didEnterBackgroundNotification)
-        #endif
-        #if os(watchOS)
-        // `WKApplication.didEnterBackgroundNotification` is main-actor isolated in Swift 6's SDK; its value is the
-        // constant's name.
-        names.append(Notification.Name("WKApplicationDidEnterBackgroundNotification"))
-        #endif
-        #if os(macOS) && !targetEnvironment(macCatalyst)
+        #if os(macOS)
         // `NSApplication.willTerminateNotification` is main-actor isolated in Swift 6's SDK; its value is the
-        // constant's name. Quitting waits for the send 2 s at most.
+        // constant's name. Quitting waits for the send 2 s at most. (Neither `NSExtensionHostDidEnterBackground` nor
+        // `performExpiringActivity` exists on macOS: a Mac app is not suspended the iOS way. Mac Catalyst is not
+        // `os(macOS)`, and takes the other branch.)
         let quit = NotificationCenter.default.addObserver(
             forName: Notification.Name("NSApplicationWillTerminateNotification"),
             object: nil,
@@ -35,6 +28,15 @@ extension SyncHealthReporter {
         }
         let quitBox = Unchecked(value: quit)
         addStop { NotificationCenter.default.removeObserver(quitBox.value) }
+        #else
+        var names = [Notification.Name.NSExtensionHostDidEnterBackground]
+        #if canImport(UIKit) && !os(watchOS)
+        names.append(UIApplication.didEnterBackgroundNotification)
+        #endif
+        #if os(watchOS)
+        // `WKApplication.didEnterBackgroundNotification` is main-actor isolated in Swift 6's SDK; its value is the
+        // constant's name.
+        names.append(Notification.Name("WKApplicationDidEnterBackgroundNotification"))
         #endif
         for name in names {
             let token = NotificationCenter.default.addObserver(forName: name, object: nil, queue: nil) { [weak self] _ in
@@ -43,8 +45,10 @@ extension SyncHealthReporter {
             let box = Unchecked(value: token)
             addStop { NotificationCenter.default.removeObserver(box.value) }
         }
+        #endif
     }
 
+    #if !os(macOS)
     /// Flushes inside an expiring activity, so that suspension does not cut the upload short.
     /// `ProcessInfo.performExpiringActivity` works in apps and app extensions alike (`UIApplication.shared` is
     /// unavailable in extensions), and needs nothing ended by hand: the activity lasts while the block runs.
@@ -68,6 +72,8 @@ extension SyncHealthReporter {
             finished.wait()
         }
     }
+
+    #endif
 
     /// Sends what is queued before the process exits, waiting at most `limit` (the caller is the main thread of an
     /// app that is quitting); what is not sent by then stays on disk for the next launch.

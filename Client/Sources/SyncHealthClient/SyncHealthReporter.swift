@@ -13,8 +13,10 @@ public import Foundation
 /// ```
 ///
 /// `record` never blocks and never throws: it stamps the event (a time-ordered id, the time) and applies it to the
-/// local monitor; the delivery agent appends it to the on-disk queue before any attempt to send it. Events leave
-/// the queue only after the `202` that covers them. No disk or network work runs on the caller's thread.
+/// local monitor, and appends it to the inbox log; the delivery agent moves it into the queue before any attempt to
+/// send it. Events leave
+/// the queue only after the `202` that covers them. No network work runs on the caller's thread, and of the disk only
+/// `record`'s one append (and, at start, reading the ends of the queue's files).
 public final class SyncHealthReporter: Sendable {
     /// The configuration it was created with (the ingest key may have changed since, see `updateIngestKey`).
     public let configuration: Configuration
