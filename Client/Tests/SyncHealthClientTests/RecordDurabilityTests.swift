@@ -142,24 +142,26 @@ struct RecordDurabilityTests {
         struct DiskFull: Error {}
         let directory = temporaryDirectory()
         let server = FakeServer()
-        // Counts writes down once armed: the queue's recovery rewrite, the move into the queue, then the inbox
-        // rewrite after the move, which fails.
-        let countdown = Locked(0)
+        // Once armed, the first write after both events reached the queue's file (the inbox rewrite after the move)
+        // fails, as on a full disk.
+        let armed = Locked(false)
+        let queueFile = directory.appendingPathComponent("events.log")
         var configuration = testConfiguration(server, directory: directory)
         configuration.platform.beforeQueueWrite = {
-            try countdown.withLock { n in
-                guard n > 0 else { return }
-                n -= 1
-                if n == 0 { throw DiskFull() }
+            let queued = ((try? String(contentsOf: queueFile, encoding: .utf8)) ?? "").split(separator: "\n").count
+            try armed.withLock { armed in
+                guard armed, queued >= 2 else { return }
+                armed = false
+                throw DiskFull()
             }
         }
+        armed.withLock { $0 = true }
         let reporter = try SyncHealthReporter(configuration: configuration)
         reporter.record(.heartbeat)
         reporter.record(.network(available: true))
-        countdown.withLock { $0 = 3 }
         try await reporter.flush()
-        #expect(countdown.withLock { $0 } == 0, "the rewrite after the move failed")
-        #expect(InboxLog.read(directory: directory).count == 2, "the log still holds the moved lines")
+        #expect(armed.withLock { !$0 }, "the rewrite after the move failed")
+        #expect(!InboxLog.read(directory: directory).isEmpty, "the log still holds moved lines")
         await reporter.shutdown()
 
         let next = try SyncHealthReporter(configuration: testConfiguration(server, directory: directory))
