@@ -11,4 +11,3 @@ open class UIApplication: UIResponder {
     open class var shared: UIApplication { fatalError("stub") }
     nonisolated public static let didEnterBackgroundNotification = NSNotification.Name("UIApplicationDidEnterBackgroundNotification")
 }
-
