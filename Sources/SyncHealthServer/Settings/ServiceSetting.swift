@@ -176,26 +176,12 @@ extension ServiceSetting {
             "Requests per second per device id on POST /v1/attest, as RATE/BURST, or off.",
             \.rateLimits.attestPerDevice
         ),
-        ServiceSetting(
-            flag: "key-limit",
-            help: "Most live keys made through POST /v1/keys for one app, and for every app; more are refused with 409.",
-            emptyDefault: "",
-            show: { "\($0.keyLimit)" },
-            apply: { c, text throws(ServiceSettingError) in
-                guard let n = Int(text), n >= 1 else { throw .init(description: "must be a positive integer") }
-                c.keyLimit = n
-            }
+        count(
+            "key-limit",
+            "Most live keys made through POST /v1/keys for one app, and for every app; more are refused with 409.",
+            \.keyLimit
         ),
-        ServiceSetting(
-            flag: "max-connections",
-            help: "Most open connections; more wait in the listen backlog.",
-            emptyDefault: "",
-            show: { "\($0.maxConnections)" },
-            apply: { c, text throws(ServiceSettingError) in
-                guard let n = Int(text), n >= 1 else { throw .init(description: "must be a positive integer") }
-                c.maxConnections = n
-            }
-        ),
+        count("max-connections", "Most open connections; more wait in the listen backlog.", \.maxConnections),
         duration(
             "request-timeout",
             "A request must arrive in full within this time of the connection opening or the previous response, else 408.",
@@ -298,6 +284,20 @@ extension ServiceSetting {
     ]
 
     /// A setting that is on (`1`, `true`, `on`) or off (`0`, `false`, `off`).
+    /// A positive integer.
+    static func count(_ flag: String, _ help: String, _ path: any WritableKeyPath<ServiceConfiguration, Int> & Sendable) -> ServiceSetting {
+        ServiceSetting(
+            flag: flag,
+            help: help,
+            emptyDefault: "",
+            show: { "\($0[keyPath: path])" },
+            apply: { c, text throws(ServiceSettingError) in
+                guard let n = Int(text), n >= 1 else { throw .init(description: "must be a positive integer") }
+                c[keyPath: path] = n
+            }
+        )
+    }
+
     static func toggle(_ flag: String, _ help: String, _ path: any WritableKeyPath<ServiceConfiguration, Bool> & Sendable) -> ServiceSetting {
         ServiceSetting(
             flag: flag,
