@@ -101,11 +101,14 @@ struct KeyRoutes {
         let now = keys.clock.now
         let standings = keys.standings(of: found.map(\.id))
         data += found.map { KeyDTO($0, now: now, standing: standings[$0.id]) }
-        let next = more || found.count == limit ? position.map { "\($0.createdAt.microseconds).\($0.id)" } : nil
+        let next = more || found.count == limit ? position.map(Self.cursor) : nil
         return try JSONResponse.make(PageDTO(data: data, nextCursor: next))
     }
 
-    /// A `nextCursor` of `list` read back.
+    /// The `nextCursor` that starts a page after `position`: its creation time in microseconds, a dot, its id.
+    static func cursor(_ position: KeyPosition) -> String { "\(position.createdAt.microseconds).\(position.id)" }
+
+    /// A `cursor` read back.
     static func position(_ cursor: String?) throws(APIError) -> KeyPosition? {
         guard let cursor else { return nil }
         let parts = cursor.split(separator: ".", maxSplits: 1)
