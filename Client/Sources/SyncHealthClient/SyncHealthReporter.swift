@@ -181,8 +181,9 @@ public final class SyncHealthReporter: Sendable {
             }
             Task.detached(priority: .userInitiated) {
                 try? await Task.sleep(for: limit)
-                work.cancel()
+                // The answer first: the cancelled send would otherwise answer with its `CancellationError`.
                 finish(.failure(SyncHealthReporterError.deliveryFailed("not everything was sent within \(limit); the rest stays queued")))
+                work.cancel()
             }
         }
     }
