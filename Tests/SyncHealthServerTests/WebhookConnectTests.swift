@@ -67,6 +67,8 @@ struct WebhookConnectTests {
                 }
                 let server = try LiveServer(environment: environment)
                 defer { server.stop() }
+                // Subscriptions are refused (503) until the engine has loaded them: the port opens before that.
+                try await server.waitUntilReady()
                 let hook = #"{"url": "http://localhost:\#(port)/hook", "grouping": "device"}"#
                 #expect(
                     try await server.request("POST", "/v1/webhooks", key: "admin-0123456789abcdefghijklmnop", body: Data(hook.utf8)).status == 201
