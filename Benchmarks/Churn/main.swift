@@ -41,13 +41,13 @@ let store = try SQLiteStore(directory: directory, synchronous: .normal)
 var configuration = EngineConfiguration()
 configuration.forgetAfter = .seconds(Int64(forgetDays) * 86_400)
 configuration.alertRetention = .seconds(Int64(historyDays) * 86_400)
-let engine = MonitorStore.local(store).makeEngine(
+let delivery = MonitorStore.local(store).makeDelivery(
     clock: clock,
-    configuration: configuration,
-    webhooks: WebhookConfiguration(),
+    configuration: DeliveryConfiguration(),
     transport: CurlTransport(totalTimeout: .seconds(1)),
     logger: logger
 )
+let engine = MonitorStore.local(store).makeEngine(clock: clock, configuration: configuration, delivery: delivery, logger: logger)
 
 /// The data directory's bytes on disk (database, WAL, journal segments).
 /// The data directory's bytes: the database file, its WAL, and the rest (the commit journal's segments).

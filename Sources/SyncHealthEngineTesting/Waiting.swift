@@ -1,4 +1,4 @@
-public import SyncHealthCore
+import SyncHealthCore
 public import SyncHealthStore
 
 /// A wait's liveness bound passed: what it waited for did not happen.
@@ -26,13 +26,18 @@ public func within(_ limit: Duration = .seconds(5), _ body: @escaping @Sendable 
 }
 
 /// Whether `condition` comes to hold, for effects of tasks the test does not await (the engine's loops, a
-/// delivery). It looks `tries` times, 10 ms apart: at least five seconds by default, and longer on a loaded machine,
-/// where each pause takes longer (a bound on tries, not on time, so that a full suite on two cores does not fail a
-/// test that is only slow). A liveness bound that keeps a broken test from hanging, not a wait for anything.
-public func eventually(tries: Int = 500, _ condition: () async throws -> Bool) async throws -> Bool {
+/// delivery, another process). It looks `tries` times, `interval` apart: at least five seconds by default, and
+/// longer on a loaded machine, where each pause takes longer (a bound on tries, not on time, so that a full suite on
+/// two cores does not fail a test that is only slow). A liveness bound that keeps a broken test from hanging, not a
+/// wait for anything. A wider `interval` for a condition that costs a request to another process.
+public func eventually(
+    tries: Int = 500,
+    every interval: Duration = .milliseconds(10),
+    _ condition: () async throws -> Bool
+) async throws -> Bool {
     for _ in 0..<tries {
         if try await condition() { return true }
-        try? await Task.sleep(for: .milliseconds(10))
+        try? await Task.sleep(for: interval)
     }
     return try await condition()
 }

@@ -11,15 +11,16 @@ import SyncHealthBuildInfo
 import SyncHealthCore
 public import SyncHealthEngine
 import SyncHealthPostgres
-public import SyncHealthSQLite
-public import SyncHealthStore
+import SyncHealthSQLite
+import SyncHealthStore
 public import SyncHealthWebhooks
 
 /// The composition root: builds the store, the engine and the HTTP application from a configuration.
 public enum SyncHealthApplication {
-    /// Builds the router over an engine.
+    /// Builds the router over an engine and the delivery parts beside it.
     static func makeRouter<Engine: MonitorEngine>(
         engine: Engine,
+        delivery: Delivery,
         keys: KeyDirectory,
         registry: PrometheusCollectorRegistry,
         limits: RateLimits = RateLimits(),
@@ -29,6 +30,7 @@ public enum SyncHealthApplication {
     ) -> Router<AppRequestContext> {
         let routes = apiRoutes(
             engine: engine,
+            delivery: delivery,
             keys: keys,
             registry: registry,
             limits: limits,
@@ -49,6 +51,7 @@ public enum SyncHealthApplication {
     /// Every endpoint of the API, once: the router and the `405 Allow` answers both come from this table.
     static func apiRoutes<Engine: MonitorEngine>(
         engine: Engine,
+        delivery: Delivery,
         keys: KeyDirectory,
         registry: PrometheusCollectorRegistry,
         limits: RateLimits,
@@ -61,7 +64,7 @@ public enum SyncHealthApplication {
         // Who changed what: keys, subscriptions, silences, erasures, backups (`GET /v1/audit`).
         let audit = AuditLog(store: keys.store, clock: engine.clock)
         let devices = DeviceRoutes(engine: engine, audit: audit, attestation: attestation)
-        let fleet = FleetRoutes(engine: engine, attestation: attestation)
+        let fleet = FleetRoutes(engine: engine, silences: delivery.silences, attestation: attestation)
         let attest = AttestRoutes(
             gate: attestation,
             keyLimiter: RateLimiter(limit: limits.attestPerKey),
@@ -69,8 +72,8 @@ public enum SyncHealthApplication {
             clock: engine.clock,
             audit: audit
         )
-        let hooks = WebhookRoutes(webhooks: engine.webhooks, audit: audit)
-        let silences = SilenceRoutes(silences: engine.webhooks.silences, audit: audit)
+        let hooks = WebhookRoutes(webhooks: delivery.webhooks, outbox: delivery.outbox, audit: audit)
+        let silences = SilenceRoutes(silences: delivery.silences, audit: audit)
         let stream = StreamRoutes(engine: engine, keys: keys, maximumLife: streamLife)
         let backups = BackupRoutes(store: backup, audit: audit)
         let access = KeyRoutes(keys: keys, audit: audit)
@@ -154,7 +157,7 @@ public enum SyncHealthApplication {
         logger: Logger,
         registry: PrometheusCollectorRegistry,
         clock: any ServiceClock = SystemClock()
-    ) throws -> (application: Application<RouterResponder<AppRequestContext>>, engine: any MonitorEngine) {
+    ) throws -> (application: Application<RouterResponder<AppRequestContext>>, engine: any MonitorEngine, delivery: Delivery) {
         let keys = try resolveKeys(configuration, logger: logger)
         let tls = try configuration.tlsCertificate.map { certificate throws(TLSCertificateError) in
             try TLSCertificates(certificatePath: certificate, keyPath: configuration.tlsKey ?? "")
@@ -198,14 +201,10 @@ public enum SyncHealthApplication {
         logger: Logger,
         tls: TLSCertificates? = nil,
         appAttestVerifier: AppAttestVerifier? = nil
-    ) -> (application: Application<RouterResponder<AppRequestContext>>, engine: any MonitorEngine) {
-        let engine = store.makeEngine(
-            clock: clock,
-            configuration: configuration.engine,
-            webhooks: configuration.webhooks,
-            transport: transport,
-            logger: logger
-        )
+    ) -> (application: Application<RouterResponder<AppRequestContext>>, engine: any MonitorEngine, delivery: Delivery) {
+        // What tells ops, built beside the engine: silences, subscriptions, and the outbox's sender.
+        let delivery = store.makeDelivery(clock: clock, configuration: configuration.webhooks, transport: transport, logger: logger)
+        let engine = store.makeEngine(clock: clock, configuration: configuration.engine, delivery: delivery, logger: logger)
         // The embedded store backs itself up (`GET /v1/backup`); PostgreSQL is backed up with its own tools.
         let backup = store.store as? any StoreBackup
         if let backup { BackupRoutes.removeLeftovers(in: backup.backupDirectory) }
@@ -227,6 +226,7 @@ public enum SyncHealthApplication {
         )
         let router = makeRouter(
             engine: engine,
+            delivery: delivery,
             keys: directory,
             registry: registry,
             limits: configuration.rateLimits,
@@ -269,11 +269,13 @@ public enum SyncHealthApplication {
                 availableConnectionsDelegate: MaximumAvailableConnections(configuration.maxConnections, logger: logger)
             ),
             // Shutdown runs in reverse: the engine commits what it accepted before the pool stops.
-            services: (storeService.map { [$0] } ?? []) + store.services(of: engine, logger: logger) + [directory, HeapTrimmer(logger: logger)]
+            services: (storeService.map { [$0] } ?? []) + store.services(of: engine, delivery: delivery, logger: logger) + [
+                directory, HeapTrimmer(logger: logger),
+            ]
                 + tokenRefresh + tlsReload,
             logger: logger
         )
-        return (application, engine)
+        return (application, engine, delivery)
     }
 }
 

@@ -41,8 +41,8 @@ public protocol GroupCommitter: AnyObject {
 
 extension GroupCommitter {
     /// One group: `judge`, then `plan` with what was recorded before, then `append` of the changes it returns; if
-    /// `plan` throws, `abandon`.
-    public func commit<Result>(
+    /// `plan` throws, `abandon`. For tests of a store: the engine's pipelines call the steps themselves.
+    @_spi(Testing) public func commit<Result>(
         claiming claims: [EventIdClaim],
         at recordedAt: Timestamp,
         plan: (_ seen: [Set<String>]) throws -> (changes: StoreChanges, result: Result)
@@ -62,8 +62,8 @@ extension GroupCommitter {
 
 extension LocalSyncStore {
     /// One group, as a series of one (`GroupCommitter.commit(claiming:at:plan:)`): if `plan` or the write throws,
-    /// nothing is written, ids included.
-    public func commit<Result: Sendable>(
+    /// nothing is written, ids included. For tests of a store.
+    @_spi(Testing) public func commit<Result: Sendable>(
         claiming claims: [EventIdClaim],
         at recordedAt: Timestamp,
         plan: @escaping @Sendable (_ seen: [Set<String>]) throws -> (changes: StoreChanges, result: Result)

@@ -196,7 +196,7 @@ enum DeliveryPlayer {
                 // The other replica reads the silences the first changed, as its next poll would (every
                 // `sharedPollInterval`): the model judges what replicas tell once they have read each other's
                 // changes, not what one decides within that interval.
-                try await b.engine.webhooks.silences.refreshIfShared()
+                try await b.delivery.silences.refreshIfShared()
                 try await play(rest, on: b, progress)
                 try await finish(b)
             }
@@ -217,7 +217,7 @@ enum DeliveryPlayer {
                 fields.routingKey = "R"
             case .alertmanager: fields.format = "alertmanager"
             }
-            _ = try await h.engine.webhooks.create(fields)
+            _ = try await h.delivery.webhooks.create(fields)
         }
     }
 
@@ -249,11 +249,11 @@ enum DeliveryPlayer {
                     case .kind: Silence.Matchers(kind: .syncError)
                     }
                 let endsAt = testStart + .seconds(Int64(progress.second + minutes * 60))
-                let silence = try await h.engine.webhooks.silences.create(matchers: matchers, startsAt: nil, endsAt: endsAt, comment: "")
+                let silence = try await h.delivery.silences.create(matchers: matchers, startsAt: nil, endsAt: endsAt, comment: "")
                 progress.silenceIds.append(silence.id)
             case .endSilence(let n):
-                _ = try await h.engine.webhooks.silences.expire(progress.silenceIds[n])
-                try await SilenceRelease(engine: h.engine, logger: logger).releaseEnded()
+                _ = try await h.delivery.silences.expire(progress.silenceIds[n])
+                try await SilenceRelease(engine: h.engine, delivery: h.delivery, logger: logger).releaseEnded()
             case .advance(let minutes):
                 // Deliveries under way end before time jumps: a jump past a PostgreSQL delivery lease (60 s) while a
                 // replica still sends would let the other take the message too, which real time does not allow
@@ -261,8 +261,8 @@ enum DeliveryPlayer {
                 try await drain(h)
                 progress.second += minutes * 60
                 try await h.clock.advanceAndSettle(by: testStart + .seconds(Int64(progress.second)) - h.clock.now)
-                try await IncidentWatch(engine: h.engine, logger: logger).step()
-                try await SilenceRelease(engine: h.engine, logger: logger).releaseEnded()
+                try await IncidentWatch(engine: h.engine, delivery: h.delivery, logger: logger).step()
+                try await SilenceRelease(engine: h.engine, delivery: h.delivery, logger: logger).releaseEnded()
             case .restart:
                 break
             }
@@ -273,7 +273,7 @@ enum DeliveryPlayer {
     /// on would be: a resolve of an earlier alert delivered after it would end the firing one there).
     static func finish(_ h: EngineHarness) async throws {
         try await drain(h)
-        await AlertmanagerRefresh(engine: h.engine, logger: testLogger()).refresh()
+        await AlertmanagerRefresh(engine: h.engine, delivery: h.delivery, logger: testLogger()).refresh()
     }
 
     /// Waits until every message written is delivered. Messages another replica wrote are found at the loop's next
@@ -281,7 +281,7 @@ enum DeliveryPlayer {
     static func drain(_ h: EngineHarness) async throws {
         // Looked at every millisecond: most messages are out within one, and a long run plays many histories.
         for attempt in 0..<5_000 {
-            if attempt.isMultiple(of: 100) { h.engine.webhooks.notify() }
+            if attempt.isMultiple(of: 100) { h.delivery.outbox.notify() }
             if try await outboxDrained(h.store) { return }
             try await Task.sleep(for: .milliseconds(1))
         }

@@ -45,8 +45,8 @@ struct EngineAttestedOnlyTests {
     )
     func deviceAlerts(_ kind: EngineStore) async throws {
         try await EngineHarness(store: try await kind.make(), webhooks: .privateAllowed).run { h in
-            _ = try await h.engine.webhooks.create(WebhookRequestFields(url: "http://127.0.0.1:9/all"))
-            _ = try await h.engine.webhooks.create(WebhookRequestFields(url: "http://127.0.0.1:9/attested", attestedOnly: true))
+            _ = try await h.delivery.webhooks.create(WebhookRequestFields(url: "http://127.0.0.1:9/all"))
+            _ = try await h.delivery.webhooks.create(WebhookRequestFields(url: "http://127.0.0.1:9/attested", attestedOnly: true))
             try await Self.post(h, Self.breakDevice("genuine", 1), attested: true)
             try await Self.post(h, Self.breakDevice("forged", 1), attested: false)
             h.clock.advance(by: .seconds(1))
@@ -83,14 +83,14 @@ struct EngineAttestedOnlyTests {
         configuration.incidents.groupWait = .seconds(30)
         let harness = EngineHarness(store: try await kind.make(), configuration: configuration, webhooks: .privateAllowed, drivenDecisions: true)
         try await harness.run { h in
-            _ = try await h.engine.webhooks.create(WebhookRequestFields(url: "http://127.0.0.1:9/every", grouping: "incident"))
-            _ = try await h.engine.webhooks.create(
+            _ = try await h.delivery.webhooks.create(WebhookRequestFields(url: "http://127.0.0.1:9/every", grouping: "incident"))
+            _ = try await h.delivery.webhooks.create(
                 WebhookRequestFields(url: "http://127.0.0.1:9/attested", grouping: "incident", attestedOnly: true)
             )
             try await Self.post(h, Self.breakDevice("genuine", 1), attested: true)
             for i in 0..<3 { try await Self.post(h, Self.breakDevice("forged-\(i)", 1), attested: false) }
             try await h.advance(by: .seconds(31))
-            try await IncidentWatch(engine: h.engine, logger: testLogger()).step()
+            try await IncidentWatch(engine: h.engine, delivery: h.delivery, logger: testLogger()).step()
             #expect(try await h.deliveredWhenDrained() == 2)
             #expect(Self.told(h, "http://127.0.0.1:9/every") == ["incident.opened 4 devices"])
             #expect(Self.told(h, "http://127.0.0.1:9/attested") == ["incident.opened 1 devices"])
@@ -108,7 +108,7 @@ struct EngineAttestedOnlyTests {
             // The genuine device recovers: the attested incident resolves; the other still has three devices.
             h.clock.advance(by: .seconds(1))
             try await Self.post(h, Self.recover("genuine", 1), attested: true)
-            try await IncidentWatch(engine: h.engine, logger: testLogger()).step()
+            try await IncidentWatch(engine: h.engine, delivery: h.delivery, logger: testLogger()).step()
             #expect(try await h.deliveredWhenDrained() == 3)
             #expect(Self.told(h, "http://127.0.0.1:9/attested") == ["incident.opened 1 devices", "incident.resolved 0 devices"])
             #expect(Self.told(h, "http://127.0.0.1:9/every") == ["incident.opened 4 devices"])
@@ -119,11 +119,11 @@ struct EngineAttestedOnlyTests {
     func fleetKindsRefused() async throws {
         try await EngineHarness(webhooks: .privateAllowed).run { h in
             await #expect(throws: WebhookError.self) {
-                _ = try await h.engine.webhooks.create(
+                _ = try await h.delivery.webhooks.create(
                     WebhookRequestFields(url: "http://127.0.0.1:9/x", kinds: ["fleetDegraded", "releaseRegression"], attestedOnly: true)
                 )
             }
-            let mixed = try await h.engine.webhooks.create(
+            let mixed = try await h.delivery.webhooks.create(
                 WebhookRequestFields(url: "http://127.0.0.1:9/x", kinds: ["fleetDegraded", "syncError"], attestedOnly: true)
             )
             #expect(mixed.attestedOnly)

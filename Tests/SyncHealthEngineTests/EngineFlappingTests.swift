@@ -18,7 +18,7 @@ extension EngineHarness {
 
     /// Subscribes a Standard Webhooks receiver on loopback to every alert.
     func subscribe(_ url: String = "http://127.0.0.1:9/hook") async throws {
-        _ = try await engine.webhooks.create(WebhookRequestFields(url: url))
+        _ = try await delivery.webhooks.create(WebhookRequestFields(url: url))
     }
 }
 

@@ -10,11 +10,13 @@ import SyncHealthStore
 import SyncHealthTestSupport
 import Testing
 
-/// A `MonitorEngine` as the service runs it, with the same services beside it (`MonitorStore.services(of:logger:)`),
+/// A `MonitorEngine` as the service runs it, with the same services beside it (`MonitorStore.services(of:delivery:logger:)`),
 /// in a `ServiceGroup` with graceful shutdown, on a manual clock and a recording transport, without HTTP: the
 /// engine's behaviour is tested here, and the HTTP tests keep what is HTTP.
 struct EngineHarness {
     let engine: any MonitorEngine
+    /// The silences, subscriptions and outbox's sender built beside the engine.
+    let delivery: Delivery
     let clock: ManualClock
     let store: any SyncStore
     let transport: RecordingTransport
@@ -24,20 +26,22 @@ struct EngineHarness {
         store: MonitorStore = .local(InMemoryStore()),
         clock: ManualClock = ManualClock(testStart),
         configuration: EngineConfiguration = EngineConfiguration(),
-        webhooks: WebhookConfiguration = WebhookConfiguration(),
+        webhooks: DeliveryConfiguration = DeliveryConfiguration(),
         transport: RecordingTransport = RecordingTransport(),
         drivenDecisions: Bool = false
     ) {
         var logger = Logger(label: "engine-test")
         logger.logLevel = .critical
-        let engine = store.makeEngine(clock: clock, configuration: configuration, webhooks: webhooks, transport: transport, logger: logger)
+        let delivery = store.makeDelivery(clock: clock, configuration: webhooks, transport: transport, logger: logger)
+        let engine = store.makeEngine(clock: clock, configuration: configuration, delivery: delivery, logger: logger)
         self.engine = engine
+        self.delivery = delivery
         // PostgreSQL's connection pool runs as a service before the engine, as in the service.
         let pool: [any Service] = if case .shared(let shared) = store, let postgres = shared as? PostgresStore { [postgres.service] } else { [] }
         // A test that drives the decisions made on a schedule (incidents, silences' releases, Alertmanager's refresh,
         // releases) runs them itself, in an order it knows; the engine and its deliveries run as in the service.
         let decisions: (any Service) -> Bool = { $0 is IncidentWatch || $0 is SilenceRelease || $0 is AlertmanagerRefresh || $0 is RegressionWatch }
-        self.services = pool + store.services(of: engine, logger: logger).filter { !drivenDecisions || !decisions($0) }
+        self.services = pool + store.services(of: engine, delivery: delivery, logger: logger).filter { !drivenDecisions || !decisions($0) }
         self.clock = clock
         self.store = store.store
         self.transport = transport

@@ -27,7 +27,7 @@ extension EngineHarness {
     /// Creates a silence on the engine, as `POST /v1/silences` does.
     @discardableResult
     func silence(_ matchers: Silence.Matchers, endsAt: Timestamp = testStart + .seconds(86_400 * 365)) async throws -> Silence {
-        try await engine.webhooks.silences.create(matchers: matchers, startsAt: nil, endsAt: endsAt, comment: "")
+        try await delivery.silences.create(matchers: matchers, startsAt: nil, endsAt: endsAt, comment: "")
     }
 }
 
@@ -51,7 +51,7 @@ struct EngineSilenceTests {
     static func silencedBy(_ h: EngineHarness, _ device: String) async throws -> [String]? {
         let key = DeviceKey(appId: "com.example.notes", deviceId: device)
         guard let snapshot = try await h.engine.device(key), let alert = snapshot.alerts.first else { return nil }
-        return h.engine.webhooks.silences.silencedBy(alert, info: snapshot.record.info, now: h.clock.now)
+        return h.delivery.silences.silencedBy(alert, info: snapshot.record.info, now: h.clock.now)
     }
 
     @Test("a silenced alert still fires, held by the silence and not delivered; ending the silence delivers it then, once")
@@ -66,7 +66,7 @@ struct EngineSilenceTests {
             #expect(try await Self.silencedBy(h, "other-version") == [])
 
             h.clock.advance(by: .seconds(5))
-            #expect(try await h.engine.webhooks.silences.expire(silence.id) != nil)
+            #expect(try await h.delivery.silences.expire(silence.id) != nil)
             #expect(try await eventually { h.transport.sent.withLock { $0.count } == 2 }, "delivered once the silence ended")
             let released = try #require(h.payloads.last)
             #expect(released["type"] as? String == "alert.firing")
@@ -124,7 +124,7 @@ struct EngineSilenceTests {
             _ = try await h.deliveredWhenDrained()
             #expect(fleet().isEmpty, "held")
             h.clock.advance(by: .seconds(1))
-            _ = try await h.engine.webhooks.silences.expire(silence.id)
+            _ = try await h.delivery.silences.expire(silence.id)
             #expect(try await eventually { fleet() == ["alert.firing"] }, "told when the silence ends")
             for i in 0..<3 {
                 try await h.post(
@@ -144,7 +144,7 @@ struct EngineSilenceTests {
             try await h.silence(Silence.Matchers(appId: "com.example.notes"))
         }
         try await EngineHarness(store: try store(), webhooks: .privateAllowed).run { h in
-            #expect(try await h.engine.webhooks.silences.list().count == 1)
+            #expect(try await h.delivery.silences.list().count == 1)
             try await Self.breakDevice(h, "after-restart")
             #expect(try await h.firing(.syncError).count == 1)
             #expect(try await h.deliveredWhenDrained() == 0, "still silenced after the restart")
@@ -159,7 +159,7 @@ struct EngineSilenceTests {
             try await a.subscribe()
             let silence = try await a.silence(Silence.Matchers(containerId: "iCloud.com.example.notes"))
             try await EngineHarness(store: try store(), webhooks: .privateAllowed).run { b in
-                #expect(try await b.engine.webhooks.silences.get(silence.id)?.id == silence.id)
+                #expect(try await b.delivery.silences.get(silence.id)?.id == silence.id)
                 try await Self.breakDevice(b, "on-b")
                 #expect(try await Self.silencedBy(b, "on-b") == [silence.id])
                 #expect(

@@ -3,12 +3,13 @@ import GRDB
 import Logging
 import MetricsTestKit
 import SyncHealthCore
+import SyncHealthEngineTesting
 import SyncHealthTestSupport
 import Synchronization
 import Testing
 
 @testable import SyncHealthSQLite
-@testable import SyncHealthStore
+@_spi(Testing) @testable import SyncHealthStore
 
 /// The embedded store's commit journal: what is acknowledged is in the journal, reopening writes it into the
 /// tables, a torn end is dropped, and nothing is written twice.
@@ -455,8 +456,7 @@ struct CommitJournalTests {
 
     static func waitUntil(_ condition: () throws -> Bool) async throws {
         // A liveness bound (30 s), not a speed target: the maintenance thread runs at a lowered priority.
-        for _ in 0..<1_500 where try !condition() { try await Task.sleep(for: .milliseconds(20)) }
-        #expect(try condition())
+        #expect(try await eventually(tries: 1_500, every: .milliseconds(20)) { try condition() })
     }
 
     static func segments(_ dir: String) throws -> [String] {

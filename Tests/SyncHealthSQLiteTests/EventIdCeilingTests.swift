@@ -6,7 +6,7 @@ import Synchronization
 import Testing
 
 @testable import SyncHealthSQLite
-@testable import SyncHealthStore
+@_spi(Testing) @testable import SyncHealthStore
 
 /// The embedded store's ceilings of event ids (`EventIdCeilings`): ids above their device's ceiling are judged new
 /// without a read, and no recorded id is ever judged new.

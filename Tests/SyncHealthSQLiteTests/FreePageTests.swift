@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import Logging
 import SyncHealthCore
+import SyncHealthEngineTesting
 import SyncHealthTestSupport
 import Testing
 
@@ -77,12 +78,10 @@ struct FreePageTests {
         maintenance.reclaimer = FreePageReclaimer(pagesPerStep: 64, floorPages: 16)
         maintenance.reclaimEvery = .zero
         let service = Task { try await maintenance.run() }
-        let deadline = ContinuousClock.now + .seconds(20)
         var after = before
-        while ContinuousClock.now < deadline {
+        _ = try await eventually(tries: 1_000, every: .milliseconds(20)) {
             after = try await store.pageCounts()
-            if after.free <= max(8, after.pages / 32) { break }
-            try await Task.sleep(for: .milliseconds(20))
+            return after.free <= max(8, after.pages / 32)
         }
         service.cancel()
         _ = try? await service.value

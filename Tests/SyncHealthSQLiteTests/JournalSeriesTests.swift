@@ -4,7 +4,7 @@ import Synchronization
 import Testing
 
 @testable import SyncHealthSQLite
-@testable import SyncHealthStore
+@_spi(Testing) @testable import SyncHealthStore
 
 /// A series of groups on the journal, when one group's sync fails.
 struct JournalSeriesTests {

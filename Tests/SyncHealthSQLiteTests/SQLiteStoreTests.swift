@@ -3,6 +3,7 @@ import GRDB
 import Logging
 import ServiceLifecycle
 import SyncHealthCore
+import SyncHealthEngineTesting
 import SyncHealthPostgres
 import SyncHealthTestSupport
 import Testing
@@ -195,11 +196,7 @@ struct SQLiteStoreTests {
             var changes = StoreChanges(recordedAt: t0)
             changes.devices = [richRecord("a"), richRecord("b")]
             try await store.commit(changes)
-            var copied = false
-            for _ in 0..<(running ? 300 : 20) where !copied {
-                copied = try Self.devicesInMainFile(dir) == 2
-                if !copied { try await Task.sleep(for: .milliseconds(10)) }
-            }
+            let copied = try await eventually(tries: running ? 300 : 20) { try Self.devicesInMainFile(dir) == 2 }
             #expect(copied == running)
             #expect(try Self.journalSegments(dir).isEmpty == running)
             try await store.close()

@@ -1,4 +1,5 @@
 import Foundation
+import SyncHealthEngineTesting
 import SyncHealthTestSupport
 import Testing
 
@@ -60,9 +61,9 @@ struct WritebackPacerTests {
         let pacer = WritebackPacer(files: files)
         let dirty = try await pacer.during {
             var dirty = written
-            for _ in 0..<100 where dirty - before > size / 4 {
-                try await Task.sleep(for: .milliseconds(20))
+            _ = try await eventually(tries: 100, every: .milliseconds(20)) {
                 dirty = try Self.dirtyBytes()
+                return dirty - before <= size / 4
             }
             return dirty
         }

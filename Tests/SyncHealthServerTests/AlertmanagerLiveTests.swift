@@ -4,6 +4,7 @@ import Testing
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
+import SyncHealthEngineTesting
 #endif
 
 /// A free TCP port on loopback (bound, read, released), below the kernel's ephemeral range (32768 and up), as
@@ -108,9 +109,9 @@ struct AlertmanagerLiveTests {
             try await alertmanager.alerts().first { ($0["labels"] as? [String: String])?["device_id"] == "am-1" }
         }
         var alert: [String: Any]?
-        for _ in 0..<100 where alert == nil {
+        _ = try await eventually(tries: 100, every: .milliseconds(100)) {
             alert = try await ours()
-            if alert == nil { try await Task.sleep(for: .milliseconds(100)) }
+            return alert != nil
         }
         let firing = try #require(alert)
         #expect(
@@ -132,10 +133,8 @@ struct AlertmanagerLiveTests {
         let again = try LiveServer(dataDirectory: server.dataDirectory, port: server.port, environment: environment)
         defer { again.stop() }
         try await again.waitUntilReady()
-        var refreshed = false
-        for _ in 0..<100 where !refreshed {
-            refreshed = try await ours()?["updatedAt"] as? String != updatedBefore
-            if !refreshed { try await Task.sleep(for: .milliseconds(100)) }
+        let refreshed = try await eventually(tries: 100, every: .milliseconds(100)) {
+            try await ours()?["updatedAt"] as? String != updatedBefore
         }
         #expect(refreshed, "posted again after the restart")
         #expect((try await ours()?["status"] as? [String: Any])?["state"] as? String == "active")
@@ -146,11 +145,7 @@ struct AlertmanagerLiveTests {
                 .utf8
         )
         #expect(try await again.request("POST", "/v1/events", key: "in-0123456789abcdefghijklmnop", body: recovered).status == 202)
-        var gone = false
-        for _ in 0..<100 where !gone {
-            gone = try await ours() == nil
-            if !gone { try await Task.sleep(for: .milliseconds(100)) }
-        }
+        let gone = try await eventually(tries: 100, every: .milliseconds(100)) { try await ours() == nil }
         #expect(gone, "resolved in Alertmanager")
     }
 }

@@ -5,6 +5,7 @@ import Testing
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
+import SyncHealthEngineTesting
 #endif
 
 /// A reporter of the client package pointed at a live server, with a queue of its own.
@@ -107,11 +108,9 @@ struct ClientEndToEndTests {
         reporter.record(.pending(count: 3, oldestPendingAt: now.addingTimeInterval(-4)), at: now.addingTimeInterval(-4))
         reporter.record(.activity(phase: .export, state: .failed, error: SyncErrorReport(domain: "CKErrorDomain", code: 4)), at: now)
         try await reporter.flush()
-        var fired = false
-        for _ in 0..<100 where !fired {
+        let fired = try await eventually(tries: 100, every: .milliseconds(100)) {
             let body = try await server.request("GET", "/v1/alerts?state=firing&kind=exportAtRisk", key: "read-0123456789abcdefghijklmnop").body
-            fired = String(decoding: body, as: UTF8.self).contains(#""deviceId":"at-risk""#)
-            if !fired { try await Task.sleep(for: .milliseconds(100)) }
+            return String(decoding: body, as: UTF8.self).contains(#""deviceId":"at-risk""#)
         }
         #expect(fired)
         await reporter.shutdown()

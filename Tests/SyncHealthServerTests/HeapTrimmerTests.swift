@@ -2,6 +2,7 @@ import Logging
 import Prometheus
 import ServiceLifecycle
 import SyncHealthEngine
+import SyncHealthEngineTesting
 import SyncHealthTestSupport
 import Synchronization
 import Testing
@@ -82,8 +83,7 @@ struct HeapTrimmerTests {
                 try await Task.sleep(for: .seconds(30))
                 return false
             }
-            for _ in 0..<250 where calls.withLock({ $0 }) < 3 { try await Task.sleep(for: .milliseconds(20)) }
-            #expect(calls.withLock { $0 } >= 3)
+            #expect(try await eventually(tries: 250, every: .milliseconds(20)) { calls.withLock { $0 } >= 3 })
             await group.triggerGracefulShutdown()
             let first = try await tasks.next() ?? false
             tasks.cancelAll()
@@ -121,8 +121,7 @@ struct HeapTrimmerTests {
         let group = ServiceGroup(configuration: .init(services: [trimmer], logger: logger))
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
-            for _ in 0..<500 where readings.withLock({ $0 }) < 20 { try await Task.sleep(for: .milliseconds(10)) }
-            #expect(readings.withLock { $0 } >= 20)
+            #expect(try await eventually { readings.withLock { $0 } >= 20 })
             await group.triggerGracefulShutdown()
             try await tasks.waitForAll()
         }
@@ -159,7 +158,7 @@ struct HeapTrimmerTests {
         let group = ServiceGroup(configuration: .init(services: [trimmer], logger: logger))
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
-            for _ in 0..<500 where measured.withLock({ $0.isEmpty }) { try await Task.sleep(for: .milliseconds(10)) }
+            _ = try await eventually { !measured.withLock { $0.isEmpty } }
             await group.triggerGracefulShutdown()
             try await tasks.waitForAll()
         }

@@ -5,6 +5,7 @@ import Testing
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
+import SyncHealthEngineTesting
 #endif
 
 /// The built `synchealth` binary, next to the test bundle.
@@ -119,10 +120,8 @@ final class LiveServer: @unchecked Sendable {
 
     /// Waits (a few seconds at most) until `/readyz` passes: the port opens while the engine still loads its state.
     func waitUntilReady() async throws {
-        let deadline = Date().addingTimeInterval(10)
-        while try await request("GET", "/readyz").status != 200 {
-            guard Date() < deadline else { throw StartFailed(description: "the server never became ready") }
-            try await Task.sleep(for: .milliseconds(20))
+        guard try await eventually(tries: 500, every: .milliseconds(20), { try await request("GET", "/readyz").status == 200 }) else {
+            throw StartFailed(description: "the server never became ready")
         }
     }
 
@@ -233,10 +232,7 @@ struct LiveServerTests {
         )
         #expect(try await server.request("POST", "/v1/events", key: "ingest-1-0123456789abcdefghijklmnop", body: body).status == 202)
         // The maintenance service folds a backlog once it is 2 s old.
-        let deadline = Date().addingTimeInterval(15)
-        while try await server.metric("synchealth_store_folds_total") < 1, Date() < deadline {
-            try await Task.sleep(for: .milliseconds(100))
-        }
+        _ = try await eventually(tries: 150, every: .milliseconds(100)) { try await server.metric("synchealth_store_folds_total") >= 1 }
         #expect(try await server.metric("synchealth_store_folds_total") == 1)
         #expect(try await server.metric("synchealth_store_fold_duration_seconds_count") == 1)
         #expect(try await server.metric("synchealth_store_fold_duration_seconds_sum") > 0)

@@ -80,7 +80,7 @@ struct RegressionAlertTests {
         var configuration = Self.configuration
         configuration.alerts.releaseMinimumDevices = 30
         let service = TestService(configuration: configuration)
-        let watch = RegressionWatch(engine: service.engine, logger: testLogger())
+        let watch = RegressionWatch(engine: service.engine, delivery: service.delivery, logger: testLogger())
         try await service.test { client in
             for i in 0..<40 { try await ReleaseEndpointTests.post(client, "a-\(i)", version: "1.0", broken: i < 10) }
             for i in 0..<40 { try await ReleaseEndpointTests.post(client, "b-\(i)", version: "1.1", broken: i < 10) }
@@ -97,7 +97,7 @@ struct RegressionAlertTests {
     func silencedByVersion() async throws {
         let transport = RecordingTransport()
         let service = TestService(configuration: Self.configuration, transport: transport, webhooks: .privateAllowed)
-        let watch = RegressionWatch(engine: service.engine, logger: testLogger())
+        let watch = RegressionWatch(engine: service.engine, delivery: service.delivery, logger: testLogger())
         try await service.test { client in
             _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:9/standard"}"#)
             let created = try await createSilence(
@@ -146,7 +146,7 @@ extension RegressionAlertTests {
         configuration.notifications.flapWindow = .seconds(60)
         let clock = ManualClock(testStart)
         let service = TestService(clock: clock, configuration: configuration, transport: transport, webhooks: .privateAllowed)
-        let watch = RegressionWatch(engine: service.engine, logger: testLogger())
+        let watch = RegressionWatch(engine: service.engine, delivery: service.delivery, logger: testLogger())
         try await service.test { client in
             _ = try await createWebhook(client, json: #"{"url": "http://127.0.0.1:9/standard", "kinds": ["releaseRegression"]}"#)
             // Once ready, the service's own watch judges once (nothing yet) and sleeps for a day.
@@ -210,7 +210,8 @@ struct SharedRegressionAlertTests {
                 for i in 0..<100 { try await ReleaseEndpointTests.post(clientA, "old-\(i)", version: "1.9", broken: i < 2) }
                 for i in 0..<100 { try await ReleaseEndpointTests.post(clientB, "new-\(i)", version: "2.0", broken: i < 60) }
                 let (watchA, watchB) = (
-                    RegressionWatch(engine: a.engine, logger: testLogger()), RegressionWatch(engine: b.engine, logger: testLogger())
+                    RegressionWatch(engine: a.engine, delivery: a.delivery, logger: testLogger()),
+                    RegressionWatch(engine: b.engine, delivery: b.delivery, logger: testLogger())
                 )
                 async let stepA = watchA.step()
                 async let stepB = watchB.step()

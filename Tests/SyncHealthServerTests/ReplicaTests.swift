@@ -216,7 +216,7 @@ struct ReplicaTests {
             }
             func delivered() -> [String] { receiver.all.map { ($0.alert["id"] as? String ?? "?") + " " + ($0.type ?? "?") } }
             // A message in flight on b when it died waits for its lease (20 s) before a sends it.
-            for _ in 0..<300 where Set(delivered()) != expected { try await Task.sleep(for: .milliseconds(100)) }
+            _ = try await eventually(tries: 300, every: .milliseconds(100)) { Set(delivered()) == expected }
             #expect(Set(delivered()) == expected, "seed \(seed): every transition reaches the receiver")
             // Exactly once, except a message that b sent and could not record before it died: a sends it again
             // after the lease, with the same webhook-id (receivers drop repeats by id).
@@ -300,12 +300,12 @@ struct ReplicaIncidentTests {
 
             func texts() -> [String] { receiver.all.compactMap { $0.json["text"] as? String } }
             // Up to the group wait, then the webhook lease of a message the killed replica had claimed.
-            for _ in 0..<450 where texts().isEmpty { try await Task.sleep(for: .milliseconds(100)) }
+            _ = try await eventually(tries: 450, every: .milliseconds(100)) { !texts().isEmpty }
             #expect(texts().count == 1 && texts().first?.contains("on 30 devices") == true, "\(texts())")
             for id in devices {
                 try await postUntilAcknowledged(id, recoveryEvents(id, at: Timestamp(seconds: Date().timeIntervalSince1970)), to: replicas)
             }
-            for _ in 0..<300 where texts().count < 2 { try await Task.sleep(for: .milliseconds(100)) }
+            _ = try await eventually(tries: 300, every: .milliseconds(100)) { texts().count >= 2 }
             try await Task.sleep(for: .seconds(3))
             // A message b sent and could not record before it died is sent again after its lease, with the same body:
             // delivery is at least once. Two distinct messages, each told once by whichever replica wrote it.

@@ -170,12 +170,7 @@ struct StreamTests {
 
     /// Whether `reader`'s stream ended (curl exited) within `limit`.
     static func ends(_ reader: StreamReader, within limit: Duration) async throws -> Bool {
-        let started = ContinuousClock.now
-        while reader.process.isRunning {
-            guard ContinuousClock.now - started < limit else { return false }
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        return true
+        try await eventually(tries: Int(limit / .milliseconds(50)), every: .milliseconds(50)) { !reader.process.isRunning }
     }
 
     @Test("a stream ends within a second of its key's revocation, and when its key expires; another key's stream goes on")

@@ -29,6 +29,8 @@ let testKeys = KeyRing(ingest: [ingestKey], read: [readKey], admin: [adminKey])
 /// clock that drives it.
 struct TestService {
     let engine: any MonitorEngine
+    /// The silences, subscriptions and outbox's sender built beside the engine.
+    let delivery: Delivery
     let clock: ManualClock
     let store: any SyncStore
     let app: Application<RouterResponder<AppRequestContext>>
@@ -38,7 +40,7 @@ struct TestService {
         clock: ManualClock = ManualClock(testStart),
         configuration: EngineConfiguration = EngineConfiguration(),
         transport: any WebhookTransport = RecordingTransport(),
-        webhooks: WebhookConfiguration = WebhookConfiguration(),
+        webhooks: DeliveryConfiguration = DeliveryConfiguration(),
         realTime: Bool = false,
         limits: RateLimits = RateLimits(),
         keys: KeyRing = testKeys,
@@ -58,7 +60,7 @@ struct TestService {
         service.keyLimit = keyLimit
         // PostgreSQL's connection pool runs first and stops last, as in the service.
         let pool: (any Service)? = if case .shared(let shared) = store, let postgres = shared as? PostgresStore { postgres.service } else { nil }
-        (app, engine) = SyncHealthApplication.assemble(
+        (app, engine, delivery) = SyncHealthApplication.assemble(
             store: store,
             storeService: pool,
             keys: keys,
@@ -90,11 +92,7 @@ extension TestService {
 struct NotReady: Error {}
 
 func waitUntilReady(_ engine: any MonitorEngine) async throws {
-    for _ in 0..<500 {
-        if engine.isReady { return }
-        try await Task.sleep(for: .milliseconds(10))
-    }
-    throw NotReady()
+    guard try await eventually({ engine.isReady }) else { throw NotReady() }
 }
 
 func headers(_ key: String?, _ extra: HTTPFields = [:]) -> HTTPFields {

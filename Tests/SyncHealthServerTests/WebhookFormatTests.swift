@@ -247,7 +247,7 @@ struct WebhookFormatTests {
     @Test("a PagerDuty 429 is retried after its Retry-After")
     func pagerDutyRetryAfter() async throws {
         let transport = ScriptedTransport(answers: [.status(429, retryAfter: "40")])
-        var webhooks = WebhookConfiguration.privateAllowed
+        var webhooks = DeliveryConfiguration.privateAllowed
         webhooks.jitter = 0
         let clock = ManualClock(testStart)
         let service = TestService(clock: clock, transport: transport, webhooks: webhooks)

@@ -138,7 +138,7 @@ struct WebhookTests {
     func management() async throws {
         let service = TestService(
             webhooks: {
-                var c = WebhookConfiguration()
+                var c = DeliveryConfiguration()
                 c.allowPrivate = true
                 return c
             }()
@@ -192,7 +192,7 @@ struct WebhookTests {
         let slow = TestReceiver()
         slow.answer.withLock { $0 = .sleep(.seconds(5)) }
         let fast = TestReceiver()
-        var webhookConfiguration = WebhookConfiguration()
+        var webhookConfiguration = DeliveryConfiguration()
         webhookConfiguration.allowPrivate = true
         #expect(CurlTransport.sendingThreads >= webhookConfiguration.concurrency, "a thread for every send in flight")
         // A pool like the service's, for this test alone: the service's is shared by every test in the process.
@@ -222,7 +222,7 @@ struct WebhookTests {
     @Test("end to end with libcurl: a device breaks, one signed alert.firing arrives; it recovers, one alert.resolved")
     func endToEnd() async throws {
         let receiver = TestReceiver()
-        var webhookConfiguration = WebhookConfiguration()
+        var webhookConfiguration = DeliveryConfiguration()
         webhookConfiguration.allowPrivate = true
         let service = TestService(transport: CurlTransport(), webhooks: webhookConfiguration)
         try await withReceiver(receiver) { port in
@@ -261,7 +261,7 @@ struct WebhookTests {
     @Test("a receiver that refuses connections for a while gets every message, in order, with stable ids, across a restart")
     func outageAndRestart() async throws {
         let dir = temporaryDirectory()
-        var webhookConfiguration = WebhookConfiguration()
+        var webhookConfiguration = DeliveryConfiguration()
         webhookConfiguration.allowPrivate = true
         webhookConfiguration.retrySchedule = [.zero] + Array(repeating: .milliseconds(100), count: 60)
         // Find a free port, then leave it closed: connections are refused.
@@ -327,7 +327,7 @@ struct WebhookTests {
     @Test("receiver answers are handled and logged: 500 retries, 429 honours Retry-After, 410 disables, timeouts and 3xx retry")
     func receiverAnswers() async throws {
         let receiver = TestReceiver()
-        var webhookConfiguration = WebhookConfiguration()
+        var webhookConfiguration = DeliveryConfiguration()
         webhookConfiguration.allowPrivate = true
         webhookConfiguration.jitter = 0
         webhookConfiguration.retrySchedule = [.zero, .seconds(30), .seconds(30)]

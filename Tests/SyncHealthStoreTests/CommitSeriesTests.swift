@@ -4,7 +4,7 @@ import Synchronization
 import Testing
 
 @testable import SyncHealthSQLite
-@testable import SyncHealthStore
+@_spi(Testing) @testable import SyncHealthStore
 
 extension StoreKind {
     /// The stores one process alone writes.

@@ -8,7 +8,7 @@ import SyncHealthTestSupport
 import Testing
 
 @testable import SyncHealthSQLite
-@testable import SyncHealthStore
+@_spi(Testing) @testable import SyncHealthStore
 
 /// Every store implementation, made fresh for each test. PostgreSQL is in the list when the run has a
 /// throwaway cluster (`scripts/test` starts one).

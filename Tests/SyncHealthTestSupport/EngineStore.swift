@@ -36,10 +36,10 @@ public func testLogger() -> Logger {
     return logger
 }
 
-extension WebhookConfiguration {
+extension DeliveryConfiguration {
     /// Webhooks may go to loopback and private addresses, where tests' receivers listen.
-    public static var privateAllowed: WebhookConfiguration {
-        var c = WebhookConfiguration()
+    public static var privateAllowed: DeliveryConfiguration {
+        var c = DeliveryConfiguration()
         c.allowPrivate = true
         return c
     }

@@ -1,5 +1,5 @@
 public import SyncHealthCore
-public import SyncHealthStore
+@_spi(Testing) public import SyncHealthStore
 
 // What the store suites of every store module share.
 

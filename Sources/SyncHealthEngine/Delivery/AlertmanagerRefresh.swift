@@ -12,12 +12,15 @@ import SyncHealthWebhooks
 /// that fails is only logged, and the next one makes up for it.
 public struct AlertmanagerRefresh: Service {
     let engine: any MonitorEngine
+    /// The subscriptions posted to, the silences that leave an alert out, and the sender that posts.
+    let delivery: Delivery
     let interval: Duration
     let logger: Logger
 
     /// Refreshes every `interval` (60 s by default).
-    public init(engine: any MonitorEngine, interval: Duration = .seconds(60), logger: Logger) {
+    public init(engine: any MonitorEngine, delivery: Delivery, interval: Duration = .seconds(60), logger: Logger) {
         self.engine = engine
+        self.delivery = delivery
         self.interval = interval
         self.logger = logger
     }
@@ -34,11 +37,11 @@ public struct AlertmanagerRefresh: Service {
 
     /// One refresh of every `alertmanager` subscription.
     func refresh() async {
-        let targets = (try? await engine.webhooks.list())?.filter { $0.format == .alertmanager && $0.disabledReason == nil } ?? []
+        let targets = (try? await delivery.webhooks.list())?.filter { $0.format == .alertmanager && $0.disabledReason == nil } ?? []
         guard !targets.isEmpty else { return }
         let firing: [(AlertRecord, AlertContext)]
         do {
-            try await engine.webhooks.silences.refreshIfShared()
+            try await delivery.silences.refreshIfShared()
             firing = try await engine.firingAlerts()
         } catch {
             logger.warning("Reading the firing alerts for Alertmanager failed", metadata: ["error": "\(error)"])
@@ -49,12 +52,12 @@ public struct AlertmanagerRefresh: Service {
             // A silenced alert is not refreshed: Alertmanager lets it lapse, as it would not hear of it at all.
             let alerts = firing.filter {
                 subscription.wants($0.0, errorClass: $0.1.errorClass, attested: $0.1.attested)
-                    && engine.webhooks.silences.silencedBy($0.0, info: $0.1.info, now: now).isEmpty
+                    && delivery.silences.silencedBy($0.0, info: $0.1.info, now: now).isEmpty
             }.map { AlertmanagerFormat.alert($0.0, context: $0.1, now: now) }
             guard !alerts.isEmpty else { continue }
             for chunk in stride(from: 0, to: alerts.count, by: 500).map({ Array(alerts[$0..<min($0 + 500, alerts.count)]) }) {
                 guard let body = AlertmanagerFormat.encode(chunk) else { continue }
-                let response = await engine.outbox.send(
+                let response = await delivery.outbox.send(
                     url: AlertmanagerFormat.deliveryURL(subscription.url),
                     headers: [(name: "content-type", value: "application/json")],
                     body: Array(body.utf8)

@@ -11,28 +11,30 @@ import Synchronization
 /// them, signed, through the transport, each deleted only after a 2xx; retries on a schedule, honours `Retry-After`,
 /// and disables a subscription whose receiver answers 410. Which subscriptions exist is `WebhookCenter`'s.
 public final class OutboxSender: Service, Sendable {
-    let center: WebhookCenter
+    let webhooks: WebhookCenter
     let store: any SyncStore
     let transport: any WebhookTransport
     let clock: any ServiceClock
-    let configuration: WebhookConfiguration
+    let configuration: DeliveryConfiguration
     let logger: Logger
     /// Set by graceful shutdown: the loop starts no more deliveries.
     let stopping = Atomic<Bool>(false)
     let attempts = Counter(label: "synchealth_webhook_attempts_total")
     let delivered = Counter(label: "synchealth_webhook_delivered_total")
     let failed = Counter(label: "synchealth_webhook_failed_total")
+    /// Signalled when messages may be waiting (a commit wrote some, one is scheduled again): the loop waits on it.
+    let wake = WakeSignal()
 
-    /// Creates the sender of `center`'s subscriptions' messages in `store`.
+    /// Creates the sender of `webhooks`' messages in `store`.
     public init(
-        center: WebhookCenter,
+        webhooks: WebhookCenter,
         store: any SyncStore,
         transport: any WebhookTransport,
         clock: any ServiceClock,
-        configuration: WebhookConfiguration,
+        configuration: DeliveryConfiguration,
         logger: Logger
     ) {
-        self.center = center
+        self.webhooks = webhooks
         self.store = store
         self.transport = transport
         self.clock = clock
@@ -46,35 +48,38 @@ public final class OutboxSender: Service, Sendable {
     /// left claimed would wait for its lease on another replica).
     public func run() async throws {
         await withGracefulShutdownHandler {
-            while !self.center.loaded.load(ordering: .acquiring) {
+            while !self.webhooks.loaded.load(ordering: .acquiring) {
                 if Task.isCancelled || self.stopping.load(ordering: .acquiring) { return }
-                await self.center.loadedSignal.wait()
+                await self.webhooks.loadedSignal.wait()
             }
             await self.loop()
         } onGracefulShutdown: {
             self.stopping.store(true, ordering: .releasing)
-            self.center.outboxChanged.signal()
-            self.center.loadedSignal.signal()
+            self.wake.signal()
+            self.webhooks.loadedSignal.signal()
         }
     }
+
+    /// Tells the sender that new messages are waiting.
+    public func notify() { wake.signal() }
 
     func loop() async {
         while !Task.isCancelled, !stopping.load(ordering: .acquiring) {
             let now = clock.now
             let due: [OutboxMessage]
             do {
-                try await center.refreshIfShared()
+                try await webhooks.refreshIfShared()
                 due = try await store.dueMessages(now: now, limit: configuration.concurrency * 4)
             } catch {
                 // Cancellation ends a read under way: that ends the loop, and is not a failure.
                 if Task.isCancelled { return }
                 logger.error("Reading the webhook outbox failed", metadata: ["error": "\(error)"])
-                await center.outboxChanged.wait(until: now + .seconds(1), clock: clock)
+                await wake.wait(until: now + .seconds(1), clock: clock)
                 continue
             }
             if due.isEmpty {
                 let next = (try? await store.nextDueTime()) ?? nil
-                await center.outboxChanged.wait(until: next ?? now + .seconds(60), clock: clock)
+                await wake.wait(until: next ?? now + .seconds(60), clock: clock)
                 continue
             }
             await withTaskGroup(of: Void.self) { group in
@@ -97,7 +102,7 @@ public final class OutboxSender: Service, Sendable {
         let now = clock.now
         attempts.increment()
         let body = Array(message.payload.utf8)
-        guard let subscription = center.subscription(message.webhookId), subscription.disabledReason == nil,
+        guard let subscription = webhooks.subscription(message.webhookId), subscription.disabledReason == nil,
             let (url, headers) = subscription.format.alertFormat.target(subscription, messageId: message.id, body: body, now: now)
         else {
             await record(
@@ -184,7 +189,7 @@ public final class OutboxSender: Service, Sendable {
         do {
             try await store.recordAttempt(attempt, disable: disable)
             if let disable {
-                center.disabled(attempt.webhookId, reason: disable)
+                webhooks.disabled(attempt.webhookId, reason: disable)
                 logger.warning("Webhook subscription disabled", metadata: ["webhook.id": "\(attempt.webhookId)", "reason": "\(disable)"])
             }
         } catch {

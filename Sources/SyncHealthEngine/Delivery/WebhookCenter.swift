@@ -1,31 +1,11 @@
 import Foundation
 public import Logging
 import Metrics
-public import ServiceLifecycle
+import ServiceLifecycle
 import SyncHealthCore
 public import SyncHealthStore
-public import SyncHealthWebhooks
+import SyncHealthWebhooks
 import Synchronization
-
-/// Webhook settings.
-public struct WebhookConfiguration: Sendable {
-    /// Delay before each attempt: the first is immediate. When it is exhausted, the message is kept as failed.
-    public var retrySchedule: [Duration] = [
-        .zero, .seconds(5), .seconds(300), .seconds(1800), .seconds(7200),
-        .seconds(18_000), .seconds(36_000), .seconds(36_000),
-    ]
-    /// Random spread applied to each retry delay (0.1 = ±10%).
-    public var jitter: Double = 0.1
-    /// Whether receivers may be on loopback or private addresses.
-    public var allowPrivate = false
-    /// Deliveries in flight at once.
-    public var concurrency = 8
-    /// Longest `Retry-After` honoured.
-    public var maxRetryAfter: Duration = .seconds(86_400)
-
-    /// The defaults.
-    public init() {}
-}
 
 /// Why a webhook request was refused.
 public enum WebhookError: Error, Sendable {
@@ -74,22 +54,20 @@ public struct WebhookRequestFields: Sendable {
     }
 }
 
-/// The subscriptions and the silences: which subscriptions hear of an alert or an incident, and their management.
+/// The subscriptions: which of them hear of an alert or an incident, and their management.
 ///
 /// The engine writes outbox rows in the same transaction as the alert transitions that cause them, for the
-/// subscriptions this registry names; `OutboxSender` sends them, and waits on `outboxChanged` for new ones.
+/// subscriptions this registry names (silences aside: `SilenceCenter`, joined to this in `Routing`); `OutboxSender`
+/// sends them.
 public final class WebhookCenter: Sendable {
     let store: any SyncStore
     let clock: any ServiceClock
-    let configuration: WebhookConfiguration
+    /// Whether a subscription's receiver may be on loopback or a private address (`DeliveryConfiguration`).
+    let allowPrivate: Bool
     let logger: Logger
     /// Whether other processes may change the subscriptions (a shared store): then they are read again before use.
     let reloadsBeforeUse: Bool
     let subscriptions = Mutex<[String: WebhookSubscription]>([:])
-    /// The silences, which hold deliveries back.
-    public let silences: SilenceCenter
-    /// Signalled when messages may be waiting (a commit wrote some, one is sent again): the sender waits on it.
-    let outboxChanged = WakeSignal()
     /// Signalled by the first `load()`.
     let loadedSignal = WakeSignal()
     let loaded = Atomic<Bool>(false)
@@ -98,21 +76,19 @@ public final class WebhookCenter: Sendable {
     public init(
         store: any SyncStore,
         clock: any ServiceClock,
-        configuration: WebhookConfiguration,
+        allowPrivate: Bool,
         reloadsBeforeUse: Bool = false,
         logger: Logger
     ) {
         self.store = store
         self.reloadsBeforeUse = reloadsBeforeUse
-        self.silences = SilenceCenter(store: store, clock: clock, reloadsBeforeUse: reloadsBeforeUse)
         self.clock = clock
-        self.configuration = configuration
+        self.allowPrivate = allowPrivate
         self.logger = logger
     }
 
     /// Loads the subscriptions. Called by the engine before it serves.
     func load() async throws {
-        try await silences.load()
         replaceSubscriptions(try await store.webhooks())
     }
 
@@ -122,31 +98,30 @@ public final class WebhookCenter: Sendable {
         if !loaded.exchange(true, ordering: .acquiringAndReleasing) { loadedSignal.signal() }
     }
 
-    /// Active subscriptions that want `alert`, in id order; none while a silence holds it.
-    func subscribers(for alert: AlertRecord, context: AlertContext) -> [WebhookSubscription] {
-        subscribers(for: alert, context: context, now: clock.now)
-    }
-
-    /// The subscriptions that hear of an alert's transition. Those that group by device hear of every one they want.
-    /// Those that group by incident hear of the incidents instead: of a container's `fleetDegraded` only if they
-    /// name that kind, since its causes reach them as incidents. A `releaseRegression` has no incident: every
-    /// subscription that wants it hears of it.
-    func subscribers(for alert: AlertRecord, context: AlertContext, now: Timestamp) -> [WebhookSubscription] {
-        guard !silences.holds(alert, info: context.info, now: now) else { return [] }
-        return routed(alert, context: context)
-    }
+    /// Every subscription, as last loaded (copy-on-write: no copy is made unless it changes).
+    var current: [String: WebhookSubscription] { subscriptions.withLock { $0 } }
 
     /// The subscriptions that want `alert`, silences aside: those a silence's release tells of it.
     func routed(_ alert: AlertRecord, context: AlertContext) -> [WebhookSubscription] {
+        Self.routed(alert, context: context, in: current)
+    }
+
+    /// The subscriptions among `subscriptions` that hear of an alert's transition, in id order, silences aside.
+    /// Those that group by device hear of every one they want. Those that group by incident hear of the incidents
+    /// instead: of a container's `fleetDegraded` only if they name that kind, since its causes reach them as
+    /// incidents. A `releaseRegression` has no incident: every subscription that wants it hears of it.
+    static func routed(
+        _ alert: AlertRecord,
+        context: AlertContext,
+        in subscriptions: [String: WebhookSubscription]
+    ) -> [WebhookSubscription] {
         let perDevice = alert.deviceId != nil
-        return subscriptions.withLock {
-            $0.values.filter { subscription in
-                guard subscription.wants(alert, errorClass: context.errorClass, attested: context.attested) else { return false }
-                guard subscription.effectiveGrouping == .incident, alert.kind != .releaseRegression else { return true }
-                return !perDevice && subscription.kinds.contains(alert.kind)
-            }
-            .sorted { $0.id < $1.id }
+        return subscriptions.values.filter { subscription in
+            guard subscription.wants(alert, errorClass: context.errorClass, attested: context.attested) else { return false }
+            guard subscription.effectiveGrouping == .incident, alert.kind != .releaseRegression else { return true }
+            return !perDevice && subscription.kinds.contains(alert.kind)
         }
+        .sorted { $0.id < $1.id }
     }
 
     /// The subscriptions that hear of an incident: those that group by incident and want its alerts (`alert` is a
@@ -161,9 +136,6 @@ public final class WebhookCenter: Sendable {
             .sorted { $0.id < $1.id }
         }
     }
-
-    /// Tells the sender that new messages are waiting.
-    func notify() { outboxChanged.signal() }
 
     /// The subscription `id`, as last loaded.
     func subscription(_ id: String) -> WebhookSubscription? {
@@ -225,7 +197,7 @@ public final class WebhookCenter: Sendable {
         where list.contains(where: { $0.isEmpty || $0.count > 256 }) {
             throw WebhookError.invalidField(pointer: pointer, detail: "each entry must be 1-256 characters")
         }
-        let guardian = AddressGuard(allowPrivate: configuration.allowPrivate)
+        let guardian = AddressGuard(allowPrivate: allowPrivate)
         do {
             _ = try guardian.check(format.alertFormat.deliveryURL(fields.url))
         } catch .unresolvable {
@@ -296,11 +268,10 @@ public final class WebhookCenter: Sendable {
         return try await management { try await store.deliveries(webhookId: id, limit: limit, before: cursor) }
     }
 
-    /// Sends a failed message again, with a fresh schedule.
+    /// Schedules a failed message again, with a fresh schedule; the caller wakes the sender
+    /// (`OutboxSender.notify`) when it was found.
     public func resend(_ id: String, messageId: String) async throws -> Bool {
         guard try await get(id) != nil else { throw WebhookError.notFound }
-        let found = try await management { try await store.resend(webhookId: id, messageId: messageId, now: clock.now) }
-        if found { notify() }
-        return found
+        return try await management { try await store.resend(webhookId: id, messageId: messageId, now: clock.now) }
     }
 }

@@ -2,10 +2,11 @@ public import Logging
 public import ServiceLifecycle
 public import SyncHealthCore
 public import SyncHealthStore
-public import SyncHealthWebhooks
+import SyncHealthWebhooks
 
-/// The running monitor, as the HTTP routes and the other services use it: ingestion, reads, and the webhook
-/// subscriptions. Two types implement it, one per kind of store:
+/// The running monitor, as the HTTP routes and the other services use it: ingestion and reads. What tells ops (the
+/// silences, the subscriptions, the outbox's sender) is built beside it (`Delivery`). Two types implement it, one
+/// per kind of store:
 ///
 /// - `LocalMonitor`, over a store that one process owns (SQLite, or memory in tests): every device is cached in
 ///   memory, and the cache is the authority between commits.
@@ -22,10 +23,6 @@ public protocol MonitorEngine: Service, Sendable {
     var clock: any ServiceClock { get }
     /// Tunables.
     var configuration: EngineConfiguration { get }
-    /// Subscriptions and silences.
-    var webhooks: WebhookCenter { get }
-    /// The outbox's delivery.
-    var outbox: OutboxSender { get }
     /// Whether the state is loaded and the pipeline runs.
     var isReady: Bool { get }
     /// Alert transitions and fleet-summary changes, as they happen, for live views.
@@ -90,28 +87,18 @@ public enum MonitorStore: Sendable {
         return false
     }
 
-    /// Builds the engine for this store, with its webhook center and its outbox's sender.
+    /// Builds the engine for this store, over the delivery parts built beside it (`makeDelivery`).
     public func makeEngine(
         clock: any ServiceClock,
         configuration: EngineConfiguration,
-        webhooks: WebhookConfiguration,
-        transport: any WebhookTransport,
+        delivery: Delivery,
         logger: Logger
     ) -> any MonitorEngine {
-        // Another replica may change a shared store's subscriptions: they are read again before each use.
-        let center = WebhookCenter(
-            store: store,
-            clock: clock,
-            configuration: webhooks,
-            reloadsBeforeUse: isShared,
-            logger: logger
-        )
-        let outbox = OutboxSender(center: center, store: store, transport: transport, clock: clock, configuration: webhooks, logger: logger)
         switch self {
         case .local(let store):
-            return LocalMonitor(store: store, clock: clock, configuration: configuration, webhooks: center, outbox: outbox, logger: logger)
+            return LocalMonitor(store: store, clock: clock, configuration: configuration, delivery: delivery, logger: logger)
         case .shared(let store):
-            return SharedMonitor(store: store, clock: clock, configuration: configuration, webhooks: center, outbox: outbox, logger: logger)
+            return SharedMonitor(store: store, clock: clock, configuration: configuration, delivery: delivery, logger: logger)
         }
     }
 }

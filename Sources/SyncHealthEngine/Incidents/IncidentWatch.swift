@@ -11,20 +11,24 @@ public import SyncHealthStore
 /// incident and the message's number, so a message is written once whichever replica writes it.
 public struct IncidentWatch: Service {
     let engine: any MonitorEngine
+    /// The silences (what holds an incident's messages), the subscriptions that group by incident, and the sender
+    /// woken when messages are written.
+    let delivery: Delivery
     /// Where incidents and their messages are kept.
     let store: any SyncStore
     let logger: Logger
 
     /// Watches `engine`'s alerts, keeping incidents in `store`.
-    public init(engine: any MonitorEngine, store: any SyncStore, logger: Logger) {
+    public init(engine: any MonitorEngine, delivery: Delivery, store: any SyncStore, logger: Logger) {
         self.engine = engine
+        self.delivery = delivery
         self.store = store
         self.logger = logger
     }
 
     /// Watches `engine`'s alerts, keeping incidents in the engine's store.
-    public init(engine: any MonitorEngine, logger: Logger) {
-        self.init(engine: engine, store: engine.syncStore, logger: logger)
+    public init(engine: any MonitorEngine, delivery: Delivery, logger: Logger) {
+        self.init(engine: engine, delivery: delivery, store: engine.syncStore, logger: logger)
     }
 
     /// How often the alerts are read: a third of the group wait, between 1 and 10 s.
@@ -40,7 +44,7 @@ public struct IncidentWatch: Service {
     @discardableResult
     func step() async throws -> Timestamp? {
         let now = engine.now
-        try await engine.webhooks.silences.refreshIfShared()
+        try await delivery.silences.refreshIfShared()
         let groups = try await Self.groups(of: engine)
         let open = try await store.openIncidents()
         let flapping = engine.configuration.notifications
@@ -56,7 +60,7 @@ public struct IncidentWatch: Service {
             flapping: flapping,
             held: { record in
                 let target = Self.target(of: record)
-                return engine.webhooks.silences.inForce(target.alert, info: target.info, now: now)
+                return delivery.silences.inForce(target.alert, info: target.info, now: now)
             }
         )
         guard !step.records.isEmpty else { return step.nextWake }
@@ -66,7 +70,7 @@ public struct IncidentWatch: Service {
             messages += IncidentMessage.messages(
                 record,
                 notice: notice,
-                subscribers: engine.webhooks.incidentSubscribers(
+                subscribers: delivery.webhooks.incidentSubscribers(
                     for: target.alert,
                     errorClass: target.errorClass,
                     attestedOnly: record.key.attestedOnly
@@ -88,7 +92,7 @@ public struct IncidentWatch: Service {
                 metadata: ["incident.id": "\(record.id)", "incident.notice": "\(notice.rawValue)", "incident.devices": "\(record.devices)"]
             )
         }
-        if !messages.isEmpty { engine.webhooks.notify() }
+        if !messages.isEmpty { delivery.outbox.notify() }
         return step.nextWake
     }
 

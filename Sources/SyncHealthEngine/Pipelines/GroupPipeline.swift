@@ -25,6 +25,7 @@ protocol GroupPipeline: MonitorEngine, AnyObject {
 }
 
 extension GroupPipeline {
+    var delivery: Delivery { parts.delivery }
     var queue: IngestQueue { parts.queue }
     var logger: Logger { parts.logger }
     var metrics: EngineMetrics { parts.metrics }
@@ -142,7 +143,7 @@ extension GroupPipeline {
         for removal in plan.changes.removals {
             (removal.reason == .forgotten ? metrics.devicesForgotten : metrics.devicesErased).increment()
         }
-        if !plan.changes.outbox.isEmpty { webhooks.notify() }
+        if !plan.changes.outbox.isEmpty { delivery.outbox.notify() }
         if publishesTransitions && !plan.changes.alerts.isEmpty { feed.publish(plan.changes.alerts) }
         for (job, receipt) in zip(jobs, plan.receipts) {
             metrics.eventsAccepted.increment(by: receipt.accepted)

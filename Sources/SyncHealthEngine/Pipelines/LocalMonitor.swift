@@ -23,12 +23,11 @@ public final class LocalMonitor: MonitorEngine, GroupPipeline {
         store: any LocalSyncStore,
         clock: any ServiceClock,
         configuration: EngineConfiguration = EngineConfiguration(),
-        webhooks: WebhookCenter,
-        outbox: OutboxSender,
+        delivery: Delivery,
         logger: Logger
     ) {
         self.store = store
-        self.parts = EngineParts(clock: clock, configuration: configuration, webhooks: webhooks, outbox: outbox, logger: logger)
+        self.parts = EngineParts(clock: clock, configuration: configuration, delivery: delivery, logger: logger)
     }
 
     public func run() async throws { try await runPipeline() }
@@ -36,8 +35,6 @@ public final class LocalMonitor: MonitorEngine, GroupPipeline {
     public var isReady: Bool { queue.isReady }
     public var clock: any ServiceClock { parts.clock }
     public var configuration: EngineConfiguration { parts.configuration }
-    public var webhooks: WebhookCenter { parts.webhooks }
-    public var outbox: OutboxSender { parts.outbox }
     public var feed: LiveFeed { parts.feed }
 
     /// The number of devices tracked.
@@ -154,7 +151,7 @@ public final class LocalMonitor: MonitorEngine, GroupPipeline {
 
     /// Rebuilds the cache from the store: devices, fleet counters, timers.
     func prepare() async throws {
-        try await webhooks.load()
+        try await delivery.load()
         // Readers that reconnect after a restart resume from the transitions the store kept.
         feed.rebuild(recent: try await store.recentTransitions(limit: feed.replayCapacity))
         let state = try await store.loadState()
@@ -283,7 +280,9 @@ public final class LocalMonitor: MonitorEngine, GroupPipeline {
         erasures: [DeviceKey],
         now: Timestamp
     ) -> GroupPlan {
-        cache.withLock { c in
+        // Taken before the cache's lock, so that planning nests no lock in it.
+        let routing = delivery.routing(now: now)
+        return cache.withLock { c in
             c.policy.beginChanges()
             var plan = GroupPlan.make(
                 batches: jobs.lazy.map(\.batch),
@@ -295,13 +294,13 @@ public final class LocalMonitor: MonitorEngine, GroupPipeline {
                 policy: &c.policy,
                 now: now,
                 configuration: configuration,
-                subscribers: webhooks.subscribers(for:context:)
+                subscribers: routing.subscribers(for:context:)
             )
             plan.evaluateFleet(
                 before: { c.counters[FleetScope(containerId: $0)] },
                 now: now,
                 configuration: configuration,
-                subscribers: webhooks.subscribers(for:context:)
+                subscribers: routing.subscribers(for:context:)
             )
             return plan
         }

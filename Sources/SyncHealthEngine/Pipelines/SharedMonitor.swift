@@ -28,12 +28,11 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
         store: any SharedSyncStore,
         clock: any ServiceClock,
         configuration: EngineConfiguration = EngineConfiguration(),
-        webhooks: WebhookCenter,
-        outbox: OutboxSender,
+        delivery: Delivery,
         logger: Logger
     ) {
         self.store = store
-        self.parts = EngineParts(clock: clock, configuration: configuration, webhooks: webhooks, outbox: outbox, logger: logger)
+        self.parts = EngineParts(clock: clock, configuration: configuration, delivery: delivery, logger: logger)
         self.policy = Mutex(NotificationPolicy(configuration: configuration.notifications))
         self.cache = Mutex(SharedCache(capacity: configuration.sharedCacheDevices))
     }
@@ -43,8 +42,6 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
     public var isReady: Bool { queue.isReady }
     public var clock: any ServiceClock { parts.clock }
     public var configuration: EngineConfiguration { parts.configuration }
-    public var webhooks: WebhookCenter { parts.webhooks }
-    public var outbox: OutboxSender { parts.outbox }
     public var feed: LiveFeed { parts.feed }
 
     // MARK: Writes and reads
@@ -169,7 +166,7 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
 
     func prepare() async throws {
         try await store.prepare()
-        try await webhooks.load()
+        try await delivery.load()
     }
 
     func nextWake(now: Timestamp) async -> Timestamp? {
@@ -242,7 +239,7 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
     private func keepInTouch(now: Timestamp) async {
         let (reload, beat) = passes.withLock { ($0.reloadDue(now: now, interval: configuration.sharedPollInterval), $0.heartbeatDue(now: now)) }
         if reload {
-            do { try await webhooks.load() } catch { logger.error("Reading webhook subscriptions failed", metadata: ["error": "\(error)"]) }
+            do { try await delivery.load() } catch { logger.error("Reading webhook subscriptions failed", metadata: ["error": "\(error)"]) }
         }
         if beat {
             do {
@@ -288,14 +285,16 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
                 }
                 // Subscriptions another replica changed since the last group: their alerts go to them from this group on.
                 if let digest = snapshot.subscriptionsDigest, passes.withLock({ $0.subscriptionsDigest != digest }) {
-                    webhooks.replaceSubscriptions(try await group.webhooks())
+                    delivery.webhooks.replaceSubscriptions(try await group.webhooks())
                     passes.withLock { $0.subscriptionsDigest = digest }
                 }
                 action = machine.read(snapshot)
             case .plan(let snapshot, let due):
-                var plan = self.plan(jobs, erasures: erasures, claims: claims, on: snapshot, due: due, now: now)
+                // Taken before the policy's lock, so that planning nests no lock in it.
+                let routing = delivery.routing(now: now)
+                var plan = self.plan(jobs, erasures: erasures, claims: claims, on: snapshot, due: due, now: now, routing: routing)
                 let countsKnown = !machine.writingFirst || cache.withLock { $0.knowsCounts(of: plan.containers) }
-                if countsKnown { evaluateFleet(&plan, on: snapshot, everyContainer: everyContainer, now: now) }
+                if countsKnown { evaluateFleet(&plan, on: snapshot, everyContainer: everyContainer, now: now, routing: routing) }
                 action = machine.planned(plan, countsKnown: countsKnown)
             case .write(let write, let first):
                 let written = try await group.write(write)
@@ -321,7 +320,8 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
         claims: [EventIdClaim],
         on snapshot: GroupSnapshot,
         due dueKeys: [DeviceKey],
-        now: Timestamp
+        now: Timestamp,
+        routing: Routing
     ) -> GroupPlan {
         var devices = DeviceTable()
         for stored in snapshot.devices + snapshot.due where devices.index[stored.record.key] == nil {
@@ -345,7 +345,7 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
                 policy: &p,
                 now: now,
                 configuration: configuration,
-                subscribers: webhooks.subscribers(for:context:)
+                subscribers: routing.subscribers(for:context:)
             )
         }
         // An erased device's ids of this group are not kept; those from before go after the group (`erase`).
@@ -356,7 +356,7 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
 
     /// The fleet rule of the plan's containers (every container with counts or a fleet alert, on a fleet pass), on
     /// the counts read plus the group's own deltas.
-    private func evaluateFleet(_ plan: inout GroupPlan, on snapshot: GroupSnapshot, everyContainer: Bool, now: Timestamp) {
+    private func evaluateFleet(_ plan: inout GroupPlan, on snapshot: GroupSnapshot, everyContainer: Bool, now: Timestamp, routing: Routing) {
         if everyContainer {
             plan.containers = Array(Set(plan.containers).union(snapshot.counts.keys).union(snapshot.fleetAlerts.keys)).sorted()
         }
@@ -364,7 +364,7 @@ public final class SharedMonitor: MonitorEngine, GroupPipeline {
             before: { snapshot.counts[$0] ?? FleetCounts() },
             now: now,
             configuration: configuration,
-            subscribers: webhooks.subscribers(for:context:)
+            subscribers: routing.subscribers(for:context:)
         )
     }
 }

@@ -1,7 +1,7 @@
 import CoreMetrics
 public import Logging
 public import ServiceLifecycle
-public import SyncHealthCore
+import SyncHealthCore
 public import SyncHealthStore
 import Synchronization
 
@@ -14,6 +14,8 @@ import Synchronization
 /// (`ReleaseFlapping`).
 public final class RegressionWatch: Service, Sendable {
     let engine: any MonitorEngine
+    /// The silences and subscriptions a release's alert is told to, and the sender woken when messages are written.
+    let delivery: Delivery
     /// Where release alerts and their messages are written.
     let store: any SyncStore
     let logger: Logger
@@ -31,13 +33,14 @@ public final class RegressionWatch: Service, Sendable {
     let flapping: Mutex<ReleaseFlapping>
 
     /// Watches `engine`'s releases, in the engine's store.
-    public convenience init(engine: any MonitorEngine, logger: Logger) {
-        self.init(engine: engine, store: engine.syncStore, logger: logger)
+    public convenience init(engine: any MonitorEngine, delivery: Delivery, logger: Logger) {
+        self.init(engine: engine, delivery: delivery, store: engine.syncStore, logger: logger)
     }
 
     /// Watches `engine`'s releases, writing their alerts to `store`.
-    public init(engine: any MonitorEngine, store: any SyncStore, logger: Logger) {
+    public init(engine: any MonitorEngine, delivery: Delivery, store: any SyncStore, logger: Logger) {
         self.engine = engine
+        self.delivery = delivery
         self.store = store
         self.logger = logger
         self.flapping = Mutex(ReleaseFlapping(configuration: engine.configuration.notifications))
@@ -63,13 +66,14 @@ public final class RegressionWatch: Service, Sendable {
             }
         }
         let firing = try await firingAlerts()
-        try await engine.webhooks.silences.refreshIfShared()
+        try await delivery.silences.refreshIfShared()
         let (held, fires) = try await holds(firing: firing, findings: findings, now: now)
         let changes = ReleaseRegression.changes(firing: firing.filter { !held.contains($0.key) }.mapValues(\.startsAt), findings: findings, now: now)
         firingGauge.record(firing.count)
         guard !changes.isEmpty else { return [] }
         var alerts: [AlertRecord] = []
         var messages: [OutboxMessage] = []
+        let routing = delivery.routing(now: now)
         for change in changes {
             let releases = apps[change.key.appId] ?? [:]
             let alert: AlertRecord
@@ -91,7 +95,7 @@ public final class RegressionWatch: Service, Sendable {
                 change: change.transition.change,
                 line: .release(appId: change.key.appId, version: change.key.version),
                 context: context,
-                subscribers: engine.webhooks.subscribers(for: alert, context: context, now: now),
+                subscribers: routing.subscribers(for: alert, context: context),
                 now: now,
                 publicURL: engine.configuration.publicURL
             )
@@ -115,7 +119,7 @@ public final class RegressionWatch: Service, Sendable {
                 ]
             )
         }
-        if !messages.isEmpty { engine.webhooks.notify() }
+        if !messages.isEmpty { delivery.outbox.notify() }
         return alerts
     }
 

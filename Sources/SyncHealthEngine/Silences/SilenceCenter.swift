@@ -23,7 +23,8 @@ public final class SilenceCenter: Sendable {
     /// release sleeps until the next end it knows, and one made since may end sooner.
     let ended = WakeSignal()
 
-    init(store: any SyncStore, clock: any ServiceClock, reloadsBeforeUse: Bool) {
+    /// Creates the silences of `store`; `reloadsBeforeUse` when other replicas share it and may change them.
+    public init(store: any SyncStore, clock: any ServiceClock, reloadsBeforeUse: Bool) {
         self.store = store
         self.clock = clock
         self.reloadsBeforeUse = reloadsBeforeUse
@@ -53,15 +54,21 @@ public final class SilenceCenter: Sendable {
     /// is told exactly when its fire was. Both are judged at the alert's start, not at `now`, so that a silence made
     /// between the two cannot hold a fire whose resolve it then lets through.
     func holds(_ alert: AlertRecord, info: DeviceInfo?, now: Timestamp) -> Bool {
-        cache.withLock { silences in
-            let matching = silences.values.filter { $0.matchers.matches(alert, info: info) }
-            switch SilenceCover.telling(firedAt: alert.startsAt, matching: matching, now: now) {
-            case .atStart: return false
-            case .held: return true
-            case .release(let id, _): return silences[id]?.released != true
-            }
+        Self.holds(alert, info: info, now: now, in: current)
+    }
+
+    /// `holds`, judged on `silences` (a snapshot: `Routing`).
+    static func holds(_ alert: AlertRecord, info: DeviceInfo?, now: Timestamp, in silences: [String: Silence]) -> Bool {
+        let matching = silences.values.filter { $0.matchers.matches(alert, info: info) }
+        switch SilenceCover.telling(firedAt: alert.startsAt, matching: matching, now: now) {
+        case .atStart: return false
+        case .held: return true
+        case .release(let id, _): return silences[id]?.released != true
         }
     }
+
+    /// Every silence known, as it stands (copy-on-write: no copy is made unless it changes).
+    var current: [String: Silence] { cache.withLock { $0 } }
 
     /// Whether a silence in force now matches `alert`: what holds an incident's messages, which the incident book
     /// tries again at its next step.

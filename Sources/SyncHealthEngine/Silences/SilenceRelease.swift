@@ -8,24 +8,27 @@ public import SyncHealthStore
 /// tells what a silence held at its first step after the silence ends.
 public struct SilenceRelease: Service {
     let engine: any MonitorEngine
+    /// The silences released, the subscriptions told, and the sender woken.
+    let delivery: Delivery
     /// Where the released fires' messages are queued.
     let store: any SyncStore
     let logger: Logger
 
-    /// Releases for `engine`'s silences, queueing messages in `store`.
-    public init(engine: any MonitorEngine, store: any SyncStore, logger: Logger) {
+    /// Releases `delivery`'s silences over `engine`'s alerts, queueing messages in `store`.
+    public init(engine: any MonitorEngine, delivery: Delivery, store: any SyncStore, logger: Logger) {
         self.engine = engine
+        self.delivery = delivery
         self.store = store
         self.logger = logger
     }
 
-    /// Releases for `engine`'s silences, queueing messages in the engine's store.
-    public init(engine: any MonitorEngine, logger: Logger) {
-        self.init(engine: engine, store: engine.syncStore, logger: logger)
+    /// Releases `delivery`'s silences over `engine`'s alerts, queueing messages in the engine's store.
+    public init(engine: any MonitorEngine, delivery: Delivery, logger: Logger) {
+        self.init(engine: engine, delivery: delivery, store: engine.syncStore, logger: logger)
     }
 
     public func run() async throws {
-        let silences = engine.webhooks.silences
+        let silences = delivery.silences
         await cancelWhenGracefulShutdown {
             while !Task.isCancelled {
                 if engine.isReady {
@@ -46,7 +49,7 @@ public struct SilenceRelease: Service {
 
     /// Releases every silence that has ended.
     func releaseEnded() async throws {
-        let silences = engine.webhooks.silences
+        let silences = delivery.silences
         let now = engine.now
         let ended = try await silences.endedUnreleased(now: now)
         guard !ended.isEmpty else { return }
@@ -59,14 +62,14 @@ public struct SilenceRelease: Service {
                     change: .fire,
                     line: Self.line(of: alert),
                     context: context,
-                    subscribers: engine.webhooks.routed(alert, context: context),
+                    subscribers: delivery.webhooks.routed(alert, context: context),
                     now: now,
                     publicURL: engine.configuration.publicURL
                 )
             }
             if !messages.isEmpty {
                 try await store.enqueue(messages)
-                engine.webhooks.notify()
+                delivery.outbox.notify()
             }
             try await silences.markReleased(silence)
             logger.info("Silence ended", metadata: ["silence.id": "\(silence.id)", "messages.released": "\(messages.count)"])

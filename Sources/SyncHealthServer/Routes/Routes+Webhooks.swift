@@ -7,6 +7,8 @@ import SyncHealthStore
 /// `/v1/webhooks…` (admin key).
 struct WebhookRoutes {
     let webhooks: WebhookCenter
+    /// Woken when a failed message is scheduled again.
+    let outbox: OutboxSender
     let audit: AuditLog
 
     struct CreateBody: Decodable {
@@ -98,6 +100,7 @@ struct WebhookRoutes {
         guard try await webhooks.resend(id, messageId: messageId) else {
             throw APIError.notFound("No failed delivery \(messageId) for this webhook; only failed messages can be sent again.")
         }
+        outbox.notify()
         await audit.record(context, "webhook.resend", "\(id)/\(messageId)")
         return try JSONResponse.make(["status": "pending", "messageId": messageId], status: .accepted)
     }

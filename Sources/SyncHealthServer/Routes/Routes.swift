@@ -355,6 +355,8 @@ struct DeviceRoutes<Engine: MonitorEngine> {
 /// `GET /v1/summary`, `GET /v1/alerts`.
 struct FleetRoutes<Engine: MonitorEngine> {
     let engine: Engine
+    /// What silences a firing alert (`silencedBy` in the alert list).
+    let silences: SilenceCenter
     /// App Attest's policy and store, for the attested counts and each app's mode.
     var attestation: AppAttestGate? = nil
 
@@ -395,7 +397,7 @@ struct FleetRoutes<Engine: MonitorEngine> {
         let data = page.alerts.map { alert in
             guard alert.state == .firing else { return AlertJSON(alert, silencedBy: []) }
             let info = alert.appId.flatMap { app in alert.deviceId.flatMap { infos[DeviceKey(appId: app, deviceId: $0)] } }
-            return AlertJSON(alert, silencedBy: engine.webhooks.silences.silencedBy(alert, info: info, now: now))
+            return AlertJSON(alert, silencedBy: silences.silencedBy(alert, info: info, now: now))
         }
         return try JSONResponse.make(PageDTO(data: data, nextCursor: page.nextCursor.map(String.init)))
     }

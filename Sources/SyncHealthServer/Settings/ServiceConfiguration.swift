@@ -3,7 +3,7 @@ public import SyncHealthAttest
 import SyncHealthCore
 public import SyncHealthEngine
 public import SyncHealthSQLite
-public import SyncHealthStore
+import SyncHealthStore
 
 /// Everything `synchealth serve` can be told, from the environment or flags (`ServiceSetting.all` declares how).
 public struct ServiceConfiguration: Sendable {
@@ -26,7 +26,7 @@ public struct ServiceConfiguration: Sendable {
     /// Engine tunables, alert delays among them.
     public var engine = EngineConfiguration()
     /// Webhook delivery settings (`allowPrivate` is `SYNCHEALTH_WEBHOOK_ALLOW_PRIVATE`).
-    public var webhooks = WebhookConfiguration()
+    public var webhooks = DeliveryConfiguration()
     /// `postgres://…` selects PostgreSQL instead of the embedded store.
     public var databaseURL: String?
     /// With PostgreSQL: how long a replica holds a webhook message it is sending before another may.

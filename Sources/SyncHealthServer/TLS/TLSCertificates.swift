@@ -1,5 +1,5 @@
 import Foundation
-public import NIOCore
+import NIOCore
 public import NIOSSL
 import Synchronization
 
