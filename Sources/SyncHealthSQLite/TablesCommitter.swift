@@ -11,7 +11,7 @@ final class TablesCommitter: GroupCommitter {
     let db: Database
     let eventIdSpan: Int64
     /// The group judged; its transaction is open while it is.
-    private var group = OpenGroup()
+    private var group = OpenSQLiteGroup()
 
     init(store: SQLiteStore, db: Database, eventIdSpan: Int64) {
         self.store = store

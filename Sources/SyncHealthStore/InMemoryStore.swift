@@ -282,36 +282,28 @@ extension AlertQuery {
 final class InMemoryCommitter: GroupCommitter {
     let store: InMemoryStore
     /// The open group's claims and what `judge` found of them.
-    private var open: (claims: [EventIdClaim], seen: [Set<String>])?
+    private var group = OpenGroup<(claims: [EventIdClaim], seen: [Set<String>])>()
 
     init(store: InMemoryStore) { self.store = store }
 
     func judge(_ claims: [EventIdClaim]) throws -> [Set<String>] {
-        precondition(open == nil, "GroupCommitter.judge with a group open")
+        group.expectNoneOpen()
         let seen = store.seen(claims)
-        open = (claims, seen)
+        group.open((claims, seen))
         return seen
     }
 
     func append(_ changes: StoreChanges, at recordedAt: Timestamp) throws {
-        guard let group = open else { preconditionFailure("GroupCommitter.append without judge") }
-        open = nil
+        let judged = group.close()
         var changes = changes
-        changes.eventIds = StoreChanges.newIds(group.claims, seen: group.seen)
+        changes.eventIds = StoreChanges.newIds(judged.claims, seen: judged.seen)
         changes.recordedAt = recordedAt
         try store.write(changes)
     }
 
-    /// Checks that the series ends with no group open: a group judged and neither appended nor abandoned is a
-    /// programming error.
-    func finish() {
-        precondition(open == nil, "a series of groups ended with a group open")
-    }
+    func finish() { group.finish() }
 
-    func abandon() {
-        precondition(open != nil, "GroupCommitter.abandon without judge")
-        open = nil
-    }
+    func abandon() { group.abandon() }
 
     var wantsBreak: Bool { false }
 }

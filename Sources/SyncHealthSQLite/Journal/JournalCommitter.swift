@@ -8,7 +8,7 @@ import Synchronization
 final class JournalCommitter: GroupCommitter {
     let store: SQLiteStore
     let appender: CommitJournal.Appender
-    private var group = OpenGroup()
+    private var group = OpenSQLiteGroup()
 
     init(store: SQLiteStore, appender: CommitJournal.Appender) {
         self.store = store
