@@ -11,14 +11,14 @@ import SyncHealthWebhooks
 /// this service. The fire and the resolve themselves go through the outbox, in order, with retries; a refresh
 /// that fails is only logged, and the next one makes up for it.
 public struct AlertmanagerRefresh: Service {
-    let engine: any MonitorEngine
+    let engine: any EngineReads
     /// The subscriptions posted to, the silences that leave an alert out, and the sender that posts.
     let delivery: Delivery
     let interval: Duration
     let logger: Logger
 
     /// Refreshes every `interval` (60 s by default).
-    public init(engine: any MonitorEngine, delivery: Delivery, interval: Duration = .seconds(60), logger: Logger) {
+    public init(engine: any EngineReads, delivery: Delivery, interval: Duration = .seconds(60), logger: Logger) {
         self.engine = engine
         self.delivery = delivery
         self.interval = interval

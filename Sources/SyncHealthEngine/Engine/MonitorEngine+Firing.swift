@@ -3,7 +3,7 @@ import SyncHealthStore
 
 /// The alerts that fire now, read page by page: what Alertmanager's refresh posts again, what a silence's end
 /// releases, and what incidents group.
-extension MonitorEngine {
+extension EngineReads {
     /// Every firing alert, with its device's context: a page of alerts, then their devices in one read.
     func firingAlerts() async throws -> [(AlertRecord, AlertContext)] {
         try await firingAlertDevices().map { alert, device in

@@ -2,7 +2,7 @@ import Logging
 import ServiceLifecycle
 import SyncHealthCore
 
-extension MonitorEngine {
+extension EngineReads {
     /// Runs `step` until graceful shutdown, as the watches that read the store on a schedule do: every second until
     /// the engine is ready, then every `interval`, or sooner when `step` returns an earlier time. A step that throws
     /// is logged with `failure` and tried again after `interval`.

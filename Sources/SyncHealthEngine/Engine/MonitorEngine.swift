@@ -4,6 +4,33 @@ public import SyncHealthCore
 public import SyncHealthStore
 import SyncHealthWebhooks
 
+/// What the services beside the engine read of it (the incident and release watches, silences' release,
+/// Alertmanager's refresh, the fleet history, the live feed's tick and follower): its clock, tunables and readiness,
+/// its store, its alerts, devices and counters, and its live feed. A watch neither ingests nor erases, so it takes
+/// this, not the whole `MonitorEngine`.
+public protocol EngineReads: Sendable {
+    /// The service's clock.
+    var clock: any ServiceClock { get }
+    /// Tunables.
+    var configuration: EngineConfiguration { get }
+    /// Whether the state is loaded and the pipeline runs.
+    var isReady: Bool { get }
+    /// Alert transitions and fleet-summary changes, as they happen, for live views.
+    var feed: LiveFeed { get }
+    /// The store the engine commits to: what the watches beside it (incidents, releases, silences) read and write.
+    var syncStore: any SyncStore { get }
+
+    /// The devices among `keys` that exist, in one read whatever their number.
+    func records(_ keys: [DeviceKey]) async throws(EngineError) -> [DeviceKey: DeviceRecord]
+    /// The counters of every scope with devices.
+    func summaries() async throws(EngineError) -> [FleetScope: FleetCounts]
+    /// Every app's releases by app version, for the metrics: live on the embedded store, at most a minute old on a
+    /// shared one (which counts them from every device).
+    func appVersions() async throws(EngineError) -> [String: [String: ReleaseCounts]]
+    /// A page of alerts, newest first.
+    func alerts(_ query: AlertQuery) async throws(EngineError) -> AlertPage
+}
+
 /// The running monitor, as the HTTP routes and the other services use it: ingestion and reads. What tells ops (the
 /// silences, the subscriptions, the outbox's sender) is built beside it (`Delivery`). Two types implement it, one
 /// per kind of store:
@@ -18,18 +45,7 @@ import SyncHealthWebhooks
 /// Both run as a service: `run()` loads or prepares the store, then commits groups (queued requests, due timers,
 /// erasures) until graceful shutdown, and commits what was accepted before it returns. Both plan with the same
 /// `GroupPlan` (docs/architecture.md#two-pipelines-one-protocol).
-public protocol MonitorEngine: Service, Sendable {
-    /// The service's clock.
-    var clock: any ServiceClock { get }
-    /// Tunables.
-    var configuration: EngineConfiguration { get }
-    /// Whether the state is loaded and the pipeline runs.
-    var isReady: Bool { get }
-    /// Alert transitions and fleet-summary changes, as they happen, for live views.
-    var feed: LiveFeed { get }
-    /// The store the engine commits to: what the watches beside it (incidents, releases, silences) read and write.
-    var syncStore: any SyncStore { get }
-
+public protocol MonitorEngine: Service, EngineReads {
     /// Applies a decoded batch and returns once it is durable.
     ///
     /// - Throws: `EngineError.overloaded` when too many requests wait, `.stopping` during shutdown,
@@ -37,23 +53,14 @@ public protocol MonitorEngine: Service, Sendable {
     func ingest(_ batch: EventBatch) async throws(EngineError) -> IngestReceipt
     /// A device's state now, or `nil` if unknown.
     func device(_ key: DeviceKey) async throws(EngineError) -> DeviceSnapshot?
-    /// The devices among `keys` that exist, in one read whatever their number.
-    func records(_ keys: [DeviceKey]) async throws(EngineError) -> [DeviceKey: DeviceRecord]
     /// Every device with `deviceId`, in any app (for lookups that leave out the app).
     func devices(withId deviceId: String) async throws(EngineError) -> [DeviceKey]
     /// A page of devices matching `filter`, in first-seen order.
     func devices(_ filter: DeviceFilter, after cursor: Int, limit: Int) async throws(EngineError) -> DevicePage
     /// The fleet counters of a scope, O(1) in the fleet's size.
     func summary(_ scope: FleetScope) async throws(EngineError) -> FleetCounts
-    /// The counters of every scope with devices.
-    func summaries() async throws(EngineError) -> [FleetScope: FleetCounts]
     /// An app's releases along `dimension` (`""`: devices that reported none), with their counters.
     func releases(appId: String, by dimension: ReleaseDimension) async throws(EngineError) -> [String: ReleaseCounts]
-    /// Every app's releases by app version, for the metrics: live on the embedded store, at most a minute old on a
-    /// shared one (which counts them from every device).
-    func appVersions() async throws(EngineError) -> [String: [String: ReleaseCounts]]
-    /// A page of alerts, newest first.
-    func alerts(_ query: AlertQuery) async throws(EngineError) -> AlertPage
     /// Erases a device (`DeviceRemoval.Reason.erased`): its record, counts, list entries, alerts, queued webhook
     /// messages and event ids. Returns once that is committed, whether the device was stored.
     func erase(_ key: DeviceKey) async throws(EngineError) -> Bool
@@ -61,7 +68,7 @@ public protocol MonitorEngine: Service, Sendable {
     func history(_ scope: FleetScope, resolution: HistoryResolution, from: Timestamp, to: Timestamp) async throws(EngineError) -> [HistoryPoint]
 }
 
-extension MonitorEngine {
+extension EngineReads {
     /// The clock's current time.
     public var now: Timestamp { clock.now }
 }

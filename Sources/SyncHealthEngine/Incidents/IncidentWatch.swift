@@ -10,7 +10,7 @@ public import SyncHealthStore
 /// other replica wrote the same incidents meanwhile (`IncidentStoreError.conflict`); a message's id names the
 /// incident and the message's number, so a message is written once whichever replica writes it.
 public struct IncidentWatch: Service {
-    let engine: any MonitorEngine
+    let engine: any EngineReads
     /// The silences (what holds an incident's messages), the subscriptions that group by incident, and the sender
     /// woken when messages are written.
     let delivery: Delivery
@@ -19,7 +19,7 @@ public struct IncidentWatch: Service {
     let logger: Logger
 
     /// Watches `engine`'s alerts, keeping incidents in `store`.
-    public init(engine: any MonitorEngine, delivery: Delivery, store: any SyncStore, logger: Logger) {
+    public init(engine: any EngineReads, delivery: Delivery, store: any SyncStore, logger: Logger) {
         self.engine = engine
         self.delivery = delivery
         self.store = store
@@ -27,7 +27,7 @@ public struct IncidentWatch: Service {
     }
 
     /// Watches `engine`'s alerts, keeping incidents in the engine's store.
-    public init(engine: any MonitorEngine, delivery: Delivery, logger: Logger) {
+    public init(engine: any EngineReads, delivery: Delivery, logger: Logger) {
         self.init(engine: engine, delivery: delivery, store: engine.syncStore, logger: logger)
     }
 
@@ -133,7 +133,7 @@ public struct IncidentWatch: Service {
 
     /// The firing device alerts, by incident key: each in its incident of every device, and an attested device's
     /// also in its incident of attested devices.
-    static func groups(of engine: any MonitorEngine) async throws -> [IncidentKey: IncidentGroup] {
+    static func groups(of engine: any EngineReads) async throws -> [IncidentKey: IncidentGroup] {
         var groups: [IncidentKey: IncidentGroup] = [:]
         for (alert, device) in try await engine.firingAlertDevices() {
             guard let device, AlertKind.deviceKinds.contains(alert.kind) else { continue }

@@ -10,13 +10,13 @@ public import SyncHealthStore
 ///
 /// Replicas sharing a store each sample; a slot is written once (`HistoryStore.recordHistory`).
 public struct HistoryRecorder: Service {
-    let engine: any MonitorEngine
+    let engine: any EngineReads
     let store: any HistoryStore
     let maxScopes: Int
     let logger: Logger
 
     /// Records `engine`'s counters into `store`.
-    public init(engine: any MonitorEngine, store: any HistoryStore, maxScopes: Int = 250, logger: Logger) {
+    public init(engine: any EngineReads, store: any HistoryStore, maxScopes: Int = 250, logger: Logger) {
         self.engine = engine
         self.store = store
         self.maxScopes = maxScopes

@@ -7,13 +7,13 @@ import SyncHealthCore
 /// changed (at most `maxScopes`, the largest); every `keepaliveInterval`, a keepalive. At graceful shutdown it ends every
 /// subscription, so that open streams end and the HTTP server can drain.
 public struct LiveFeedTicker: Service {
-    let engine: any MonitorEngine
+    let engine: any EngineReads
     let maxScopes: Int
     let keepaliveInterval: Duration
     let logger: Logger
 
     /// Ticks `engine.feed`.
-    public init(engine: any MonitorEngine, maxScopes: Int = 1_000, keepaliveInterval: Duration = .seconds(15), logger: Logger) {
+    public init(engine: any EngineReads, maxScopes: Int = 1_000, keepaliveInterval: Duration = .seconds(15), logger: Logger) {
         self.engine = engine
         self.maxScopes = maxScopes
         self.keepaliveInterval = keepaliveInterval

@@ -13,14 +13,14 @@ import Synchronization
 /// replica's order is the store's. When the connection fails, notices may have been missed: it listens again,
 /// rebuilds, and every reader gets `reset`.
 public struct TransitionFollower: Service {
-    let engine: any MonitorEngine
+    let engine: any EngineReads
     let store: any SharedSyncStore
     let logger: Logger
     /// How long to wait before listening again after a failure.
     let retryDelay: Duration
 
     /// Follows `store` into `engine.feed`.
-    public init(engine: any MonitorEngine, store: any SharedSyncStore, retryDelay: Duration = .seconds(1), logger: Logger) {
+    public init(engine: any EngineReads, store: any SharedSyncStore, retryDelay: Duration = .seconds(1), logger: Logger) {
         self.engine = engine
         self.store = store
         self.retryDelay = retryDelay

@@ -13,7 +13,7 @@ import Synchronization
 /// whose alert flaps is told once as flapping and held firing until it has been quiet for a window
 /// (`ReleaseFlapping`).
 public final class RegressionWatch: Service, Sendable {
-    let engine: any MonitorEngine
+    let engine: any EngineReads
     /// The silences and subscriptions a release's alert is told to, and the sender woken when messages are written.
     let delivery: Delivery
     /// Where release alerts and their messages are written.
@@ -33,12 +33,12 @@ public final class RegressionWatch: Service, Sendable {
     let flapping: Mutex<ReleaseFlapping>
 
     /// Watches `engine`'s releases, in the engine's store.
-    public convenience init(engine: any MonitorEngine, delivery: Delivery, logger: Logger) {
+    public convenience init(engine: any EngineReads, delivery: Delivery, logger: Logger) {
         self.init(engine: engine, delivery: delivery, store: engine.syncStore, logger: logger)
     }
 
     /// Watches `engine`'s releases, writing their alerts to `store`.
-    public init(engine: any MonitorEngine, delivery: Delivery, store: any SyncStore, logger: Logger) {
+    public init(engine: any EngineReads, delivery: Delivery, store: any SyncStore, logger: Logger) {
         self.engine = engine
         self.delivery = delivery
         self.store = store

@@ -7,7 +7,7 @@ public import SyncHealthStore
 /// alert that resolved meanwhile is not delivered, nor is its resolve. Incidents need no release: the incident book
 /// tells what a silence held at its first step after the silence ends.
 public struct SilenceRelease: Service {
-    let engine: any MonitorEngine
+    let engine: any EngineReads
     /// The silences released, the subscriptions told, and the sender woken.
     let delivery: Delivery
     /// Where the released fires' messages are queued.
@@ -15,7 +15,7 @@ public struct SilenceRelease: Service {
     let logger: Logger
 
     /// Releases `delivery`'s silences over `engine`'s alerts, queueing messages in `store`.
-    public init(engine: any MonitorEngine, delivery: Delivery, store: any SyncStore, logger: Logger) {
+    public init(engine: any EngineReads, delivery: Delivery, store: any SyncStore, logger: Logger) {
         self.engine = engine
         self.delivery = delivery
         self.store = store
@@ -23,7 +23,7 @@ public struct SilenceRelease: Service {
     }
 
     /// Releases `delivery`'s silences over `engine`'s alerts, queueing messages in the engine's store.
-    public init(engine: any MonitorEngine, delivery: Delivery, logger: Logger) {
+    public init(engine: any EngineReads, delivery: Delivery, logger: Logger) {
         self.init(engine: engine, delivery: delivery, store: engine.syncStore, logger: logger)
     }
 
