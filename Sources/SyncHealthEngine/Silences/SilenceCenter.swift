@@ -52,12 +52,8 @@ public final class SilenceCenter: Sendable {
     /// Whether a transition of `alert` is held back now, as `SilenceCover` tells it: a fire is held when a matching
     /// silence held it at its start (and, if that silence has ended since, until its release tells it); a resolve
     /// is told exactly when its fire was. Both are judged at the alert's start, not at `now`, so that a silence made
-    /// between the two cannot hold a fire whose resolve it then lets through.
-    func holds(_ alert: AlertRecord, info: DeviceInfo?, now: Timestamp) -> Bool {
-        Self.holds(alert, info: info, now: now, in: current)
-    }
-
-    /// `holds`, judged on `silences` (a snapshot: `Routing`).
+    /// between the two cannot hold a fire whose resolve it then lets through. Judged on `silences`, a snapshot
+    /// (`Routing`), so that a group's plan takes no lock.
     static func holds(_ alert: AlertRecord, info: DeviceInfo?, now: Timestamp, in silences: [String: Silence]) -> Bool {
         let matching = silences.values.filter { $0.matchers.matches(alert, info: info) }
         switch SilenceCover.telling(firedAt: alert.startsAt, matching: matching, now: now) {
